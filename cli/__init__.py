@@ -1,0 +1,1 @@
+"""Command-line interface (typer + rich). The only layer that prints or exits."""
