@@ -1,0 +1,122 @@
+"""Ingest: read agent logs of any supported format into :class:`Request` objects.
+
+>>> ing = Ingest(["logs/"])            # files, directories (recursive), globs, "-"
+>>> for req in ing: ...                # streams, one Request per model call
+>>> ing.summary                        # IngestSummary(files, records, requests, sessions, skipped)
+
+Each file is checked (empty / binary / not UTF-8 ⇒ one bad ``Skipped`` with
+record 0), its format detected from the first 64 KiB (or forced with
+``format=``), and handed to that format's reader, which streams requests and
+``Skipped`` records. Sessions and indexes are assigned on the fly by
+:class:`~.sessions.SessionGrouper`. Nothing is silently dropped: every record of
+every file ends up in a request or in ``summary.skipped``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import IO, Iterator, Sequence
+
+from ..errors import InputError
+from ..model import Request, Skipped
+from .base import Reader, RecordsSeen, Source
+from .detect import detect_reader, formats, get_reader, single_document
+from .jsonio import HEAD_BYTES, FieldError, check_head, skipped_message
+from .sessions import SessionGrouper
+from .sources import expand_inputs
+
+__all__ = ["Ingest", "IngestSummary", "formats", "skipped_message"]
+
+#: Formats that always hold one model call per file: their sessions chain across a directory.
+ONE_CALL_PER_FILE = frozenset({"openhands-completions"})
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSummary:
+    """Counts of one pass over the inputs.
+
+    ``files``: sources read; ``records``: input records (JSONL lines, list items,
+    trajectory steps) reported by the readers; ``requests``: requests yielded;
+    ``sessions``: distinct sessions among them; ``skipped``: every record (or
+    whole file, record 0) not turned into a request, with the reason.
+    """
+
+    files: int
+    records: int
+    requests: int
+    sessions: int
+    skipped: tuple[Skipped, ...]
+
+    @property
+    def bad(self) -> tuple[Skipped, ...]:
+        """The skipped records that are errors (``bad=True``), not notes."""
+        return tuple(s for s in self.skipped if s.bad)
+
+
+class Ingest:
+    """Iterate the requests of some log inputs.
+
+    ``inputs`` are expanded immediately (:class:`InputError` for a path that
+    does not exist); ``format`` is ``"auto"`` or a format name
+    (:class:`~prefixcache.analyzer.errors.ConfigError` if unknown); ``stdin`` is
+    the stream ``-`` reads (default ``sys.stdin.buffer``). Iterating streams the
+    requests; each pass starts afresh. ``summary`` describes the last complete
+    pass (running one, discarding the requests, if none has been made yet).
+    """
+
+    def __init__(self, inputs: Sequence[str], format: str = "auto", stdin: IO[bytes] | None = None) -> None:
+        self.format = format
+        self._forced = None if format == "auto" else get_reader(format)
+        self.sources: list[Source] = expand_inputs(inputs, stdin)
+        self._summary: IngestSummary | None = None
+
+    def __iter__(self) -> Iterator[Request]:
+        grouper = SessionGrouper()
+        records = requests = 0
+        skipped: list[Skipped] = []
+        for source in self.sources:
+            scope = source.name
+            for item in self._read(source):
+                if isinstance(item, str):
+                    scope = item
+                elif isinstance(item, Request):
+                    requests += 1
+                    yield grouper.assign(item, scope)
+                elif isinstance(item, Skipped):
+                    skipped.append(item)
+                else:
+                    records += item.records
+        self._summary = IngestSummary(len(self.sources), records, requests, grouper.sessions, tuple(skipped))
+
+    def _read(self, source: Source) -> Iterator[str | Request | Skipped | RecordsSeen]:
+        """One source through its reader; whole-file failures become one bad ``Skipped``.
+
+        Yields first the session-chaining scope of the file (a string): the file
+        itself, or its directory when the file holds one call (see sessions.py).
+        """
+        try:
+            with source.open() as f:
+                data = f.read(HEAD_BYTES)
+                complete = not f.read(1)
+            head = check_head(data, source.name)
+            reader: Reader = self._forced or detect_reader(source, head)
+            if reader.format in ONE_CALL_PER_FILE or (source.name != "-" and single_document(head, complete)):
+                yield os.path.dirname(os.path.abspath(source.name))
+            yield from reader.read(source)
+        except InputError as e:
+            yield Skipped(source.name, e.record, e.reason, e.field, True)
+        except FieldError as e:
+            yield Skipped(source.name, 0, e.reason, e.field, True)
+        except OSError as e:
+            yield Skipped(source.name, 0, f"cannot read file: {e.strerror or e}", "", True)
+
+    @property
+    def summary(self) -> IngestSummary:
+        """Counts and skipped records of the last complete pass."""
+        summary = self._summary
+        while summary is None:
+            for _ in self:
+                pass
+            summary = self._summary
+        return summary

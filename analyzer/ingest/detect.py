@@ -1,0 +1,188 @@
+"""The reader registry and format auto-detection.
+
+Every reader module in :data:`READER_MODULES` exports ``READERS``; the registry
+maps each reader's ``format`` name to it. Detection asks every reader's
+``sniff(head, name)`` for a confidence in [0, 1] on the first 64 KiB of the file
+and takes the highest (ties go to the earlier module in the list); 0 everywhere
+means "unknown format". ``--format NAME`` skips detection.
+
+:func:`first_object` gives sniffers the first JSON object of the head whatever
+the layout (JSONL line, single document, first item of a JSON list), when the
+head holds all of it; :func:`head_fields` gives its leading fields even when a
+huge value (a long system prompt) is cut by the 64 KiB limit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ..errors import ConfigError, InputError
+from .base import Reader, Source
+
+#: Reader modules, in tie-break order (more specific formats first).
+READER_MODULES = (
+    "openhands", "litellm", "codex", "claude_code", "swe_agent", "mini_swe_agent", "traces",
+    "openai_responses", "anthropic", "openai_chat",
+)
+
+_DECODER = json.JSONDecoder()
+
+
+@lru_cache(maxsize=1)
+def registry() -> dict[str, Reader]:
+    """Format name → reader, from every module's ``READERS`` (imported on first use)."""
+    out: dict[str, Reader] = {}
+    for mod in READER_MODULES:
+        module = importlib.import_module(f"{__package__}.{mod}")
+        for reader in module.READERS:
+            if reader.format in out:
+                raise ConfigError(f"two readers claim format {reader.format!r}")
+            out[reader.format] = reader
+    return out
+
+
+def formats() -> list[str]:
+    """All format names, in registry order."""
+    return list(registry())
+
+
+def get_reader(name: str) -> Reader:
+    """The reader for a ``--format`` name; :class:`ConfigError` naming the known ones if unknown."""
+    try:
+        return registry()[name]
+    except KeyError:
+        raise ConfigError(f"unknown format {name!r}; known: {', '.join(formats())}") from None
+
+
+def scores(head: str, name: str) -> list[tuple[float, str]]:
+    """Every reader's sniff confidence, highest first (stable on ties)."""
+    ranked = [(float(r.sniff(head, name)), fmt) for fmt, r in registry().items()]
+    return sorted(ranked, key=lambda t: -t[0])
+
+
+def detect_reader(source: Source, head: str) -> Reader:
+    """The reader that claims ``head`` most confidently.
+
+    Raises :class:`InputError` (record 0) when no reader claims it; the reason
+    says what the file starts with, to help pick ``--format``.
+    """
+    best, fmt = scores(head, source.name)[0]
+    if best <= 0:
+        start = head.lstrip()[:40].replace("\n", " ")
+        raise InputError(f"unknown format (starts with {start!r}); pass --format", source.name, 0)
+    return registry()[fmt]
+
+
+def first_object(head: str) -> dict[str, Any] | None:
+    """The first JSON object in ``head``: a JSONL line, a whole document, or a list's first item.
+
+    Returns None when the head holds no complete object (e.g. a huge first record
+    cut by the 64 KiB limit); sniffers then fall back to substring checks.
+    """
+    text = head.lstrip()
+    pos = 0
+    if text.startswith("["):
+        pos = 1
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+    if not text[pos:pos + 1] == "{":
+        return None
+    try:
+        obj, _ = _DECODER.raw_decode(text, pos)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+class PartialDict(dict):
+    """A JSON object cut by the head limit: the fields that precede the cut."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A non-object value cut by the head limit; ``kind`` is its first character (``[``, ``"``...)."""
+
+    kind: str
+
+
+def _ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _partial_object(text: str, pos: int) -> tuple[dict[str, Any], bool]:
+    """Fields of the object opening at ``text[pos]``; (fields, complete). Values cut by the end of
+    ``text`` become :class:`PartialDict` (objects, recursively) or :class:`Cut`; scanning stops there."""
+    out: dict[str, Any] = {}
+    pos = _ws(text, pos + 1)
+    try:
+        while pos < len(text) and text[pos] == '"':
+            key, pos = _DECODER.raw_decode(text, pos)
+            pos = _ws(text, pos)
+            if text[pos] != ":":
+                return out, False
+            pos = _ws(text, pos + 1)
+            try:
+                out[key], pos = _DECODER.raw_decode(text, pos)
+            except ValueError:
+                if text[pos:pos + 1] == "{":
+                    out[key] = PartialDict(_partial_object(text, pos)[0])
+                else:
+                    out[key] = Cut(text[pos:pos + 1])
+                return out, False
+            pos = _ws(text, pos)
+            if text[pos:pos + 1] != ",":
+                return out, text[pos:pos + 1] == "}"
+            pos = _ws(text, pos + 1)
+    except (ValueError, IndexError):
+        pass
+    return out, False
+
+
+def head_fields(head: str) -> dict[str, Any]:
+    """Top-level fields of the first record in ``head`` (a JSONL line, a document or a list's
+    first item), even when a huge value cuts the head: fields after the cut are unknown, the cut
+    value is a :class:`PartialDict` or :class:`Cut`. ``{}`` when the head holds no object."""
+    text = head.lstrip()
+    pos = _ws(text, 1) if text.startswith("[") else 0
+    if text[pos:pos + 1] != "{":
+        return {}
+    return _partial_object(text, pos)[0]
+
+
+def is_array(value: Any) -> bool:
+    """A JSON list, complete or cut by the head limit."""
+    return isinstance(value, list) or value == Cut("[")
+
+
+def is_list_document(head: str) -> bool:
+    """True when the file is one JSON list (``[`` first), not JSONL."""
+    return head.lstrip().startswith("[")
+
+
+def single_document(head: str, complete: bool) -> bool:
+    """True when the file holds one JSON object (one call per file), not JSONL or a list.
+
+    ``complete`` says whether ``head`` is the whole file. A pretty-printed object
+    (first line not a JSON value by itself) counts even when cut.
+    """
+    text = head.strip()
+    if not text.startswith("{"):
+        return False
+    if complete:
+        try:
+            _, end = _DECODER.raw_decode(text)
+            return end == len(text)
+        except ValueError:
+            return False
+    first = text.split("\n", 1)[0]
+    try:
+        json.loads(first)
+    except ValueError:
+        return True
+    return False

@@ -1,0 +1,345 @@
+"""Streaming JSON helpers shared by every reader.
+
+Readers never touch ``orjson`` or raw bytes directly: they call :func:`iter_jsonl`
+(one JSON value per line, streamed, 1-based line numbers) or :func:`load_json`
+(one whole JSON document), and validate fields with :func:`expect` /
+:func:`field`, which raise :class:`FieldError`; the reader turns that into a
+:class:`~prefixcache.analyzer.model.Skipped` for the record with :func:`skip`.
+
+Errors always name file, record (line) and field, in the format of
+:class:`~prefixcache.analyzer.errors.InputError`::
+
+    cases/x.jsonl:3 field messages[2].content: expected string or list, got int
+
+Whole-file problems (empty, binary, not UTF-8, not JSON) raise ``InputError``
+with ``record=0`` (or the line of a JSON syntax error); :class:`Ingest` turns them
+into one bad ``Skipped`` for the file.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import orjson
+import xxhash
+
+from ..errors import InputError
+from ..model import Provenance, Request, Skipped, Usage
+from .base import RecordsSeen, Source
+
+#: How many leading bytes detection and the binary check look at.
+HEAD_BYTES = 64 * 1024
+
+_TYPE_NAMES = {str: "string", list: "list", dict: "object", int: "int", float: "float", bool: "bool", type(None): "null"}
+
+
+class FieldError(Exception):
+    """A field of one record has the wrong shape.
+
+    ``field`` is the JSON path inside the record (``messages[2].content``);
+    ``str(err)`` is the reason alone (no file or line: the reader adds those).
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(reason)
+
+
+def type_name(value: Any) -> str:
+    """JSON-ish name of a decoded value's type (``string``, ``list``, ``object``, ``int``...)."""
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def expect(value: Any, kinds: type | tuple[type, ...], path: str) -> Any:
+    """Return ``value`` if it is one of ``kinds``, else raise :class:`FieldError`.
+
+    ``bool`` is never accepted as ``int`` and ``int`` is accepted as ``float``,
+    as in JSON. Message: ``expected string or list, got int``.
+    """
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    ok = isinstance(value, kinds)
+    if isinstance(value, bool) and bool not in kinds:
+        ok = False
+    if not ok and float in kinds and type(value) is int:
+        ok = True
+    if not ok:
+        names = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+        raise FieldError(path, f"expected {names}, got {type_name(value)}")
+    return value
+
+
+def field(obj: Mapping[str, Any], key: str, kinds: type | tuple[type, ...], path: str = "", *,
+          required: bool = False, default: Any = None) -> Any:
+    """``obj[key]`` checked against ``kinds``; ``default`` when absent or null.
+
+    ``path`` is the JSON path of ``obj`` itself ("" for the record root); the
+    error names ``path.key``. Raises :class:`FieldError` when the value has the
+    wrong type, or when it is missing and ``required``.
+    """
+    where = f"{path}.{key}" if path else key
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise FieldError(where, "missing required field")
+        return default
+    return expect(value, kinds, where)
+
+
+def skip(source: str, record: int, err: FieldError | str, *, field: str = "", bad: bool = True) -> Skipped:
+    """A :class:`Skipped` for one record from a :class:`FieldError` or a plain reason."""
+    if isinstance(err, FieldError):
+        return Skipped(source, record, err.reason, err.field, bad)
+    return Skipped(source, record, err, field, bad)
+
+
+def skipped_message(s: Skipped) -> str:
+    """One line naming file, record and field: ``x.jsonl:3 field messages[2]: reason``."""
+    where = s.source + (f":{s.record}" if s.record else "")
+    if s.field:
+        where += f" field {s.field}"
+    return f"{where}: {s.reason}"
+
+
+def decode_error(err: orjson.JSONDecodeError, length: int | None = None) -> str:
+    """A short reason for a JSON syntax error (``truncated JSON`` for a cut-off value).
+
+    ``length`` is the record's length in characters, when known: an error at its
+    very end (e.g. a JSONL line cut inside a string) is a truncation too.
+    """
+    if "not valid UTF-8" in err.msg:
+        return "not UTF-8 text"
+    if "unexpected end of data" in err.msg or "EOF" in err.msg or (length is not None and err.pos >= length):
+        return f"truncated JSON (ends at column {err.colno})"
+    return f"invalid JSON: {err.msg} at column {err.colno}"
+
+
+def check_head(data: bytes, name: str) -> str:
+    """Check the first bytes of a file and return them as text.
+
+    Raises :class:`InputError` (record 0) for an empty file, a binary file (NUL
+    bytes) or bytes that are not UTF-8 (the offset of the first bad byte is
+    named). A multi-byte character cut by the head limit is tolerated.
+    """
+    if not data.strip():
+        raise InputError("empty file", name, 0)
+    if b"\x00" in data:
+        raise InputError(f"binary file (NUL byte at offset {data.index(0)})", name, 0)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start >= len(data) - 3 and e.reason == "unexpected end of data":
+            return data[: e.start].decode("utf-8")
+        raise InputError(f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})", name, 0) from None
+
+
+def read_head(source: Source) -> str:
+    """The first :data:`HEAD_BYTES` of a source as checked text (see :func:`check_head`)."""
+    with source.open() as f:
+        data = f.read(HEAD_BYTES)
+    return check_head(data, source.name)
+
+
+def iter_jsonl(source: Source) -> Iterator[tuple[int, Any] | Skipped]:
+    """Stream a JSONL source: ``(line_no, value)`` per line, 1-based, via orjson.
+
+    Blank lines are not records and yield nothing. A line that is not UTF-8 or
+    not valid JSON yields a bad :class:`Skipped` for that line (truncated JSON is
+    named as such); the file goes on. Only one line is in memory at a time.
+    """
+    with source.open() as f:
+        for line_no, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                yield line_no, orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                length = len(raw.rstrip().decode("utf-8", errors="replace"))
+                yield Skipped(source.name, line_no, decode_error(e, length), "", True)
+
+
+def count_records(source: Source) -> int:
+    """Number of non-blank lines of a source (JSONL records), streamed."""
+    with source.open() as f:
+        return sum(1 for raw in f if raw.strip())
+
+
+def load_json(source: Source) -> Any:
+    """Decode one whole JSON document (the only place a file is read at once).
+
+    Raises :class:`InputError` for an empty, binary or non-UTF-8 file (record 0)
+    and for a syntax error, naming the line it is on (``record`` = that line).
+    """
+    with source.open() as f:
+        data = f.read()
+    check_head(data[:HEAD_BYTES], source.name)
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        if "not valid UTF-8" in e.msg:
+            bad = _first_bad_utf8(data)
+            raise InputError(f"not UTF-8 text (byte 0x{data[bad]:02x} at offset {bad})", source.name, 0) from None
+        line = data.count(b"\n", 0, _byte_pos(data, e.pos)) + 1
+        raise InputError(decode_error(e), source.name, line) from None
+
+
+def _byte_pos(data: bytes, char_pos: int) -> int:
+    """Byte offset of character ``char_pos`` in UTF-8 ``data`` (orjson reports characters)."""
+    return len(data.decode("utf-8", errors="replace")[:char_pos].encode("utf-8"))
+
+
+def _first_bad_utf8(data: bytes) -> int:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start
+    return -1
+
+
+def _looks_like_value(line: bytes) -> bool:
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _first_lines(source: Source, n: int) -> list[bytes]:
+    """The first ``n`` non-blank lines (stops reading as soon as it has them)."""
+    out: list[bytes] = []
+    with source.open() as f:
+        for raw in f:
+            if raw.strip():
+                out.append(raw)
+                if len(out) == n:
+                    break
+    return out
+
+
+def iter_records(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
+    """The records of a request-log file, whatever its layout: ``(record, pointer, value)``.
+
+    * a JSON list (``[`` first): each item is a record, numbered from 1, pointer ``[i]``;
+    * JSONL: each non-blank line is a record numbered by its line (streamed);
+    * one JSON document spread over several lines (pretty-printed): one record, 1.
+
+    A file is JSONL unless its first line starts a list or neither of its first
+    two non-blank lines is a complete JSON value. Undecodable lines / documents
+    yield a bad :class:`Skipped` (line) or raise :class:`InputError` (document).
+    """
+    first = _first_lines(source, 2)
+    if not first:
+        raise InputError("empty file", source.name, 0)
+    if first[0].lstrip().startswith(b"["):
+        doc = load_json(source)
+        if not isinstance(doc, list):
+            raise InputError(f"expected a JSON list, got {type_name(doc)}", source.name, 0)
+        for i, item in enumerate(doc):
+            yield i + 1, f"[{i}]", item
+        return
+    if not any(_looks_like_value(line) for line in first):
+        yield 1, "", load_json(source)
+        return
+    for item in iter_jsonl(source):
+        yield item if isinstance(item, Skipped) else (item[0], "", item[1])
+
+
+def read_records(source: Source, parse: Callable[[Any, Provenance], Iterable[Request | Skipped]],
+                 ) -> Iterator[Request | Skipped | RecordsSeen]:
+    """Run ``parse`` on every record of :func:`iter_records`; the common loop of body readers.
+
+    ``parse(value, provenance)`` returns the record's requests (or skips); a
+    :class:`FieldError` it raises becomes a bad ``Skipped`` for that record. Ends
+    with :class:`RecordsSeen`.
+    """
+    n = 0
+    for item in iter_records(source):
+        n += 1
+        if isinstance(item, Skipped):
+            yield item
+            continue
+        record, pointer, value = item
+        try:
+            out = list(parse(value, Provenance(source.name, record, pointer)))
+        except FieldError as e:
+            yield Skipped(source.name, record, e.reason, e.field, True)
+            continue
+        yield from out
+    yield RecordsSeen(source.name, n)
+
+
+def parse_time(value: Any, path: str = "timestamp") -> float | None:
+    """Seconds since the UNIX epoch from a logged time; None for null.
+
+    Numbers above 1e11 are taken as milliseconds (1e11 s is the year 5138).
+    Strings: ISO-8601 (``Z``, offsets, a trailing `` UTC``; naive = UTC, so
+    results do not depend on the machine's zone) or a number. Raises
+    :class:`FieldError` for anything else.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) / 1000.0 if value > 1e11 else float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return parse_time(float(text), path)
+        except ValueError:
+            pass
+        if text.endswith(" UTC"):
+            text = text[:-4]
+        try:
+            dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise FieldError(path, f"not a timestamp: {value[:40]!r}") from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+    raise FieldError(path, f"expected number or ISO-8601 string, got {type_name(value)}")
+
+
+def _tok(u: Mapping[str, Any], key: str, path: str) -> int | None:
+    return field(u, key, int, path)
+
+
+def parse_usage(u: Any, path: str = "usage") -> Usage | None:
+    """Provider usage object → :class:`Usage` (tokens), for the three wire shapes.
+
+    * OpenAI Chat / DeepSeek / LiteLLM (``prompt_tokens``): prompt = ``prompt_tokens``
+      (LiteLLM already folds Anthropic cache tokens into it); cached =
+      ``prompt_tokens_details.cached_tokens`` or DeepSeek ``prompt_cache_hit_tokens``
+      or ``cache_read_input_tokens``; written = ``cache_creation_input_tokens``.
+    * OpenAI Responses (``input_tokens_details``): prompt = ``input_tokens``,
+      cached = ``input_tokens_details.cached_tokens``.
+    * Anthropic Messages (``input_tokens``): prompt = ``input_tokens +
+      cache_creation_input_tokens + cache_read_input_tokens`` (input is only the
+      uncached tail), cached = ``cache_read_input_tokens``.
+
+    None for a missing/null usage; :class:`FieldError` for a wrong shape.
+    """
+    if u is None:
+        return None
+    expect(u, dict, path)
+    read = _tok(u, "cache_read_input_tokens", path)
+    write = _tok(u, "cache_creation_input_tokens", path)
+    if "prompt_tokens" in u:
+        details = field(u, "prompt_tokens_details", dict, path, default={})
+        cached = _tok(details, "cached_tokens", f"{path}.prompt_tokens_details")
+        for alt in (_tok(u, "prompt_cache_hit_tokens", path), read):
+            cached = alt if cached is None else cached
+        return Usage(_tok(u, "prompt_tokens", path), cached, write, _tok(u, "completion_tokens", path))
+    inp = _tok(u, "input_tokens", path)
+    out = _tok(u, "output_tokens", path)
+    if "input_tokens_details" in u:
+        details = field(u, "input_tokens_details", dict, path, default={})
+        return Usage(inp, _tok(details, "cached_tokens", f"{path}.input_tokens_details"), write, out)
+    if inp is None and read is None and write is None and out is None:
+        return None
+    prompt = None if inp is None else inp + (write or 0) + (read or 0)
+    return Usage(prompt, read, write, out)
+
+
+def digest(value: Any) -> str:
+    """A short stable digest of a JSON value (sorted keys): identifies images, files, opaque blobs."""
+    return xxhash.xxh64(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()

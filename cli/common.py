@@ -1,0 +1,78 @@
+"""What every command shares: consoles, error handling, progress, input options.
+
+Exit codes (all commands): 0 clean, 1 findings at or above the threshold, 2 usage
+or input error. Library errors (:class:`PrefixcacheError`) become one red line on
+stderr and exit 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from prefixcache.analyzer.errors import PrefixcacheError
+
+console = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+F = TypeVar("F", bound=Callable)
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``message`` as an error and return the exit-2 exception to raise."""
+    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    return typer.Exit(EXIT_ERROR)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn :class:`PrefixcacheError` (and a broken stdout pipe) into exit codes."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except PrefixcacheError as exc:
+            raise fail(str(exc).replace("[", r"\[")) from None
+        except BrokenPipeError:
+            sys.stderr.close()
+            raise typer.Exit(EXIT_OK) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Tracker:
+    """Progress interface: ``advance(n)`` and ``total``; a no-op when disabled."""
+
+    def __init__(self, progress: Progress | None, task: int | None) -> None:
+        self._progress, self._task = progress, task
+
+    def advance(self, n: int = 1) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, n)
+
+    def describe(self, text: str) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=text)
+
+
+@contextmanager
+def progress(description: str, total: int | None = None, enabled: bool | None = None) -> Iterator[Tracker]:
+    """A rich progress bar on stderr that turns itself off when stderr is not a terminal."""
+    on = err.is_terminal if enabled is None else enabled
+    if not on:
+        yield Tracker(None, None)
+        return
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True,
+    )
+    with bar:
+        yield Tracker(bar, bar.add_task(description, total=total))
