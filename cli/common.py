@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from prefixcache.analyzer.errors import PrefixcacheError
 
 console = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable)
 

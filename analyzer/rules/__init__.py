@@ -1,1 +1,43 @@
-"""analyzer.rules package."""
+"""Lint rules with permanent codes (``PCnnn``), the registry, and classification.
+
+Groups (one module each): ``volatile`` PC1xx, ``tools`` PC2xx, ``serialization``
+PC3xx, ``history`` PC4xx, ``template`` PC5xx, ``provider`` PC6xx; PC001
+(unclassified) lives with the dispatcher in ``classify``. Codes are permanent and
+never reused; :data:`ALIASES` maps retired codes or names to current codes.
+Each rule has pass/fail cases in ``cases/PCnnn.json`` (package data).
+"""
+
+from __future__ import annotations
+
+from . import history, provider, serialization, template, tools, volatile
+from .base import SECTIONS, SEVERITIES, Finding, PairContext, Rule, severity_rank
+from .classify import UNCLASSIFIED, classify
+
+#: Every rule, ordered by code.
+RULES: tuple[Rule, ...] = tuple(sorted(
+    [UNCLASSIFIED, *volatile.RULES, *tools.RULES, *serialization.RULES, *history.RULES, *template.RULES, *provider.RULES],
+    key=lambda r: r.code,
+))
+#: Code -> rule.
+REGISTRY: dict[str, Rule] = {r.code: r for r in RULES}
+#: Retired codes / names kept as aliases (none retired yet); names resolve too.
+ALIASES: dict[str, str] = {}
+
+
+def get_rule(code_or_name: str) -> Rule:
+    """The rule for a code (``PC101``, case-insensitive) or name (``volatile-timestamp``).
+
+    Raises KeyError naming the unknown code.
+    """
+    key = code_or_name.strip()
+    key = ALIASES.get(key.upper(), ALIASES.get(key, key))
+    if key.upper() in REGISTRY:
+        return REGISTRY[key.upper()]
+    for rule in RULES:
+        if rule.name == key.lower():
+            return rule
+    raise KeyError(f"unknown rule {code_or_name!r}")
+
+
+__all__ = ["ALIASES", "REGISTRY", "RULES", "SECTIONS", "SEVERITIES", "Finding", "PairContext", "Rule",
+           "classify", "get_rule", "severity_rank"]

@@ -1,0 +1,240 @@
+"""Provider prompt-cache rules (OpenAI, Anthropic, DeepSeek) and their prices.
+
+Every constant lives in :data:`PROVIDERS` / :data:`ANTHROPIC_MIN_TOKENS` below, with
+its source, so a rule change is a one-line edit. Sources: ``shared/reference/
+papers.md`` §6 (provider docs as of 2026) and ``engines.md``.
+
+* **OpenAI** — automatic for prompts ≥ 1,024 tokens; the cached prefix grows in
+  128-token steps (so a hit is 0 or 1,024 + k·128); exact prefix only; kept
+  in memory for 5–10 min of inactivity (we take 5 min, refreshed on hit). Modeled
+  as a 128-token block chain (:class:`~.block_hash.BlockHashCache`).
+* **DeepSeek** — on by default, 64-token storage units, content under 64 tokens is
+  not cached, longest common prefix from token 0 (2024 rule), cleared after hours
+  to days unused (we take 24 h). A 64-token block chain.
+* **Anthropic** — explicit ``cache_control`` breakpoints (at most 4; the automatic
+  mode puts one on the last block). A cache entry is the exact prefix up to a
+  breakpoint; a lookup at a breakpoint also checks up to 20 earlier content-block
+  boundaries for an entry; the longest hit is read. Entries live 5 min (or 1 h)
+  and are refreshed free on each hit. Prompts shorter than the model's minimum
+  cacheable length are neither written nor read. Writes cost 1.25× (5 min) or 2×
+  (1 h) the base input price, reads 0.1×.
+
+Prices are USD per million input tokens; the defaults are examples and every one
+is a CLI option (``--price-input``, ``--price-read``, ``--price-write``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import xxhash
+from array import array
+
+from ..errors import ConfigError
+from .base import BlockHash, EvictResult, InsertResult, MatchResult
+from .block_hash import BlockHashCache
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRules:
+    """One provider's caching constants.
+
+    ``unit_tokens``: hit granularity (tokens); ``min_tokens``: shortest prompt (or
+    breakpoint prefix) that is cached; ``ttl_s``: idle retention, refreshed on hit;
+    ``price_input``: base $/MTok; ``read_multiplier`` / ``write_multiplier``: cache
+    read / write price relative to the base; ``max_breakpoints`` and
+    ``lookback_blocks``: Anthropic breakpoint rules (0 = automatic prefix caching).
+    """
+
+    name: str
+    unit_tokens: int
+    min_tokens: int
+    ttl_s: float
+    price_input: float
+    read_multiplier: float
+    write_multiplier: float = 1.0
+    max_breakpoints: int = 0
+    lookback_blocks: int = 0
+    source: str = ""
+
+
+#: The constants table (edit here when a provider changes its rules).
+PROVIDERS: dict[str, ProviderRules] = {
+    "openai": ProviderRules(
+        "openai", unit_tokens=128, min_tokens=1024, ttl_s=300.0,
+        price_input=1.25, read_multiplier=0.1, write_multiplier=1.0,
+        source="platform.openai.com prompt caching guide: ≥1,024 tokens, 128-token increments, "
+               "5–10 min idle (≤1 h); GPT-5 $1.25/MTok input, cached 0.1× (gpt-4o era 0.5×)"),
+    "anthropic": ProviderRules(
+        "anthropic", unit_tokens=1, min_tokens=1024, ttl_s=300.0,
+        price_input=3.0, read_multiplier=0.1, write_multiplier=1.25,
+        max_breakpoints=4, lookback_blocks=20,
+        source="platform.claude.com prompt caching: ≤4 breakpoints, ~20-block lookback, "
+               "5 min TTL refreshed on hit (1 h: write 2×), write 1.25×, read 0.1×; Sonnet $3/MTok"),
+    "deepseek": ProviderRules(
+        "deepseek", unit_tokens=64, min_tokens=64, ttl_s=86400.0,
+        price_input=0.14, read_multiplier=0.1, write_multiplier=1.0,
+        source="api-docs.deepseek.com context caching (2024): 64-token units, <64 tokens not cached, "
+               "hours to days retention; hit $0.014 vs miss $0.14 per MTok"),
+}
+
+#: Anthropic minimum cacheable prompt length by model-name fragment (first match wins).
+ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
+    ("opus-4-5", 4096), ("opus-4-6", 4096), ("haiku-4-5", 4096),
+    ("sonnet-4-6", 2048), ("haiku-3-5", 2048), ("3-5-haiku", 2048), ("haiku-3", 2048), ("3-haiku", 2048),
+    ("sonnet-4-5", 1024), ("sonnet-4", 1024), ("opus-4-1", 1024), ("opus-4", 1024),
+    ("sonnet-3-7", 1024), ("3-7-sonnet", 1024), ("-5-", 512),
+)
+#: Anthropic write multiplier for the 1-hour TTL.
+ANTHROPIC_WRITE_1H = 2.0
+ANTHROPIC_TTL_1H_S = 3600.0
+
+
+def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderRules:
+    """The rules of ``provider``, with the model's minimum length (Anthropic) and
+    any non-None ``overrides`` (field names of :class:`ProviderRules`) applied."""
+    if provider not in PROVIDERS:
+        raise ConfigError(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
+    rules = PROVIDERS[provider]
+    if provider == "anthropic" and model:
+        for frag, n in ANTHROPIC_MIN_TOKENS:
+            if frag in model:
+                rules = replace(rules, min_tokens=n)
+                break
+    return replace(rules, **{k: v for k, v in overrides.items() if v is not None})
+
+
+class UnitPrefixCache:
+    """OpenAI / DeepSeek automatic prefix caching: a chain of ``unit_tokens`` blocks
+    with idle TTL, no last-token cap, nothing below ``min_tokens``."""
+
+    def __init__(self, rules: ProviderRules, capacity_blocks: int | None = None, policy: str = "lru") -> None:
+        self.rules = rules
+        self.block_size = rules.unit_tokens
+        self._cache = BlockHashCache(rules.unit_tokens, capacity_blocks, policy,
+                                     ttl_s=rules.ttl_s, cap_last_token=False, free_order="tail-first")
+
+    def match(self, tokens: Sequence[int], now: float, hidden: int = 0) -> MatchResult:
+        """Cached prefix in whole units; 0 under the minimum. ``hidden``: tokens of
+        an unlogged prefix counted toward the minimum length only."""
+        if len(tokens) + hidden < self.rules.min_tokens:
+            return MatchResult(0)
+        m = self._cache.match(tokens, now)
+        if m.cached_tokens + hidden < self.rules.min_tokens:
+            return MatchResult(0)
+        return m
+
+    def insert(self, tokens: Sequence[int], now: float, hidden: int = 0) -> InsertResult:
+        """Store the prompt's whole units (nothing under the minimum length)."""
+        if len(tokens) + hidden < self.rules.min_tokens:
+            return InsertResult(evicted=self._cache.expire(now).evicted)
+        return self._cache.insert(tokens, now)
+
+    def evict(self, num_tokens: int, now: float) -> EvictResult:
+        return self._cache.evict(num_tokens, now)
+
+
+@dataclass(frozen=True, slots=True)
+class Breakpoint:
+    """A ``cache_control`` mark: the prefix up to token ``end`` is cached with ``ttl_s``."""
+
+    end: int
+    ttl_s: float = 300.0
+
+
+class AnthropicCache:
+    """Anthropic breakpoint caching over exact prefixes (see module docstring).
+
+    :meth:`step` takes the prompt ``tokens``, the token offsets of its content-block
+    boundaries (``boundaries``: ends of system / tool / message segments, sorted)
+    and its breakpoints, and returns (read tokens, written tokens). Entries are
+    keyed by a hash of the whole prefix, so any earlier change misses. ``match``
+    and ``insert`` (the ``PrefixCache`` protocol) use one breakpoint at the end.
+    """
+
+    block_size = 1
+
+    def __init__(self, rules: ProviderRules) -> None:
+        self.rules = rules
+        self._entries: dict[tuple[int, int], tuple[float, float]] = {}  # (len, hash) -> (last use, ttl)
+
+    @staticmethod
+    def prefix_hashes(tokens: Sequence[int], cuts: Sequence[int]) -> dict[int, int]:
+        """Hash of ``tokens[:c]`` for every cut ``c`` (one streaming pass)."""
+        data = memoryview(array("q", tokens)).cast("B")
+        h = xxhash.xxh3_64()
+        out, done = {}, 0
+        for c in sorted(set(cuts)):
+            h.update(data[done * 8:c * 8])
+            done = c
+            out[c] = h.intdigest()
+        return out
+
+    def _alive(self, key: tuple[int, int], now: float) -> bool:
+        e = self._entries.get(key)
+        return e is not None and now - e[0] <= e[1]
+
+    def lookup(self, tokens: Sequence[int], boundaries: Sequence[int],
+               breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0) -> int:
+        """Tokens read from cache: the longest live entry found at a breakpoint or
+        within ``lookback_blocks`` boundaries before one. Read-only. ``hidden``:
+        tokens of an unlogged prefix, counted toward the minimum length only."""
+        best = 0
+        bps = self._usable(breakpoints, len(tokens))
+        bounds = sorted(set(b for b in boundaries if 0 < b <= len(tokens)) | {bp.end for bp in bps})
+        hashes = self.prefix_hashes(tokens, bounds)
+        for bp in bps:
+            j = bounds.index(bp.end)
+            for c in reversed(bounds[max(0, j - self.rules.lookback_blocks + 1):j + 1]):
+                if c + hidden >= self.rules.min_tokens and c > best and self._alive((c, hashes[c]), now):
+                    best = c
+                    break
+        return best
+
+    def _usable(self, breakpoints: Sequence[Breakpoint], n: int) -> list[Breakpoint]:
+        bps = sorted({bp.end: bp for bp in breakpoints if 0 < bp.end <= n}.values(), key=lambda b: b.end)
+        return bps[-self.rules.max_breakpoints:] if self.rules.max_breakpoints else bps
+
+    def step(self, tokens: Sequence[int], boundaries: Sequence[int],
+             breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0) -> tuple[int, int, float]:
+        """Run one request: returns (read tokens, written tokens, write price multiplier).
+
+        The read entry is refreshed; an entry is written at every breakpoint past
+        the read point whose prefix is at least ``min_tokens`` long.
+        """
+        read = self.lookup(tokens, boundaries, breakpoints, now, hidden)
+        bps = self._usable(breakpoints, len(tokens))
+        hashes = self.prefix_hashes(tokens, [read] + [bp.end for bp in bps])
+        if read:
+            key = (read, hashes[read])
+            self._entries[key] = (now, self._entries[key][1])
+        written, top_ttl = 0, 0.0
+        for bp in bps:
+            if bp.end + hidden < self.rules.min_tokens:
+                continue
+            key = (bp.end, hashes[bp.end])
+            if bp.end > read:
+                written = bp.end - read
+                top_ttl = max(top_ttl, bp.ttl_s)
+            old = self._entries.get(key)
+            self._entries[key] = (now, max(bp.ttl_s, old[1] if old else 0.0))
+        mult = ANTHROPIC_WRITE_1H if top_ttl >= ANTHROPIC_TTL_1H_S else self.rules.write_multiplier
+        self._purge(now)
+        return read, written, mult
+
+    def _purge(self, now: float) -> None:
+        dead = [k for k, (t, ttl) in self._entries.items() if now - t > ttl]
+        for k in dead:
+            del self._entries[k]
+
+    def match(self, tokens: Sequence[int], now: float) -> MatchResult:
+        return MatchResult(self.lookup(tokens, [len(tokens)], [Breakpoint(len(tokens))], now))
+
+    def insert(self, tokens: Sequence[int], now: float) -> InsertResult:
+        _, written, _ = self.step(tokens, [len(tokens)], [Breakpoint(len(tokens), self.rules.ttl_s)], now)
+        return InsertResult((BlockHash(len(tokens)),) if written else ())
+
+    def evict(self, num_tokens: int, now: float) -> EvictResult:
+        self._purge(now)
+        return EvictResult()

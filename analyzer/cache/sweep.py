@@ -1,0 +1,202 @@
+"""One-pass LRU hit-ratio curve over every capacity (stack distances, Mattson et al. 1970).
+
+LRU has the inclusion property: a cache of C blocks always holds the C most
+recently used distinct blocks. So a block is cached at the start of a request
+iff its *recency rank* then (distinct blocks used since its last use) is < C. A
+request's prefix hit runs while every leading block is cached, so block i of a
+request hits iff ``m_i = max(rank_0..rank_i) < C`` — one number per block, after
+which the hits at *any* capacity are a count (``searchsorted``) over the sorted
+``m``. That gives a 100-point curve for the price of one replay.
+
+Ranks are computed offline with numpy: with the request blocks flattened in the
+order they are freed (``S``; vLLM frees tail-first) and ``prev[t]`` the previous
+position of the same block, the rank of a block last used at ``q`` seen at
+request start ``L`` is ``#{t < L : prev[t] ≤ q} − q − 1`` (distinct blocks in
+``(q, L)``), a 2-D dominance count answered with a merge-sort tree: one sort and
+one ``searchsorted`` per level, O(n log² n) with no Python loop per block.
+
+Values equal :class:`~.block_hash.BlockHashCache` with policy ``lru`` at every
+capacity (tests compare them), for sequential requests without TTL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class ChainRequest:
+    """One request for the sweep: its block chain, prompt tokens and block size.
+
+    ``max_blocks``: the most leading blocks a hit may count (vLLM's
+    ⌊(n−1)/B⌋; None = all). Blocks carry ``min(B, n − i·B)`` tokens each (a
+    trace's last block may be partial).
+    """
+
+    hashes: Sequence[int]
+    num_tokens: int
+    block_size: int
+    max_blocks: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StackProfile:
+    """Per-block LRU thresholds: block j hits in an LRU cache of C blocks iff ``m[j] < C``.
+
+    Arrays are in request-major prompt order; ``req`` is each block's request
+    index, ``tokens`` its token count, ``offsets[r]:offsets[r+1]`` request r's
+    blocks; ``m`` is ``INF`` for blocks no capacity can hit (cold or past the cap).
+    """
+
+    m: np.ndarray
+    tokens: np.ndarray
+    req: np.ndarray
+    offsets: np.ndarray
+    unique_blocks: int
+    INF: int
+
+    def hits(self, capacity_blocks: int | Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(hit blocks, hit tokens) totals at each capacity (blocks)."""
+        caps = np.atleast_1d(np.asarray(capacity_blocks, dtype=np.int64))
+        order = np.argsort(self.m, kind="stable")
+        ms = self.m[order]
+        cum_tok = np.concatenate(([0], np.cumsum(self.tokens[order])))
+        k = np.searchsorted(ms, caps, side="left")
+        return k, cum_tok[k]
+
+    def ideal(self) -> tuple[int, int]:
+        """(hit blocks, hit tokens) of an unbounded cache."""
+        ok = self.m < self.INF
+        return int(ok.sum()), int(self.tokens[ok].sum())
+
+    def per_request(self, capacity_blocks: int) -> tuple[np.ndarray, np.ndarray]:
+        """(hit blocks, hit tokens) per request at one capacity."""
+        ok = self.m < capacity_blocks
+        n = len(self.offsets) - 1
+        blocks = np.bincount(self.req[ok], minlength=n)
+        toks = np.bincount(self.req[ok], weights=self.tokens[ok], minlength=n).astype(np.int64)
+        return blocks, toks
+
+
+def _dominance_le(prev1: np.ndarray, L: np.ndarray, q1: np.ndarray) -> np.ndarray:
+    """``#{t < L[i] : prev1[t] ≤ q1[i]}`` for every query (merge-sort tree, numpy).
+
+    Level ℓ holds ``prev1`` sorted inside aligned segments of 2^ℓ positions, keyed
+    ``segment·K + value``; it is built from level ℓ−1 by a stable (run-merging)
+    sort, so each level costs about one linear pass.
+    """
+    n = len(prev1)
+    out = np.zeros(len(L), dtype=np.int64)
+    if n == 0 or len(L) == 0:
+        return out
+    K = np.int64(n + 2)
+    keys = np.arange(n, dtype=np.int64) * K + prev1  # level 0: one position per segment
+    for lvl in range(int(n).bit_length()):
+        if lvl:
+            keys = np.sort((keys // K >> 1) * K + keys % K, kind="stable")
+        sel = np.flatnonzero((L >> lvl) & 1)
+        if not len(sel):
+            continue
+        seg = (L[sel] >> lvl) - 1
+        pos = np.searchsorted(keys, seg * K + q1[sel], side="right")
+        out[sel] += pos - (seg << lvl)
+    return out
+
+
+def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-first") -> StackProfile:
+    """Compute the LRU stack profile of a request sequence (see module docstring).
+
+    ``free_order``: ``tail-first`` (vLLM frees a finished request's blocks in
+    reverse, so block 0 ends up most recent) or ``head-first`` (plain LRU that
+    touches blocks in prompt order). Duplicate hashes inside one request count
+    once for recency (first occurrence), as in ``BlockHashCache``.
+    """
+    if free_order not in ("tail-first", "head-first"):
+        raise ConfigError(f"free_order must be tail-first or head-first, got {free_order!r}")
+    reqs = requests if isinstance(requests, list) else list(requests)
+    nreq = len(reqs)
+    lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, nreq)
+    total = int(lens.sum())
+    offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    req = np.repeat(np.arange(nreq, dtype=np.int64), lens)
+    idx = np.arange(total, dtype=np.int64) - offsets[req]
+    bsz = np.fromiter((r.block_size for r in reqs), np.int64, nreq)[req]
+    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, nreq)[req]
+    maxb = np.fromiter((len(r.hashes) if r.max_blocks is None else r.max_blocks for r in reqs),
+                       np.int64, nreq)[req]
+    toks = np.clip(ntok - idx * bsz, 0, bsz)
+    capped = idx < maxb
+    flat = _values(reqs, total)
+    spos = offsets[req] + lens[req] - 1 - idx if free_order == "tail-first" else idx + offsets[req]
+    S = np.empty(total, dtype=flat.dtype)
+    S[spos] = flat
+    prev, unique = _previous(S)
+    starts, s_req = offsets[:-1], req
+    if total and (prev >= starts[req]).any():  # a hash repeats inside a request
+        S, s_req, starts, spos = _dedup(reqs, flat, offsets, free_order)
+        prev, unique = _previous(S)
+    return _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique)
+
+
+def _values(reqs: list[ChainRequest], total: int) -> np.ndarray:
+    """All hashes as one array: uint64 when they fit, else dense ids."""
+    try:
+        return np.fromiter(chain.from_iterable(r.hashes for r in reqs), np.uint64, total)
+    except (OverflowError, ValueError, TypeError):
+        dense: dict = {}
+        return np.fromiter((dense.setdefault(h, len(dense)) for r in reqs for h in r.hashes),
+                           np.int64, total)
+
+
+def _previous(S: np.ndarray) -> tuple[np.ndarray, int]:
+    """Previous position of the same value (−1 if none), and the distinct count."""
+    n = len(S)
+    prev = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return prev, 0
+    order = np.argsort(S, kind="stable")
+    same = S[order[1:]] == S[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    return prev, int(n - same.sum())
+
+
+def _dedup(reqs, flat, offsets, free_order) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Recency sequence when hashes repeat inside a request: each distinct block
+    of a request once (first occurrence). Returns (S, request of each S slot,
+    S start of each request, S slot of every original block)."""
+    dense = np.unique(flat, return_inverse=True)[1].astype(np.int64).tolist()
+    S: list[int] = []
+    s_req: list[int] = []
+    starts: list[int] = []
+    spos: list[int] = []
+    for r in range(len(reqs)):
+        vals = dense[int(offsets[r]):int(offsets[r + 1])]
+        uniq = list(dict.fromkeys(vals))
+        rec = uniq[::-1] if free_order == "tail-first" else uniq
+        base = len(S)
+        starts.append(base)
+        where = {v: base + i for i, v in enumerate(rec)}
+        S.extend(rec)
+        s_req.extend([r] * len(rec))
+        spos.extend(where[v] for v in vals)
+    as_i = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+    return as_i(S), as_i(s_req), as_i(starts), as_i(spos)
+
+
+def _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique) -> StackProfile:
+    n = len(prev)
+    L = starts[s_req] if n else starts[:0]
+    warm = prev >= 0
+    INF = len(req) + 1
+    rank = np.full(n, INF, dtype=np.int64)
+    rank[warm] = _dominance_le(prev + 1, L[warm], prev[warm] + 1) - prev[warm] - 1
+    r = np.where(capped, rank[spos], INF) if len(req) else np.zeros(0, dtype=np.int64)
+    big = np.int64(INF + 1)
+    m = np.maximum.accumulate(req * big + r) - req * big if len(req) else r
+    return StackProfile(m=m, tokens=toks, req=req, offsets=offsets, unique_blocks=unique, INF=INF)

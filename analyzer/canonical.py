@@ -1,0 +1,385 @@
+"""Cache-stable rewriting of logged requests (``prefixcache canonicalize``, ``lint --fix``).
+
+Each rewrite keeps what the model is told and makes the rendered prefix identical
+wherever only the *form* drifted (``shared/reference/bugs.md``; rule codes from
+``notes/codes.md``):
+
+======  =====================================================================
+PC302   whitespace: CRLF/CR → LF, trailing spaces/tabs removed at line ends
+        (system, messages, tool descriptions)
+PC101   clock values and (PC102) ids / nonces found by
+PC102   :func:`~prefixcache.analyzer.volatile.find_volatile` in the system prompt
+        (leading system/developer messages) move, with their line, to the end of
+        the newest user turn (or are removed with ``strip_volatile``)
+PC201   tools sorted by name (codex #2610, redpanda #157)
+PC203   JSON-schema keys sorted, recursively (Bifrost #2347)
+PC301   tool-call arguments re-serialized: keys sorted, ``separators=(",", ":")``,
+        ``ensure_ascii=False`` (arguments that are not JSON are left alone)
+======  =====================================================================
+
+System-prompt edits (PC401), history rewrites (PC403 truncated, PC404 rewritten) and dropped reasoning (PC405)
+are *reported* against the previous request of the same session, never invented
+back (``applied=False``).
+
+Moved values stay attached to the message they were appended to: a
+:class:`SessionMemory` remembers, per session, which text was appended to which
+user/tool message, so when that message is history in the next request it carries
+the same text and the prefix stays append-only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+import xxhash
+
+from .model import Message, Request, ToolDef
+from .volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
+
+#: Codes of the rewrites this module applies (``only`` / ``skip`` filter on them).
+APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302")
+#: Codes it reports without rewriting.
+REPORTED_CODES = ("PC403", "PC404", "PC405")
+#: A line holding a volatile value is moved whole when it is at most this long (chars).
+MAX_MOVED_LINE = 160
+_TRAILING_WS = re.compile(r"[ \t]+$", re.M)
+
+
+@dataclass(frozen=True, slots=True)
+class Transformation:
+    """One rewrite (or, with ``applied=False``, one reported change left as is):
+    rule ``code``, a human ``description`` and the ``json_path`` in the request."""
+
+    code: str
+    description: str
+    json_path: str
+    applied: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CanonicalOptions:
+    """Which rewrites to apply: ``only`` (None = all) and ``skip`` hold rule codes;
+    ``strip_volatile`` removes volatile values instead of moving them."""
+
+    only: frozenset[str] | None = None
+    skip: frozenset[str] = frozenset()
+    strip_volatile: bool = False
+
+    def allows(self, code: str) -> bool:
+        return (self.only is None or code in self.only) and code not in self.skip
+
+
+@dataclass
+class SessionMemory:
+    """Per-session state across requests: text appended to messages (by message
+    key) and the previous request's canonical messages (for history reports)."""
+
+    appended: dict[str, str] = field(default_factory=dict)
+    previous: tuple[Message, ...] | None = None
+
+
+def _message_key(m: Message) -> str:
+    """Identity of a logged message across requests of one session (role, call id, text)."""
+    h = xxhash.xxh64()
+    for part in (m.role, m.tool_call_id or "", m.content):
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def _normalize_ws(text: str) -> str:
+    return _TRAILING_WS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
+def _set_text(m: Message, text: str) -> Message:
+    """``m`` with new text; ``text_blocks`` follow when the text is one block or the
+    change is an append to the last block."""
+    if m.text_blocks is None:
+        return replace(m, content=text)
+    blocks = list(m.text_blocks)
+    joined = "\n".join(blocks)
+    if blocks and text.startswith(joined):
+        blocks[-1] += text[len(joined) :]
+    elif len(blocks) <= 1:
+        blocks = [text]
+    else:
+        blocks = [_normalize_ws(b) for b in blocks]
+        if "\n".join(blocks) != text:
+            blocks = [text]
+    return replace(m, content=text, text_blocks=tuple(blocks))
+
+
+def sort_keys(value: Any) -> Any:
+    """A JSON value with every object's keys sorted (lists keep their order)."""
+    if isinstance(value, Mapping):
+        return {k: sort_keys(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [sort_keys(v) for v in value]
+    return value
+
+
+def canonical_arguments(arguments: str, inferred: bool = False) -> str | None:
+    """Tool-call arguments in the canonical form, or None when they are not JSON.
+
+    Logged strings become compact with sorted keys. Arguments the log held as an
+    object (``inferred``: Anthropic ``tool_use.input``) keep the format's own
+    serialization (``json.dumps`` defaults) and only get their keys sorted, since
+    the provider, not the client, turns that object into text.
+    """
+    try:
+        value = json.loads(arguments)
+    except (ValueError, TypeError):
+        return None
+    if inferred:
+        return json.dumps(sort_keys(value))
+    return json.dumps(sort_keys(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def _whitespace(req: Request, out: list[Transformation]) -> Request:
+    msgs = []
+    for i, m in enumerate(req.messages):
+        text = _normalize_ws(m.content)
+        if text != m.content:
+            out.append(Transformation("PC302", "normalized newlines and trailing whitespace", _path(m, i, "content")))
+            m = _set_text(m, text)
+        msgs.append(m)
+    tools = []
+    for i, t in enumerate(req.tools):
+        desc = _normalize_ws(t.description)
+        if desc != t.description:
+            out.append(Transformation("PC302", "normalized whitespace in tool description", f"{_tpath(t, i)}.description"))
+            t = replace(t, description=desc, schema=_with_description(t.schema, desc))
+        tools.append(t)
+    return replace(req, messages=tuple(msgs), tools=tuple(tools))
+
+
+def _with_description(schema: Mapping[str, Any], desc: str) -> dict[str, Any]:
+    out = dict(schema)
+    if isinstance(out.get("function"), Mapping):
+        out["function"] = {**out["function"], "description": desc}
+    elif "description" in out:
+        out["description"] = desc
+    return out
+
+
+def _path(m: Message, i: int, leaf: str) -> str:
+    return f"{m.path or f'messages[{i}]'}.{leaf}"
+
+
+def _tpath(t: ToolDef, i: int) -> str:
+    return t.path or f"tools[{i}]"
+
+
+def _tools(req: Request, opts: CanonicalOptions, out: list[Transformation]) -> Request:
+    tools = list(req.tools)
+    if opts.allows("PC203"):
+        for i, t in enumerate(tools):
+            schema, params = sort_keys(t.schema), sort_keys(t.parameters)
+            if json.dumps(schema) != json.dumps(t.schema) or json.dumps(params) != json.dumps(t.parameters):
+                out.append(Transformation("PC203", f"sorted JSON-schema keys of tool {t.name!r}", _tpath(t, i)))
+                tools[i] = replace(t, schema=schema, parameters=params)
+    if opts.allows("PC201"):
+        ordered = sorted(tools, key=lambda t: t.name)
+        if [t.name for t in ordered] != [t.name for t in tools]:
+            out.append(Transformation("PC201", f"sorted {len(tools)} tools by name", "tools"))
+            tools = ordered
+    return replace(req, tools=tuple(tools))
+
+
+def _arguments(req: Request, out: list[Transformation]) -> Request:
+    msgs = list(req.messages)
+    for i, m in enumerate(msgs):
+        calls = []
+        for j, tc in enumerate(m.tool_calls):
+            canon = canonical_arguments(tc.arguments, tc.arguments_inferred)
+            if canon is not None and canon != tc.arguments:
+                how = "sorted keys" if tc.arguments_inferred else "sorted keys, compact"
+                out.append(Transformation("PC301", f"re-serialized arguments of {tc.name!r} ({how})",
+                                          _path(m, i, f"tool_calls[{j}].function.arguments")))
+                tc = replace(tc, arguments=canon)
+            calls.append(tc)
+        if calls and tuple(calls) != m.tool_calls:
+            msgs[i] = replace(m, tool_calls=tuple(calls))
+    return replace(req, messages=tuple(msgs))
+
+
+def _cut(text: str, spans: list[VolatileSpan], strip: bool) -> tuple[str, list[str]]:
+    """Remove volatile ``spans`` from ``text``: a whole short line goes (moved as is);
+    in a long line only the value goes, leaving a pointer. Returns (text, moved snippets)."""
+    moved: list[str] = []
+    cuts: list[tuple[int, int, str]] = []
+    for s in spans:
+        ls = text.rfind("\n", 0, s.start) + 1
+        le = text.find("\n", s.end)
+        le = len(text) if le < 0 else le
+        if cuts and cuts[-1][0] == ls and cuts[-1][1] >= le:
+            continue  # this line is already moved whole
+        line = text[ls:le]
+        if len(line.strip()) <= MAX_MOVED_LINE:
+            moved.append(line.strip())
+            cuts.append((ls, min(le + 1, len(text)), ""))
+        else:
+            moved.append(f"{s.kind}: {s.text}")
+            cuts.append((s.start, s.end, "" if strip else f"[{s.kind}: see the end of the conversation]"))
+    for start, end, repl in reversed(cuts):
+        text = text[:start] + repl + text[end:]
+    return text, moved
+
+
+def _target(msgs: list[Message]) -> int | None:
+    """Where moved values go: the last message when it is new input (user or tool
+    result), else the last user message; None when there is none."""
+    if msgs and msgs[-1].role in ("user", "tool"):
+        return len(msgs) - 1
+    return next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "user"), None)
+
+
+def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep: frozenset[str],
+              out: list[Transformation]) -> Request:
+    msgs = list(req.messages)
+    n_system = len(req.system_messages)
+    moved: list[str] = []
+    for i in range(n_system):
+        spans = [s for s in find_volatile(msgs[i].content) if opts.allows(rule_code(s)) and s.text not in keep]
+        if not spans:
+            continue
+        text, snippets = _cut(msgs[i].content, spans, opts.strip_volatile)
+        verb = "removed" if opts.strip_volatile else "moved to the newest user turn"
+        for s in spans:
+            gran = f", changes every {s.granularity_s:g} s" if s.kind in TIME_KINDS and s.granularity_s else ""
+            out.append(Transformation(rule_code(s), f"{s.kind} {s.text!r}{gran}: {verb}", _path(msgs[i], i, "content")))
+        msgs[i] = _set_text(msgs[i], text)
+        moved += snippets
+    target = _target(msgs)
+    for i, m in enumerate(msgs):  # history keeps what was appended when it was the newest turn
+        remembered = memory.appended.get(_message_key(m))
+        if remembered and i != target:
+            msgs[i] = _set_text(m, m.content + remembered)
+    if moved and not opts.strip_volatile:
+        if target is None or target < n_system:
+            out.append(Transformation("PC101", "no user turn to move volatile values to: left in place", "messages",
+                                      applied=False))
+            return req
+        suffix = "\n\n" + "\n".join(dict.fromkeys(moved))
+        memory.appended[_message_key(msgs[target])] = suffix
+        msgs[target] = _set_text(msgs[target], msgs[target].content + suffix)
+    elif target is not None and target >= n_system:
+        remembered = memory.appended.get(_message_key(msgs[target]))
+        if remembered:
+            msgs[target] = _set_text(msgs[target], msgs[target].content + remembered)
+    return replace(req, messages=tuple(msgs))
+
+
+def _bare(m: Message) -> Message:
+    """A message as the prompt sees it: no JSON path, no cache breakpoint."""
+    return replace(m, path="", cache_control=None)
+
+
+def _history(req: Request, previous: tuple[Message, ...] | None, out: list[Transformation]) -> None:
+    """Report (never undo) how this request's history departs from the previous one's."""
+    if not previous:
+        return
+    cur = [_bare(m) for m in req.messages]
+    prev = [_bare(m) for m in previous]
+    k = next((i for i, (a, b) in enumerate(zip(prev, cur)) if a != b), None)
+    if k is None:
+        if len(cur) < len(prev):
+            out.append(Transformation("PC403", f"history truncated: {len(prev) - len(cur)} trailing messages "
+                                      "of the previous request are gone", "messages", applied=False))
+        return
+    a, b = prev[k], cur[k]
+    where = req.messages[k].path or f"messages[{k}]"
+    if a.role in ("system", "developer") and b.role in ("system", "developer"):
+        out.append(Transformation("PC401", "system prompt differs from the previous request", where, applied=False))
+    elif any(cur[k : k + len(prev) - d] == prev[d:] for d in range(k + 1, len(prev))):
+        drop = next(d for d in range(k + 1, len(prev)) if cur[k : k + len(prev) - d] == prev[d:]) - k
+        out.append(Transformation("PC403", f"history truncated: {drop} earlier messages dropped (sliding window)",
+                                  where, applied=False))
+    elif a.reasoning and not b.reasoning and replace(a, reasoning=None) == b:
+        out.append(Transformation("PC405", "reasoning of this assistant message was dropped", where, applied=False))
+    else:
+        out.append(Transformation("PC404", f"{a.role} message differs from the previous request (history rewritten)",
+                                  where, applied=False))
+
+
+def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(),
+                 memory: SessionMemory | None = None, keep: frozenset[str] = frozenset()
+                 ) -> tuple[Request, list[Transformation]]:
+    """One request in cache-stable form, and the transformations applied / reported.
+
+    ``memory`` carries the session's state (pass the same object for every request
+    of a session, in order; a fresh one treats the request as the first).
+    ``keep`` lists volatile values to leave in place (values that are constant in
+    the input). Block-hash traces come back unchanged. Pure apart from ``memory``.
+    """
+    if request.trace is not None:
+        return request, []
+    memory = SessionMemory() if memory is None else memory
+    out: list[Transformation] = []
+    req = request
+    if options.allows("PC302"):
+        req = _whitespace(req, out)
+    if options.allows("PC101") or options.allows("PC102"):
+        req = _volatile(req, options, memory, keep, out)
+    req = _tools(req, options, out)
+    if options.allows("PC301"):
+        req = _arguments(req, out)
+    _history(req, memory.previous, out)
+    memory.previous = req.messages
+    return req, out
+
+
+@dataclass(frozen=True, slots=True)
+class Canonicalized:
+    """One request before and after, with its transformations (applied and reported)."""
+
+    original: Request
+    request: Request
+    transformations: tuple[Transformation, ...]
+
+
+def constant_values(requests: Iterable[Request]) -> frozenset[str]:
+    """Volatile values of system prompts that never change across the input.
+
+    A value counts as constant when its line (with the value blanked out) occurs in
+    at least two requests and always with the same value; moving it would gain
+    nothing (a fixed knowledge-cutoff date, a constant deployment id).
+    """
+    seen: dict[tuple[int, str], set[str]] = {}
+    count: dict[tuple[int, str], int] = {}
+    for r in requests:
+        for i, m in enumerate(r.system_messages):
+            text = _normalize_ws(m.content)
+            for s in find_volatile(text):
+                ls = text.rfind("\n", 0, s.start) + 1
+                le = text.find("\n", s.end)
+                slot = (i, text[ls : s.start] + "\x00" + text[s.end : le if le >= 0 else len(text)])
+                seen.setdefault(slot, set()).add(s.text)
+                count[slot] = count.get(slot, 0) + 1
+    return frozenset(v for slot, vals in seen.items() if len(vals) == 1 and count[slot] > 1 for v in vals)
+
+
+def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = CanonicalOptions()
+                     ) -> list[Canonicalized]:
+    """Canonicalize a whole input in order, one :class:`SessionMemory` per session.
+
+    Values that are constant across the input (:func:`constant_values`) stay put.
+    """
+    reqs = list(requests)
+    keep = constant_values(r for r in reqs if r.trace is None)
+    sessions: dict[str, SessionMemory] = {}
+    out = []
+    for r in reqs:
+        new, log = canonicalize(r, options, sessions.setdefault(r.session, SessionMemory()), keep)
+        out.append(Canonicalized(r, new, tuple(log)))
+    return out
+
+
+def canonicalize_requests(requests: Iterable[Request], options: CanonicalOptions = CanonicalOptions()
+                          ) -> list[Request]:
+    """The canonical requests only, in input order (for ``replay`` and ``lint --fix``)."""
+    return [c.request for c in canonicalize_all(requests, options)]
+

@@ -1,0 +1,150 @@
+"""Lint configuration: ``[tool.prefixcache]`` in pyproject.toml, or prefixcache.toml.
+
+Lookup (first found wins): an explicit ``--config`` file; else, from the working
+directory upwards, the first directory holding ``prefixcache.toml`` (keys at top
+level) or a ``pyproject.toml`` with a ``[tool.prefixcache]`` table. Command-line
+options override the file. Keys (``-`` and ``_`` are interchangeable):
+
+=================  ===========  ================================================
+key                type         meaning
+=================  ===========  ================================================
+``block-size``     int ≥ 1      block size (tokens) of the block-aligned figure
+``select``         [str]        rule codes / prefixes / names to enable (default all)
+``ignore``         [str]        rule codes / prefixes / names to disable
+``fail-under``     float 0..1   exit 1 when reusable/prompt tokens is below this
+``fail-on``        str          lowest severity that makes findings exit 1
+``severity``       {code: str}  per-rule severity overrides
+``format``         str          rich, text, json, sarif or github
+``redact``         bool         lengths and hashes instead of prompt text
+``template``       str          chat template spec (see ``inspect``)
+``tokenizer``      str          tokenizer spec
+=================  ===========  ================================================
+
+Sub-tables (``[tool.prefixcache.simulate]`` ...) belong to other commands and are
+ignored here. Unknown keys and wrong types raise :class:`ConfigError` naming the
+file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import ConfigError
+from .rules import SEVERITIES
+
+FORMATS = ("rich", "text", "json", "sarif", "github")
+
+
+@dataclass(frozen=True, slots=True)
+class LintConfig:
+    """Effective lint settings; ``source`` is the file they came from ("" = defaults)."""
+
+    block_size: int = 16
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    fail_under: float | None = None
+    fail_on: str = "warning"
+    severity: Mapping[str, str] = field(default_factory=dict)
+    format: str = "rich"
+    redact: bool = False
+    template: str = "auto"
+    tokenizer: str = "auto"
+    source: str = ""
+
+    def merged(self, **overrides: Any) -> "LintConfig":
+        """A copy with every non-None override applied (command-line options), validated."""
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        return _validate(dataclasses.replace(self, **changes), self.source or "command line")
+
+
+def _validate(cfg: LintConfig, where: str) -> LintConfig:
+    def bad(key: str, why: str) -> ConfigError:
+        return ConfigError(f"{where}: {key}: {why}")
+    if not isinstance(cfg.block_size, int) or isinstance(cfg.block_size, bool) or cfg.block_size < 1:
+        raise bad("block-size", f"must be an integer >= 1, got {cfg.block_size!r}")
+    if cfg.fail_under is not None and not (isinstance(cfg.fail_under, (int, float)) and 0 <= cfg.fail_under <= 1):
+        raise bad("fail-under", f"must be a fraction between 0 and 1, got {cfg.fail_under!r}")
+    if cfg.fail_on not in SEVERITIES:
+        raise bad("fail-on", f"must be one of {', '.join(SEVERITIES)}, got {cfg.fail_on!r}")
+    if cfg.format not in FORMATS:
+        raise bad("format", f"must be one of {', '.join(FORMATS)}, got {cfg.format!r}")
+    for key in ("select", "ignore"):
+        value = getattr(cfg, key)
+        if not all(isinstance(v, str) for v in value):
+            raise bad(key, "must be a list of rule codes")
+    for code, sev in cfg.severity.items():
+        if sev not in SEVERITIES:
+            raise bad(f"severity.{code}", f"must be one of {', '.join(SEVERITIES)}, got {sev!r}")
+    return cfg
+
+
+_KEYS = {f.name for f in dataclasses.fields(LintConfig)} - {"source"}
+
+
+def from_mapping(table: Mapping[str, Any], where: str) -> LintConfig:
+    """A :class:`LintConfig` from a TOML table (``where`` names it in errors)."""
+    values: dict[str, Any] = {}
+    for raw, value in table.items():
+        key = raw.replace("-", "_")
+        if key not in _KEYS:
+            if isinstance(value, Mapping):
+                continue  # another command's sub-table
+            raise ConfigError(f"{where}: unknown key {raw!r} (known: {', '.join(sorted(k.replace('_', '-') for k in _KEYS))})")
+        if key in ("select", "ignore"):
+            value = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, list) else value
+        if key == "severity" and not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: severity: must be a table of code = severity")
+        if key == "severity":
+            value = {str(k).upper(): v for k, v in value.items()}
+        values[key] = value
+    return _validate(LintConfig(**values, source=where), where)
+
+
+def _read(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def find_config(start: Path) -> Path | None:
+    """The first ``prefixcache.toml`` or pyproject.toml with ``[tool.prefixcache]``
+    from ``start`` upwards, or None."""
+    for folder in (start, *start.parents):
+        own = folder / "prefixcache.toml"
+        if own.is_file():
+            return own
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file() and "prefixcache" in _read(pyproject).get("tool", {}):
+            return pyproject
+    return None
+
+
+def load_config(explicit: str | Path | None = None, start: str | Path | None = None) -> LintConfig:
+    """Load lint settings (see module doc); defaults when no file is found.
+
+    Raises ConfigError for a missing explicit file, invalid TOML, unknown keys or
+    bad values.
+    """
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found")
+    else:
+        path = find_config(Path(start) if start is not None else Path.cwd())
+        if path is None:
+            return LintConfig()
+    data = _read(path)
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("prefixcache")
+        if table is None:
+            raise ConfigError(f"{path}: no [tool.prefixcache] table")
+        return from_mapping(table, f"{path} [tool.prefixcache]")
+    return from_mapping(data, str(path))

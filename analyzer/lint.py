@@ -1,0 +1,236 @@
+"""The streaming lint engine: reusable prefix per request, causes, and the waterfall.
+
+Feed :class:`~prefixcache.analyzer.pipeline.Prepared` requests in arrival order;
+each yields a :class:`RequestResult` at once (nothing waits for the end of the run).
+
+Per request ``r`` with ``n`` prompt tokens:
+
+* **Reusable prefix** ``p``: the longest token prefix ``r`` shares with ANY earlier
+  request of the run (radix index, :mod:`prefixcache.analyzer.prefix`), the request
+  that was (``shared_with``), and the block-aligned figure vLLM could serve
+  (``⌊min(p, n−1)/B⌋·B``).
+* **Break**: ``r`` is compared with the previous request ``q`` of its own session.
+  If ``q``'s prompt is not a prefix of ``r``'s, the first divergence is located and
+  explained by the pair rules. (Comparing with ``q`` rather than with the best match
+  is what catches a request that returns to an older state: its best match is the
+  older request, but the tokens the session computed last were still thrown away.)
+  The first request of a session is compared with its best match in another
+  session (PC602 only).
+* **Lost-token attribution** (the waterfall): ``n = reusable + lost + new``.
+  ``lost = max(0, min(n, len(q)) − p)`` — tokens the session had already computed
+  (they lie within the length of ``q``'s prompt) that are not reusable — all
+  attributed to the primary (first) finding's code. Tokens beyond ``len(q)`` are
+  ``new`` (the appended turn). Divergences with no finding (the previous request
+  ended in a generation prompt its answer replaced) count as new. For PC602 the
+  lost tokens are those of this request's system prompt and tools after the
+  divergence. Block traces (hash ids only) get reusable figures by block, no causes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from .pipeline import Prepared
+from .prefix import PrefixIndex, block_aligned, common_prefix_len, locate
+from .rules import RULES, Finding, PairContext, Rule, classify
+from .rules.provider import static_end_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class RequestResult:
+    """Lint figures for one request (tokens). ``shared_with`` is the (session,
+    index) of the earlier request sharing the longest prefix; ``compared_with``
+    the request the break was judged against; ``lost_code`` the code the lost
+    tokens are attributed to. ``exact`` is False for approximate tokenizers."""
+
+    session: str
+    index: int
+    source: str
+    record: int
+    model: str | None
+    prompt_tokens: int
+    reusable_tokens: int
+    reusable_block_tokens: int
+    new_tokens: int
+    lost_tokens: int
+    lost_code: str | None
+    shared_with: tuple[str, int] | None
+    compared_with: tuple[str, int] | None
+    findings: tuple[Finding, ...]
+    exact: bool = True
+
+    @property
+    def reusable_fraction(self) -> float:
+        return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (README: lint JSON schema, ``requests[]``)."""
+        d = dataclasses.asdict(self)
+        d.pop("findings")
+        d["shared_with"] = list(self.shared_with) if self.shared_with else None
+        d["compared_with"] = list(self.compared_with) if self.compared_with else None
+        d["reusable_fraction"] = round(self.reusable_fraction, 6)
+        return d
+
+
+@dataclass
+class Waterfall:
+    """Totals for a session or the run (tokens): ``prompt = reusable + lost + new``."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    reusable_tokens: int = 0
+    reusable_block_tokens: int = 0
+    new_tokens: int = 0
+    lost_tokens_by_code: Counter = field(default_factory=Counter)
+    findings_by_code: Counter = field(default_factory=Counter)
+
+    @property
+    def lost_tokens(self) -> int:
+        return sum(self.lost_tokens_by_code.values())
+
+    @property
+    def reusable_fraction(self) -> float:
+        return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def add(self, res: RequestResult) -> None:
+        self.requests += 1
+        self.prompt_tokens += res.prompt_tokens
+        self.reusable_tokens += res.reusable_tokens
+        self.reusable_block_tokens += res.reusable_block_tokens
+        self.new_tokens += res.new_tokens
+        if res.lost_tokens:
+            self.lost_tokens_by_code[res.lost_code or "PC001"] += res.lost_tokens
+        self.findings_by_code.update(f.code for f in res.findings)
+
+    def to_dict(self) -> dict:
+        return {
+            "requests": self.requests, "prompt_tokens": self.prompt_tokens, "reusable_tokens": self.reusable_tokens,
+            "reusable_fraction": round(self.reusable_fraction, 6), "reusable_block_tokens": self.reusable_block_tokens,
+            "new_tokens": self.new_tokens, "lost_tokens": self.lost_tokens,
+            "lost_tokens_by_code": dict(sorted(self.lost_tokens_by_code.items())),
+            "findings_by_code": dict(sorted(self.findings_by_code.items())),
+        }
+
+
+def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> tuple[Rule, ...]:
+    """Rules enabled by ``select`` (codes or prefixes like ``PC1``; empty = all)
+    minus ``ignore``. Raises KeyError for a selector matching no rule."""
+    def matches(rule: Rule, sel: str) -> bool:
+        s = sel.strip().upper()
+        return rule.code.startswith(s) or rule.name == sel.strip().lower()
+    for sel in (*select, *ignore):
+        if not any(matches(r, sel) for r in RULES):
+            raise KeyError(f"no rule matches {sel!r}")
+    chosen = [r for r in RULES if not select or any(matches(r, s) for s in select)]
+    return tuple(r for r in chosen if not any(matches(r, s) for s in ignore))
+
+
+class Linter:
+    """Streaming lint over one run of requests (all sessions share one radix index).
+
+    ``block_size`` (tokens) sets the block-aligned figure; ``rules`` the enabled
+    rules (default all). Divergences are always classified with every pair rule,
+    so the waterfall attributes lost tokens to the true first cause even when its
+    rule is not selected; only the reported findings are filtered. ``redact``
+    replaces excerpts with lengths and hashes; ``severity`` overrides severities
+    by code (``{"PC502": "warning"}``).
+    """
+
+    def __init__(self, block_size: int = 16, rules: Sequence[Rule] = RULES, redact: bool = False,
+                 severity: Mapping[str, str] | None = None) -> None:
+        if block_size < 1:
+            raise ValueError(f"block size must be >= 1, got {block_size}")
+        self.block_size = block_size
+        self.rules = tuple(rules)
+        self._enabled = frozenset(r.code for r in self.rules)
+        self._pair_rules = tuple(r for r in RULES if r.scope == "pair")
+        self._request_rules = tuple(r for r in self.rules if r.scope == "request")
+        self.redact = redact
+        self._severity = {k.upper(): v for k, v in (severity or {}).items()}
+        self._index = PrefixIndex()
+        self._traces = PrefixIndex()
+        self._seen: dict[tuple[str, int], Prepared] = {}
+        self._last: dict[str, Prepared] = {}
+        self._state: dict = {"redact": redact}
+        self.total = Waterfall()
+        self.sessions: dict[str, Waterfall] = {}
+
+    def run(self, prepared: Iterable[Prepared]) -> Iterator[RequestResult]:
+        """Lint a stream of prepared requests, yielding one result per request."""
+        for p in prepared:
+            yield self.feed(p)
+
+    def feed(self, p: Prepared) -> RequestResult:
+        """Lint one request (arrival order), update the index and the waterfall."""
+        req = p.request
+        key = (req.session, req.index)
+        if p.tokens is None:
+            res = self._feed_trace(p)
+        else:
+            res = self._feed_tokens(p)
+        self._seen[key] = p
+        self._last[req.session] = p
+        self.total.add(res)
+        self.sessions.setdefault(req.session, Waterfall()).add(res)
+        return res
+
+    def _feed_trace(self, p: Prepared) -> RequestResult:
+        req, n = p.request, p.prompt_tokens
+        trace = req.trace
+        shared, owner = 0, None
+        if trace is not None:
+            match = self._traces.insert(trace.hash_ids, (req.session, req.index))
+            shared, owner = min(match.length * trace.block_size, n), match.owner
+        return self._result(p, shared, owner, None, 0, None, ())
+
+    def _feed_tokens(self, p: Prepared) -> RequestResult:
+        req, ids = p.request, p.tokens.ids
+        n = len(ids)
+        match = self._index.insert(ids, (req.session, req.index))
+        shared, owner = match.length, match.owner
+        prev = self._last.get(req.session)
+        findings: list[Finding] = []
+        lost, compared = 0, None
+        if prev is not None and prev.tokens is not None:
+            compared = (prev.request.session, prev.request.index)
+            d = common_prefix_len(ids, prev.tokens.ids)
+            if d < len(prev.tokens.ids):
+                findings = self._explain(p, prev, d)
+                if findings:
+                    lost = max(0, min(n, len(prev.tokens.ids)) - shared)
+        elif owner is not None and owner in self._seen:
+            other = self._seen[owner]
+            compared = owner
+            findings = self._explain(p, other, shared)
+            if findings:
+                lost = max(0, static_end_tokens(p) - shared)
+        self._state["shared"] = shared
+        singles = [f for rule in self._request_rules for f in rule.check_request(p, self._state)]
+        lost_code = findings[0].code if lost and findings else None
+        if findings:
+            findings[0] = dataclasses.replace(findings[0], lost_tokens=lost)
+        kept = [f for f in findings if f.code in self._enabled] + singles
+        if self._severity:
+            kept = [dataclasses.replace(f, severity=self._severity.get(f.code, f.severity)) for f in kept]
+        return self._result(p, shared, owner, compared, lost, lost_code, tuple(kept))
+
+    def _explain(self, p: Prepared, other: Prepared, token: int) -> list[Finding]:
+        div = locate(p.request, p.rendered, p.tokens, other.rendered, other.tokens, token, redact=self.redact)
+        return classify(PairContext(p, other, div, redact=self.redact), self._pair_rules)
+
+    def _result(self, p: Prepared, shared: int, owner, compared, lost: int, lost_code: str | None,
+                findings: tuple[Finding, ...]) -> RequestResult:
+        req, n = p.request, p.prompt_tokens
+        block = self.block_size if p.tokens is not None or req.trace is None else req.trace.block_size
+        return RequestResult(
+            session=req.session, index=req.index, source=req.provenance.source, record=req.provenance.record,
+            model=req.model, prompt_tokens=n, reusable_tokens=shared,
+            reusable_block_tokens=block_aligned(shared, n, block) if p.tokens is not None else shared,
+            new_tokens=n - shared - lost, lost_tokens=lost, lost_code=lost_code,
+            shared_with=tuple(owner) if owner else None, compared_with=compared, findings=findings,
+            exact=p.tokens.exact if p.tokens is not None else True,
+        )

@@ -1,0 +1,242 @@
+"""Cache figures per request and in total: hit tokens, avoided prefill, attribution.
+
+Definitions (``shared/reference/papers.md``, "Metric definitions"):
+
+* token hit ratio H = Σ cached tokens / Σ prompt tokens (SGLang's definition,
+  equal to the providers' ``cached_tokens / prompt_tokens``); block hit ratio =
+  Σ hit blocks / Σ prompt blocks (Mooncake, Bailian); request hit rate = share
+  of requests with any cached token; avoided prefill tokens = Σ cached tokens.
+* ideal = an unbounded cache with the same rules (block size, caps, minimum
+  length) and no expiry; fraction of ideal = H / H∞.
+* lost tokens (prompt − cached) by cause, a chain of nested "what could have
+  been cached" levels, each loss the drop between two levels:
+
+  ``prompt ≥ lcp ≥ granular ≥ ideal ≥ ttl-only ≥ cached``
+
+  - ``cold``: new content no earlier request had (compulsory misses);
+  - ``drift``: content the session's previous request also had at those
+    positions, lost because something earlier in the prompt changed (a rule
+    classifier may name why);
+  - ``granularity``: prefix shorter than a block/unit, the last-token cap, or
+    no breakpoint where the prefix ends;
+  - ``below_minimum``: the prompt or prefix is under the provider's minimum;
+  - ``ttl``: the prefix expired (retention / TTL) before it was reused;
+  - ``capacity``: evicted for room.
+
+  The causes add up to prompt − cached exactly.
+* hits by segment: cached tokens inside system (incl. a hidden prefix), tools,
+  history (messages up to the last assistant turn), newest turn (messages after
+  it), other (template text, generation prompt).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+CAUSES = ("cold", "drift", "granularity", "below_minimum", "ttl", "capacity")
+SEGMENT_GROUPS = ("system", "tools", "history", "newest_turn", "other")
+
+
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """The nested "could have been cached" levels of one request (tokens)."""
+
+    prompt: int
+    lcp: int          # longest prefix shared with any earlier request
+    drift_end: int    # end of the previous session request's overlap (≥ lcp when drift)
+    granular: int     # lcp after block/unit rounding and caps
+    ideal: int        # unbounded cache with the same rules (minimum length applied)
+    ttl_only: int     # unbounded cache with expiry
+    cached: int       # the simulated cache
+
+
+def lost_by_cause(lv: Levels) -> dict[str, int]:
+    """Split ``prompt − cached`` over :data:`CAUSES` (see module docstring)."""
+    c = lv.cached
+    chain = [lv.prompt, lv.lcp, lv.granular, lv.ideal, lv.ttl_only]
+    lvl = []
+    top = lv.prompt
+    for v in chain:
+        top = min(top, v)
+        lvl.append(max(top, c))
+    lost = {k: 0 for k in CAUSES}
+    miss = lvl[0] - lvl[1]
+    drift = max(0, min(lv.drift_end, lvl[0]) - lvl[1])
+    lost["drift"] = min(miss, drift)
+    lost["cold"] = miss - lost["drift"]
+    lost["granularity"] = lvl[1] - lvl[2]
+    lost["below_minimum"] = lvl[2] - lvl[3]
+    lost["ttl"] = lvl[3] - lvl[4]
+    lost["capacity"] = lvl[4] - c
+    return lost
+
+
+def hits_by_segment(spans: Sequence[tuple[str, int, int]], cached: int) -> dict[str, int]:
+    """Cached tokens ``[0, cached)`` split over segment groups; ``spans`` are
+    ``(group, start, end)`` token spans. Uncovered cached tokens count as other."""
+    out = {g: 0 for g in SEGMENT_GROUPS}
+    covered = 0
+    for group, start, end in spans:
+        k = max(0, min(end, cached) - start)
+        out[group] += k
+        covered += k
+    out["other"] += max(0, cached - covered)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFigures:
+    """One request under one cache: all counts in tokens unless named blocks."""
+
+    order: int
+    session: str
+    source: str
+    record: int
+    prompt_tokens: int
+    cached_tokens: int
+    ideal_tokens: int
+    blocks_total: int
+    blocks_hit: int
+    written_tokens: int = 0
+    write_multiplier: float = 1.0
+    shared_tokens: int = 0  # longest prefix shared with any earlier request (tokens)
+    lost: Mapping[str, int] = field(default_factory=dict)
+    segments: Mapping[str, int] = field(default_factory=dict)
+    reported_prompt_tokens: int | None = None
+    reported_cached_tokens: int | None = None
+    drift_cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Sums and ratios over requests (ratios are 0 when there is nothing to divide)."""
+
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    ideal_tokens: int
+    blocks_total: int
+    blocks_hit: int
+    requests_hit: int
+    written_tokens: int
+    lost: Mapping[str, int]
+    segments: Mapping[str, int]
+    drift_by_cause: Mapping[str, int]
+
+    @property
+    def hit_ratio_tokens(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def hit_ratio_blocks(self) -> float:
+        return self.blocks_hit / self.blocks_total if self.blocks_total else 0.0
+
+    @property
+    def ideal_hit_ratio(self) -> float:
+        return self.ideal_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def fraction_of_ideal(self) -> float:
+        return self.cached_tokens / self.ideal_tokens if self.ideal_tokens else 0.0
+
+    @property
+    def request_hit_rate(self) -> float:
+        return self.requests_hit / self.requests if self.requests else 0.0
+
+    @property
+    def avoided_prefill_tokens(self) -> int:
+        return self.cached_tokens
+
+
+def totals(rows: Iterable[RequestFigures]) -> Totals:
+    """Aggregate per-request figures."""
+    n = p = c = i = bt = bh = rh = w = 0
+    lost = {k: 0 for k in CAUSES}
+    seg = {g: 0 for g in SEGMENT_GROUPS}
+    drift: dict[str, int] = {}
+    for r in rows:
+        n += 1
+        p += r.prompt_tokens
+        c += r.cached_tokens
+        i += r.ideal_tokens
+        bt += r.blocks_total
+        bh += r.blocks_hit
+        rh += r.cached_tokens > 0
+        w += r.written_tokens
+        for k, v in r.lost.items():
+            lost[k] += v
+        for k, v in r.segments.items():
+            seg[k] += v
+        if r.drift_cause and r.lost.get("drift"):
+            drift[r.drift_cause] = drift.get(r.drift_cause, 0) + r.lost["drift"]
+    return Totals(n, p, c, i, bt, bh, rh, w, lost, seg, dict(sorted(drift.items())))
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million input tokens and the cache-read multiplier (writes carry
+    their own multiplier per request)."""
+
+    input: float
+    read_multiplier: float
+
+
+def cost_usd(rows: Iterable[RequestFigures], prices: Prices) -> tuple[float, float]:
+    """(estimated cost with the cache, cost with no cache) in USD.
+
+    Cached tokens cost ``read_multiplier``; written tokens the request's write
+    multiplier (Anthropic 1.25× / 2×; 1× for automatic caching); the rest 1×.
+    """
+    with_cache = without = 0.0
+    for r in rows:
+        uncached = r.prompt_tokens - r.cached_tokens - r.written_tokens
+        with_cache += (r.cached_tokens * prices.read_multiplier + r.written_tokens * r.write_multiplier
+                       + max(0, uncached))
+        without += r.prompt_tokens
+    scale = prices.input / 1e6
+    return with_cache * scale, without * scale
+
+
+def calibrated_cached(rows: Sequence[RequestFigures], unit: int = 1, min_tokens: int = 0) -> list[int | None]:
+    """Predicted cached tokens mapped into the provider's token count (None where
+    the provider reported no prompt length).
+
+    Our rendering/tokenizer may not be the provider's (approximate templates), so
+    a prefix of ``p`` of our tokens is mapped piecewise-linearly through the
+    anchors ``(our prompt length, reported prompt length)`` of the session's
+    requests so far (and ``(0, 0)``), then rounded down to the provider's
+    ``unit``. The prefix mapped is the full shared prefix when the cache served
+    all of it, else the cached tokens.
+    """
+    import numpy as np
+
+    anchors: dict[str, list[tuple[int, int]]] = {}
+    out: list[int | None] = []
+    for r in rows:
+        pts = anchors.setdefault(r.session, [(0, 0)])
+        if not r.reported_prompt_tokens:
+            out.append(None)
+            continue
+        pts.append((r.prompt_tokens, r.reported_prompt_tokens))
+        if r.cached_tokens <= 0:
+            out.append(0)
+            continue
+        full = r.lost.get("capacity", 0) + r.lost.get("ttl", 0) == 0
+        raw = max(r.cached_tokens, r.shared_tokens) if full else r.cached_tokens
+        xs, ys = _monotone(pts)
+        mapped = int(np.interp(raw, xs, ys)) // unit * unit
+        mapped = min(mapped, r.reported_prompt_tokens)
+        out.append(mapped if mapped >= min_tokens else 0)
+    return out
+
+
+def _monotone(pts: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Anchor points sorted by our length, keeping the map non-decreasing."""
+    xs, ys = [], []
+    for x, y in sorted(set(pts)):
+        if xs and (x == xs[-1] or y < ys[-1]):
+            continue
+        xs.append(x)
+        ys.append(y)
+    return xs, ys

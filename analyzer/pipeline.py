@@ -1,0 +1,87 @@
+"""Request → rendered prompt → token ids, for every command that needs tokens.
+
+One :class:`~prefixcache.analyzer.render.Pipeline` (renderer + tokenizer) is resolved
+per logged model name, lazily; one incremental
+:class:`~prefixcache.analyzer.tokenize.SessionTokenizer` is kept per (pipeline,
+session), so each session's requests are tokenized incrementally. Block-hash trace
+requests pass through untouched (they have no text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from .model import RenderedPrompt, Request, TokenizedPrompt
+from .render import Pipeline, opaque_prefix_for, resolve
+from .tokenize import SessionTokenizer, with_opaque_prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request with its rendering and tokens (both None for block traces)."""
+
+    request: Request
+    rendered: RenderedPrompt | None
+    tokens: TokenizedPrompt | None
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt length in tokens: tokenized length, or the trace's input length."""
+        if self.tokens is not None:
+            return len(self.tokens.ids)
+        if self.request.trace is not None:
+            return self.request.trace.input_length
+        return 0
+
+
+class Preparer:
+    """Renders and tokenizes requests; remembers what ``auto`` chose per model.
+
+    ``template`` / ``tokenizer`` are the user's specs (``auto`` or a name/path, see
+    :func:`prefixcache.analyzer.render.resolve`). Raises ``ConfigError`` for specs
+    that cannot be resolved.
+    """
+
+    def __init__(self, template: str = "auto", tokenizer: str = "auto") -> None:
+        self.template = template
+        self.tokenizer = tokenizer
+        self._pipelines: dict[str | None, Pipeline] = {}
+        self._sessions: dict[tuple[int, str], SessionTokenizer] = {}
+        self._opaque: dict[str, int] = {}
+
+    def pipeline(self, model: str | None) -> Pipeline:
+        """The renderer + tokenizer for ``model`` (resolved once per model name)."""
+        if model not in self._pipelines:
+            self._pipelines[model] = resolve(model, template=self.template, tokenizer=self.tokenizer)
+        return self._pipelines[model]
+
+    @property
+    def notes(self) -> dict[str | None, str]:
+        """Per model name: what was chosen and whether counts are exact."""
+        return {model: p.note for model, p in self._pipelines.items()}
+
+    def prepare(self, request: Request) -> Prepared:
+        """Render and tokenize one request (incrementally within its session)."""
+        if request.trace is not None:
+            return Prepared(request, None, None)
+        pipe = self.pipeline(request.model)
+        rendered = pipe.renderer.render(request)
+        key = (id(pipe), request.session)
+        session_tok = self._sessions.get(key)
+        if session_tok is None:
+            session_tok = self._sessions[key] = SessionTokenizer(pipe.tokenizer)
+        key = str(request.extra.get("opaque_prefix_key", ""))
+        tokens = session_tok.tokenize(rendered, request.session, key=key)
+        if key and not request.opaque_prefix_tokens:
+            if key not in self._opaque:
+                self._opaque[key] = opaque_prefix_for(request, len(tokens.ids))
+            tokens = with_opaque_prefix(tokens, self._opaque[key], key)
+        return Prepared(request, rendered, tokens)
+
+
+def prepare(requests: Iterable[Request], template: str = "auto", tokenizer: str = "auto") -> Iterator[Prepared]:
+    """Stream :class:`Prepared` requests in input order (see :class:`Preparer`)."""
+    preparer = Preparer(template, tokenizer)
+    for request in requests:
+        yield preparer.prepare(request)

@@ -1,0 +1,307 @@
+"""Longest shared token prefix over all earlier requests, and where it breaks.
+
+:class:`PrefixIndex` is a radix tree (compressed trie) over the token ids of every
+request seen so far in a run. Each node remembers the most recent request whose
+prompt passes through it, so one walk answers "how many leading tokens does this
+prompt share with ANY earlier prompt, and with which one" — the ideal prefix hit of
+an unbounded prefix cache (SGLang's radix cache without eviction), at token
+granularity. :func:`block_aligned` turns that into what a block-granular engine can
+serve (vLLM v1: full blocks only, and never the last prompt token).
+
+:func:`locate` maps the first differing token back to the request: the rendered
+segment (system, ``tools[i]``, ``messages[j]``, generation prompt), a JSON path, the
+character offset in the rendered text, the line inside the part, and a short
+before/after excerpt (or lengths and hashes with ``redact``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Sequence
+
+import xxhash
+
+from .model import RenderedPrompt, Request, Segment, TokenizedPrompt
+
+
+class _Node:
+    """A radix-tree node: the edge into it is ``src[lo:hi]``; ``owner`` is the most
+    recent request whose prompt covers the whole edge."""
+
+    __slots__ = ("src", "lo", "hi", "children", "owner")
+
+    def __init__(self, src: Sequence[int], lo: int, hi: int, owner: Hashable) -> None:
+        self.src, self.lo, self.hi = src, lo, hi
+        self.children: dict[int, _Node] = {}
+        self.owner = owner
+
+    def split(self, at: int) -> None:
+        """Cut the edge after ``at`` tokens: self keeps the head, a new child the tail."""
+        tail = _Node(self.src, self.lo + at, self.hi, self.owner)
+        tail.children = self.children
+        self.children = {self.src[self.lo + at]: tail}
+        self.hi = self.lo + at
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixMatch:
+    """Result of a lookup: ``length`` leading tokens (tokens) are shared with the
+    earlier request ``owner`` (the most recent one sharing that many; None when
+    ``length`` is 0)."""
+
+    length: int
+    owner: Hashable | None
+
+
+def _mismatch(a: Sequence[int], a0: int, b: Sequence[int], b0: int, n: int) -> int:
+    """Number of equal leading items of ``a[a0:a0+n]`` and ``b[b0:b0+n]``."""
+    if a[a0 : a0 + n] == b[b0 : b0 + n]:
+        return n
+    lo, hi = 0, n  # invariant: first lo equal, mismatch before hi
+    while hi - lo > 32:
+        mid = (lo + hi) // 2
+        if a[a0 + lo : a0 + mid] == b[b0 + lo : b0 + mid]:
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and a[a0 + lo] == b[b0 + lo]:
+        lo += 1
+    return lo
+
+
+class PrefixIndex:
+    """Radix tree over token-id sequences with the owner of every path.
+
+    Memory holds a reference to each inserted sequence (edges are slices into them,
+    never copies). A lookup or insert costs O(n) token comparisons, done as tuple
+    slice comparisons in C plus a binary search at the one mismatching edge.
+    """
+
+    def __init__(self) -> None:
+        self._root = _Node((), 0, 0, None)
+        self.requests = 0
+        self.tokens = 0
+
+    def _walk(self, ids: Sequence[int]) -> tuple[list[_Node], int, int]:
+        """Follow ``ids``: the nodes whose edge was entered, matched length, and how
+        far into the last node's edge the match got."""
+        node, i, n, path, used = self._root, 0, len(ids), [], 0
+        while i < n:
+            child = node.children.get(ids[i])
+            if child is None:
+                break
+            span = min(child.hi - child.lo, n - i)
+            used = _mismatch(ids, i, child.src, child.lo, span)
+            path.append(child)
+            i += used
+            if used < child.hi - child.lo:
+                break
+            node = child
+        return path, i, used
+
+    def match(self, ids: Sequence[int]) -> PrefixMatch:
+        """Longest prefix of ``ids`` shared with any inserted sequence (read-only)."""
+        path, length, _ = self._walk(ids)
+        return PrefixMatch(length, path[-1].owner if path and length else None)
+
+    def insert(self, ids: Sequence[int], owner: Hashable) -> PrefixMatch:
+        """Look ``ids`` up, then add it under ``owner``; returns the match found
+        *before* insertion (so a request never matches itself)."""
+        path, length, used = self._walk(ids)
+        found = PrefixMatch(length, path[-1].owner if path and length else None)
+        if path and used < path[-1].hi - path[-1].lo:
+            path[-1].split(used)  # cut at the mismatch, or where ``ids`` ends
+        for node in path:
+            node.owner = owner
+        if length < len(ids):
+            parent = path[-1] if path else self._root
+            parent.children[ids[length]] = _Node(ids, length, len(ids), owner)
+        self.requests += 1
+        self.tokens += len(ids)
+        return found
+
+
+def block_aligned(shared: int, prompt_tokens: int, block_size: int = 16) -> int:
+    """Tokens a block-granular prefix cache can serve (tokens).
+
+    vLLM v1 rule: only full blocks are cached, and at least the last prompt token is
+    always computed, so a hit is at most ``⌊(n−1)/B⌋·B`` tokens:
+    ``⌊min(shared, n−1)/B⌋·B``. ``block_size`` must be ≥ 1 (ValueError otherwise).
+    """
+    if block_size < 1:
+        raise ValueError(f"block size must be >= 1, got {block_size}")
+    if prompt_tokens <= 0:
+        return 0
+    return (min(shared, prompt_tokens - 1) // block_size) * block_size
+
+
+def common_prefix_len(a: Sequence, b: Sequence) -> int:
+    """Length of the longest common prefix of two sequences (str or token tuples)."""
+    return _mismatch(a, 0, b, 0, min(len(a), len(b)))
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where a prompt first differs from the earlier prompt it shares most with.
+
+    ``token`` is the first differing token index (= shared prefix, tokens);
+    ``char`` the first differing character of the rendered texts (None without
+    text). ``segment`` is the part of *this* request there (``system``,
+    ``tools[2]``, ``messages[5]``, ``generation prompt``, ``hidden prefix``), with
+    its ``kind`` and ``ref`` (tool or message index, -1 for none);
+    ``other_kind``/``other_ref`` the same for the earlier request. ``json_path``
+    points into the logged record; ``line`` is the 1-based line inside the part's
+    text (None when not found). ``before``/``after``/``other_after`` are excerpts
+    (or ``<N chars, xxh64 …>`` when redacted).
+    """
+
+    token: int
+    char: int | None
+    segment: str
+    kind: str
+    ref: int
+    other_kind: str
+    other_ref: int
+    json_path: str
+    line: int | None
+    before: str
+    after: str
+    other_after: str
+
+
+def excerpt(text: str, redact: bool) -> str:
+    """``text`` itself, or its length and a short xxh64 digest when redacting."""
+    if not redact:
+        return text
+    return f"<{len(text)} chars, xxh64 {xxhash.xxh64_hexdigest(text.encode('utf-8', 'surrogatepass'))[:8]}>"
+
+
+def _char_segment(rendered: RenderedPrompt, char: int) -> Segment | None:
+    """The rendered part at ``char``; template glue resolves to the next real part
+    (a removed message shows up as a difference in the glue before the next one)."""
+    segs = rendered.segments
+    for i, seg in enumerate(segs):
+        if seg.start <= char < seg.end or (char == seg.end == len(rendered.text) and i == len(segs) - 1):
+            if seg.kind != "template":
+                return seg
+            for nxt in segs[i + 1 :]:
+                if nxt.kind != "template":
+                    return nxt
+            for prev in reversed(segs[:i]):
+                if prev.kind != "template":
+                    return prev
+            return seg
+    return segs[-1] if segs else None
+
+
+def segment_name(seg: Segment | None) -> str:
+    """Human name of a part: ``system``, ``tools[i]``, ``messages[j]``, ..."""
+    if seg is None:
+        return "end of prompt"
+    if seg.kind == "system":
+        return "system"
+    if seg.kind == "tool":
+        return f"tools[{seg.ref}]" if seg.ref >= 0 else "tools"
+    if seg.kind == "message":
+        return f"messages[{seg.ref}]" if seg.ref >= 0 else seg.label
+    if seg.kind == "generation_prompt":
+        return "generation prompt"
+    if seg.kind == "opaque":
+        return "hidden prefix"
+    return seg.label or seg.kind
+
+
+def part_text_offset(request: Request, rendered: RenderedPrompt, seg: Segment, char: int) -> tuple[str, int] | None:
+    """(field, offset) of rendered ``char`` inside the request part's own text.
+
+    ``field`` is ``content``, ``reasoning``, ``description`` or
+    ``tool_calls[k].function.arguments``; the offset is in characters of that
+    field. Found by searching the field text inside the segment; None when the
+    template transformed the text beyond recognition.
+    """
+    seg_text = rendered.text[seg.start : seg.end]
+    rel = char - seg.start
+    fields: list[tuple[str, str]] = []
+    if seg.kind in ("system", "message") and 0 <= seg.ref < len(request.messages):
+        m = request.messages[seg.ref]
+        fields = [("reasoning", m.reasoning or ""), ("content", m.content)]
+        fields += [(f"tool_calls[{k}].function.arguments", tc.arguments) for k, tc in enumerate(m.tool_calls)]
+    elif seg.kind == "tool" and 0 <= seg.ref < len(request.tools):
+        fields = [("description", request.tools[seg.ref].description)]
+    pos = 0
+    for name, text in fields:
+        if not text:
+            continue
+        at = seg_text.find(text[:200], pos)
+        if at < 0:
+            continue
+        if at <= rel <= at + len(text):
+            return name, rel - at
+        pos = at
+    return None
+
+
+def json_path_of(request: Request, seg: Segment | None, field: str | None) -> str:
+    """JSON path of a part in the logged record (``messages[3].content``)."""
+    if seg is None:
+        return ""
+    if seg.kind in ("system", "message") and 0 <= seg.ref < len(request.messages):
+        base = request.messages[seg.ref].path or f"messages[{seg.ref}]"
+    elif seg.kind == "tool" and 0 <= seg.ref < len(request.tools):
+        base = request.tools[seg.ref].path or f"tools[{seg.ref}]"
+    else:
+        return segment_name(seg)
+    return f"{base}.{field}" if field else base
+
+
+def locate(
+    request: Request,
+    rendered: RenderedPrompt | None,
+    tokens: TokenizedPrompt | None,
+    other: RenderedPrompt | None,
+    other_tokens: TokenizedPrompt | None,
+    token: int,
+    redact: bool = False,
+    width: int = 40,
+) -> Divergence:
+    """Map the first differing token ``token`` of ``request`` to its place.
+
+    The part is taken at the first differing *character* of the two rendered texts
+    (exact even when tokens merge across a boundary); a divergence inside the hidden
+    prefix (pseudo-token ids) reports the ``hidden prefix`` part.
+    """
+    opaque = tokens.opaque_prefix_tokens if tokens is not None else 0
+    if rendered is None or other is None or token < opaque:
+        seg = tokens.segment_at(token) if tokens is not None else None
+        oseg = other_tokens.segment_at(token) if other_tokens is not None else None
+        return Divergence(token, None, segment_name(seg), seg.kind if seg else "end", seg.ref if seg else -1,
+                          oseg.kind if oseg else "end", oseg.ref if oseg else -1, segment_name(seg), None, "", "", "")
+    char = common_prefix_len(rendered.text, other.text)
+    seg = _char_segment(rendered, char)
+    oseg = _char_segment(other, char) if char < len(other.text) else None
+    line, field = None, None
+    if seg is not None:
+        found = part_text_offset(request, rendered, seg, char)
+        if found is not None:
+            field, off = found
+            line = _field_text(request, seg, field).count("\n", 0, off) + 1
+    text, otext = rendered.text, other.text
+    return Divergence(
+        token=token, char=char, segment=segment_name(seg), kind=seg.kind if seg else "end",
+        ref=seg.ref if seg else -1, other_kind=oseg.kind if oseg else "end", other_ref=oseg.ref if oseg else -1,
+        json_path=json_path_of(request, seg, field), line=line,
+        before=excerpt(text[max(0, char - width) : char], redact), after=excerpt(text[char : char + width], redact),
+        other_after=excerpt(otext[char : char + width], redact),
+    )
+
+
+def _field_text(request: Request, seg: Segment, field: str) -> str:
+    if seg.kind == "tool":
+        return request.tools[seg.ref].description
+    m = request.messages[seg.ref]
+    if field == "content":
+        return m.content
+    if field == "reasoning":
+        return m.reasoning or ""
+    k = int(field.split("[", 1)[1].split("]", 1)[0])
+    return m.tool_calls[k].arguments

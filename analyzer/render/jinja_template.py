@@ -1,0 +1,167 @@
+"""Hugging Face chat-template rendering with transformers' semantics, without transformers.
+
+The environment matches ``transformers.utils.chat_template_utils`` (v4.4x–5.x):
+``ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)`` with the
+``loopcontrols`` extension and a no-op ``{% generation %}`` block; ``tojson`` is
+``json.dumps(x, ensure_ascii=False, indent, separators, sort_keys)`` (no HTML
+escaping, unlike Jinja's own); globals ``raise_exception`` (raises
+``TemplateError``), ``strftime_now``, ``dict`` and ``namespace``. Render variables
+are ``messages``, ``tools``, ``documents``, ``add_generation_prompt`` and the
+special-token strings (``bos_token``, ``eos_token``, ``unk_token``, ``pad_token``),
+as ``apply_chat_template`` passes them.
+
+Messages are converted to the dicts templates expect, as vLLM's OpenAI server
+hands them to the template: ``content`` as one string, ``tool_calls`` in OpenAI
+shape with ``arguments`` parsed to an object when it is valid JSON (vLLM parses
+them before rendering; templates ``tojson`` them), ``tool_call_id``/``name`` on
+tool results, ``reasoning_content`` for reasoning; keys whose value is None are
+dropped and reasoning is aliased to ``thinking`` as transformers 5 does.
+
+``strftime_now`` formats the request's own timestamp (UTC) when it has one, so
+rendering is deterministic and matches what the engine saw that day.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from ..model import Message, Request, ToolDef
+
+_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+@functools.lru_cache(maxsize=64)
+def compile_template(source: str) -> Any:
+    """A compiled Jinja template for a chat-template string (cached per string).
+
+    Raises ``jinja2.TemplateSyntaxError`` for malformed templates.
+    """
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class GenerationBlock(jinja2.ext.Extension):
+        """``{% generation %}...{% endgeneration %}`` renders its body (transformers tracks it for masks)."""
+
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller: Callable[[], str]) -> str:
+            return caller()
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["dict"] = dict
+    env.globals["namespace"] = jinja2.utils.Namespace
+    return env.from_string(source)
+
+
+def parse_arguments(raw: str) -> Any:
+    """Tool-call arguments as the template sees them: the parsed JSON value, or the raw string if not JSON."""
+    try:
+        return json.loads(raw)
+    except (ValueError, TypeError):
+        return raw
+
+
+_CONTENT_LOOP = re.compile(r"for\s+\w+\s+in\s+\w+\s*(?:\[\s*['\"]content['\"]\s*\]|\.content)")
+
+
+def content_format(source: str) -> str:
+    """``openai`` when the template loops over a message's content (expects a list of parts), else ``string``.
+
+    The rule vLLM applies (``--chat-template-content-format auto``), done here by
+    pattern instead of walking the Jinja AST.
+    """
+    return "openai" if _CONTENT_LOOP.search(source) else "string"
+
+
+def message_dict(m: Message, arguments: str = "object", content: str = "string") -> dict[str, Any]:
+    """The template dict for one message (see module docstring).
+
+    ``arguments``: ``object`` (parsed JSON) or ``string``; ``content``: ``string``
+    or ``openai`` (a list of ``{"type": "text", "text": ...}`` parts, one per text block).
+    """
+    body: Any = m.content
+    if content == "openai":
+        body = [{"type": "text", "text": t} for t in (m.text_blocks if m.text_blocks is not None else (m.content,))]
+    d: dict[str, Any] = {"role": m.role, "content": body}
+    if m.tool_calls:
+        d["tool_calls"] = [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": parse_arguments(c.arguments) if arguments == "object" else c.arguments}}
+            for c in m.tool_calls
+        ]
+    if m.tool_call_id is not None:
+        d["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        d["name"] = m.name
+    if m.reasoning is not None and not m.reasoning_opaque:
+        d["reasoning_content"] = m.reasoning
+    return d
+
+
+def alias_reasoning(d: dict[str, Any]) -> dict[str, Any]:
+    """transformers 5: drop None values, and copy reasoning to ``thinking`` (first) and ``reasoning_content`` (last)."""
+    d = {k: v for k, v in d.items() if v is not None}
+    r = next((d[k] for k in _REASONING_FIELDS if d.get(k) is not None), None)
+    return {"thinking": r, **d, "reasoning_content": r} if r is not None else d
+
+
+def tool_dict(t: ToolDef) -> dict[str, Any]:
+    """The tool schema in OpenAI chat shape (``{"type": "function", "function": {...}}``), key order kept."""
+    s = dict(t.schema) if t.schema else {}
+    if isinstance(s.get("function"), dict):
+        return s
+    fn: dict[str, Any] = {"name": t.name}
+    if t.description:
+        fn["description"] = t.description
+    fn["parameters"] = dict(t.parameters) if t.parameters else {"type": "object", "properties": {}}
+    return {"type": "function", "function": fn}
+
+
+class JinjaChat:
+    """A compiled chat template plus its special-token variables; renders plain dicts.
+
+    ``render(messages, tools, add_generation_prompt, now)`` returns the prompt text
+    (``now``: UNIX seconds for ``strftime_now``, None = current time). Template
+    errors propagate as ``jinja2.TemplateError``.
+    """
+
+    def __init__(self, source: str, special: dict[str, str | None] | None = None, extra: dict[str, Any] | None = None) -> None:
+        self.source = source
+        self.template = compile_template(source)
+        self.special = {k: v for k, v in (special or {}).items() if v is not None}
+        self.extra = dict(extra or {})
+        self.content_format = content_format(source)
+
+    def render(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool, now: float | None = None) -> str:
+        when = datetime.fromtimestamp(now, tz=timezone.utc) if now is not None else datetime.now()
+        return self.template.render(
+            messages=[alias_reasoning(m) for m in messages], tools=tools, documents=None,
+            add_generation_prompt=add_generation_prompt, strftime_now=when.strftime,
+            **self.special, **self.extra,
+        )
+
+
+def request_dicts(req: Request, arguments: str = "object", content: str = "string") -> tuple[list[dict], list[dict] | None]:
+    """``(messages, tools)`` of a request as template data (tools None when the request has none)."""
+    msgs = [message_dict(m, arguments, content) for m in req.messages]
+    tools = [tool_dict(t) for t in req.tools] if req.tools else None
+    return msgs, tools

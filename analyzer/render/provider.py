@@ -1,0 +1,99 @@
+"""Provider layouts: approximate prompts for API models whose server-side rendering is not public.
+
+OpenAI and Anthropic do not publish how they turn a request into tokens. What
+is documented is the order their prefix caches see the parts in — **tools →
+system → messages** (OpenAI prompt-caching guide; Anthropic prompt-caching docs:
+"tools, system, messages, in that order") — and that caching is by exact
+prefix. A provider layout therefore writes the parts in that order, each
+serialized deterministically (tool schemas as logged, compact JSON; one
+``role:`` header per message), so prefix identity, divergence points and the
+relative size of each part are right, while absolute token counts are only
+approximate. Every :class:`RenderedPrompt` from here has ``exact=False``.
+
+DeepSeek's API is served from the open DeepSeek-V3 chat format, rendered by
+:func:`deepseek_api` through our ``deepseek_v3.jinja`` (also ``exact=False``:
+the server's exact template is not published).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..model import Message, RenderedPrompt, Request, Segment, ToolDef
+from .segments import paint
+
+
+def _compact(obj: object) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+class ProviderLayout:
+    """Tools → system → messages, one deterministic text per part (``exact=False``).
+
+    ``style`` is ``openai`` (tool calls as ``{"name","arguments"}`` with the raw
+    argument string) or ``anthropic`` (``tool_use`` blocks with the parsed input,
+    ``tool_result`` blocks).
+    """
+
+    def __init__(self, style: str) -> None:
+        if style not in ("openai", "anthropic"):
+            raise ValueError(f"unknown provider layout {style!r}")
+        self.style = style
+        self.name = f"provider:{style}"
+        self.exact = False
+
+    def render(self, request: Request) -> RenderedPrompt:
+        """The layout text of ``request`` with exact segment spans (by construction)."""
+        pieces: list[tuple[str, str, int, str]] = []  # kind, label, ref, text
+        if request.tools:
+            pieces.append(("template", "template", -1, "tools:\n"))
+            for i, t in enumerate(request.tools):
+                pieces.append(("tool", f"tools[{i}]", i, self._tool(t) + "\n"))
+            pieces.append(("template", "template", -1, "\n"))
+        order = [j for j, m in enumerate(request.messages) if m.role in ("system", "developer")]
+        order += [j for j, m in enumerate(request.messages) if m.role not in ("system", "developer")]
+        for j in order:
+            m = request.messages[j]
+            kind = "system" if m.role in ("system", "developer") else "message"
+            pieces.append((kind, f"messages[{j}]", j, self._message(m)))
+        pieces.append(("generation_prompt", "generation_prompt", -1, "assistant:\n"))
+        text, spans, pos = [], [], 0
+        for kind, label, ref, piece in pieces:
+            spans.append(Segment(kind, label, pos, pos + len(piece), ref))
+            text.append(piece)
+            pos += len(piece)
+        warnings = []
+        if any(m.reasoning_opaque for m in request.messages):
+            warnings.append("encrypted/redacted reasoning cannot be rendered; its tokens are not counted")
+        return RenderedPrompt(
+            text="".join(text), segments=paint(pos, spans), renderer=self.name, exact=False,
+            warnings=tuple(warnings), opaque_prefix_tokens=int(request.opaque_prefix_tokens or 0),
+        )
+
+    def _tool(self, t: ToolDef) -> str:
+        if t.schema:
+            return _compact(t.schema)
+        key = "input_schema" if self.style == "anthropic" else "parameters"
+        return _compact({"name": t.name, "description": t.description, key: dict(t.parameters)})
+
+    def _message(self, m: Message) -> str:
+        role = "tool" if m.role == "tool" else m.role
+        body = []
+        if m.reasoning and not m.reasoning_opaque:
+            body.append(f"<thinking>{m.reasoning}</thinking>")
+        if m.role == "tool" and self.style == "anthropic":
+            body.append(_compact({"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}))
+        elif m.content:
+            body.append(m.content)
+        for c in m.tool_calls:
+            if self.style == "anthropic":
+                try:
+                    args = json.loads(c.arguments)
+                except ValueError:
+                    args = c.arguments
+                body.append(_compact({"type": "tool_use", "id": c.id, "name": c.name, "input": args}))
+            else:
+                body.append(_compact({"name": c.name, "arguments": c.arguments}))
+        for p in m.parts:
+            body.append(f"[{p.type} {p.digest}]")
+        return f"{role}:\n" + "\n".join(body) + "\n\n"

@@ -1,0 +1,85 @@
+"""Segment spans of a rendered prompt: which characters belong to which request part.
+
+Templates are code, so parts are located by rendering, not by parsing:
+
+* message *j* starts where the render of ``messages[:j]`` (no generation prompt)
+  stops agreeing with the full render (its length when it is a prefix, which is
+  the normal case; the common-prefix length otherwise);
+* the tools block is where the render without tools and the render with tools
+  differ (common prefix .. common suffix); tool *i* starts where the render with
+  ``tools[:i]`` stops agreeing with the full one;
+* the generation prompt is what ``add_generation_prompt=True`` appends.
+
+:func:`paint` then lays the spans over the text by priority (tools inside a
+system message split it) and fills the gaps with ``template`` segments, so the
+result covers the text in order without overlaps.
+"""
+
+from __future__ import annotations
+
+from ..model import Segment
+from ..tokenize.session import common_prefix_len
+
+#: Paint priority: later kinds win where spans overlap.
+_PRIORITY = {"template": 0, "generation_prompt": 1, "message": 2, "system": 2, "tool": 3, "tools": 3}
+
+
+def common_suffix_len(a: str, b: str, floor: int = 0) -> int:
+    """Length of the longest common suffix of ``a[floor:]`` and ``b[floor:]``."""
+    n = min(len(a), len(b)) - floor
+    if n <= 0:
+        return 0
+    lo, hi = 0, n  # a[-lo:] == b[-lo:] (lo=0 trivially), suffix of length hi unknown
+    if a[len(a) - n:] == b[len(b) - n:]:
+        return n
+    while hi - lo > 32:
+        mid = (lo + hi) // 2
+        if a[len(a) - mid:] == b[len(b) - mid:]:
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and a[len(a) - lo - 1] == b[len(b) - lo - 1]:
+        lo += 1
+    return lo
+
+
+def boundary(prefix_render: str, full: str) -> int:
+    """Where ``full`` stops following ``prefix_render`` (its length when it is a prefix)."""
+    if full.startswith(prefix_render):
+        return len(prefix_render)
+    return common_prefix_len(prefix_render, full)
+
+
+def monotone(bounds: list[int], lo: int, hi: int) -> list[int]:
+    """Clamp ``bounds`` into ``[lo, hi]`` and make them non-decreasing."""
+    out, prev = [], lo
+    for b in bounds:
+        b = min(max(b, prev), hi)
+        out.append(b)
+        prev = b
+    return out
+
+
+def paint(n_chars: int, spans: list[Segment]) -> tuple[Segment, ...]:
+    """Non-overlapping segments covering ``[0, n_chars)`` in order.
+
+    Where spans overlap, the higher-priority kind wins (tool > message/system >
+    generation_prompt); uncovered characters become ``template`` segments.
+    Adjacent pieces of the same part are merged; empty spans are dropped.
+    """
+    cuts = sorted({0, n_chars, *(s.start for s in spans), *(s.end for s in spans)})
+    cuts = [c for c in cuts if 0 <= c <= n_chars]
+    out: list[Segment] = []
+    for a, b in zip(cuts, cuts[1:]):
+        if a >= b:
+            continue
+        best = None
+        for s in spans:
+            if s.start <= a and b <= s.end and (best is None or _PRIORITY.get(s.kind, 0) >= _PRIORITY.get(best.kind, 0)):
+                best = s
+        kind, label, ref = (best.kind, best.label, best.ref) if best else ("template", "template", -1)
+        if out and out[-1].kind == kind and out[-1].label == label and out[-1].end == a:
+            out[-1] = Segment(kind, label, out[-1].start, b, ref)
+        else:
+            out.append(Segment(kind, label, a, b, ref))
+    return tuple(out)

@@ -1,0 +1,251 @@
+"""PC4xx: the conversation so far was changed instead of appended to.
+
+Agents lose the prefix cache when they edit what they already sent: the system
+prompt, the order of sections or messages, old turns dropped (sliding window),
+old tool results elided or summarized (compaction), reasoning stripped. The rules
+compare the two message lists structurally (messages as values, without their
+position or cache markers) from the message where the texts first differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from .base import Finding, PairContext, Rule, message_key, sections
+
+ELISION_MARKERS = ("omitted", "elided", "truncated", "removed", "snipped", "[...]", "…", "summar")
+
+
+def removed_block(new: list, old: list, j: int) -> int:
+    """d ≥ 1 when ``new[j:]`` continues ``old[j+d:]`` (d old messages dropped at j), else 0."""
+    for d in range(1, len(old) - j):
+        span = min(len(new) - j, len(old) - j - d)
+        if span >= 1 and new[j : j + span] == old[j + d : j + d + span]:
+            return d
+    return 0
+
+
+def _msg_path(ctx: PairContext, j: int) -> str:
+    m = ctx.rq.messages[j] if j < len(ctx.rq.messages) else None
+    return (m.path if m is not None and m.path else f"messages[{j}]")
+
+
+class SystemPromptEdited(Rule):
+    """The system prompt text changed between requests of one session.
+
+    What it does:
+        When the first difference lies in the system prompt and no more specific
+        cause applies (no volatile value, not whitespace only, not a reordering),
+        reports the edit with its line and a before/after excerpt.
+    Why it breaks caching:
+        The system prompt heads the prompt (after the tools on some providers);
+        any edit there re-prefills the rest of the system prompt and the entire
+        conversation history behind it.
+    Example:
+        turn 7 appends "Remember: the user prefers short answers." to the system
+        prompt after a preference was detected.
+    Use instead:
+        Keep the system prompt fixed for the session; deliver new instructions as
+        a message appended to the conversation.
+    Fix safety:
+        Needs review: an instruction in a late message can carry less weight than
+        in the system prompt.
+    """
+
+    code, name, group, severity = "PC401", "system-prompt-edited", "history", "warning"
+    parts = frozenset({"system"})
+    fallback = True
+    order = 90
+    fix = "Keep the system prompt fixed per session; append changing instructions as a new message instead."
+
+    def check(self, ctx: PairContext) -> Finding | None:
+        new, old = ctx.r_msg(), ctx.s_msg()
+        if new is not None and old is not None and message_key(new) == message_key(old):
+            return None
+        where = f" at line {ctx.div.line}" if ctx.div.line else ""
+        return ctx.finding(self, f"system prompt edited{where}", certain=new is not None and old is not None)
+
+
+class ContentReordered(Rule):
+    """The same sections or messages were sent in a different order.
+
+    What it does:
+        In the system prompt: the blank-line separated sections (or lines) are the
+        same multiset in another order. In the history: the message at the first
+        difference still exists in the other request, further along.
+    Why it breaks caching:
+        A permutation keeps the content but changes the token sequence from the
+        first moved section on; everything after it misses. Typical source:
+        assembling sections from a hash map or from files listed in filesystem order.
+    Example:
+        turn 1 system: IDENTITY.md then SOUL.md; turn 2: SOUL.md then IDENTITY.md.
+    Use instead:
+        Assemble sections and messages in a fixed, explicit order (sorted keys, a
+        list, not a set or map).
+    Fix safety:
+        Safe when the order carries no meaning; otherwise pick one order and keep it.
+    """
+
+    code, name, group, severity = "PC402", "content-reordered", "history", "error"
+    parts = frozenset({"system", "message"})
+    order = 42
+    fix = "Assemble prompt sections and messages in one fixed, explicit order."
+
+    def check(self, ctx: PairContext) -> Finding | None:
+        new, old = ctx.r_msg(), ctx.s_msg()
+        if new is None or old is None:
+            return None
+        if ctx.div.kind == "system" and new.role == old.role:
+            a, b = sections(new.content), sections(old.content)
+            if len(a) < 2:
+                a, b = new.content.splitlines(), old.content.splitlines()
+            if a != b and Counter(a) == Counter(b):
+                return ctx.finding(self, f"{ctx.div.segment} has the same {len(a)} sections in a different order")
+            return None
+        kr, ks, j = ctx.r_keys, ctx.s_keys, ctx.div.ref
+        if kr[j] == ks[j] or kr[j] not in ks[j + 1 :] or ks[j] not in kr[j + 1 :]:
+            return None
+        return ctx.finding(self, f"messages from {ctx.div.segment} on were re-ordered",
+                           json_path=_msg_path(ctx, j))
+
+
+class HistoryTruncated(Rule):
+    """The oldest turns were dropped from the front of the history (sliding window).
+
+    What it does:
+        When the first difference is at the first non-system message and the
+        request's history continues the previous request's history from a later
+        message, reports how many messages were dropped.
+    Why it breaks caching:
+        Dropping the oldest turn shifts every later turn to a new position right
+        after the system prompt, so the whole history is re-prefilled on every
+        turn once the window is full: the cache holds only the system prompt.
+    Example:
+        turn N: [system, m1, m2, ..., m40]; turn N+1: [system, m2, ..., m41]
+    Use instead:
+        Let the history grow and truncate rarely and in large steps (drop half the
+        window at once), or summarize once at a chosen breakpoint and keep that
+        summary fixed.
+    Fix safety:
+        Needs review: a larger window costs context length; coarse truncation
+        trades a few rare full misses for hits on every other turn.
+    """
+
+    code, name, group, severity = "PC403", "history-truncated", "history", "warning"
+    parts = frozenset({"message"})
+    order = 41
+    fix = "Truncate rarely and in large steps (or summarize once and keep it) instead of sliding the window every turn."
+
+    def check(self, ctx: PairContext) -> Finding | None:
+        j = ctx.div.ref
+        if j != len(ctx.rq.system_messages) or j != len(ctx.sq.system_messages):
+            return None
+        d = removed_block(ctx.r_keys, ctx.s_keys, j)
+        if d == 0:
+            return None
+        return ctx.finding(self, f"history truncated: the {d} oldest message(s) after the system prompt were dropped",
+                           json_path=_msg_path(ctx, j))
+
+
+class HistoryRewritten(Rule):
+    """An earlier message or tool result was edited, elided or summarized.
+
+    What it does:
+        When the first difference lies inside the conversation and no more
+        specific cause applies, classifies it: messages removed in the middle,
+        a tool result or message replaced by a shorter placeholder (elision,
+        e.g. "Old environment output: (7 lines omitted)"), several turns replaced
+        by a summary (compaction), or an edit.
+    Why it breaks caching:
+        The cached KV of the old message and of everything after it no longer
+        matches; the rest of the history is re-prefilled. History processors that
+        elide a little more on every turn break the cache on every turn.
+    Example:
+        turn 5 sends messages[3] = 8 KB of test output; turn 6 sends
+        messages[3] = "Old environment output: (98 lines omitted)".
+    Use instead:
+        Keep sent messages immutable; elide or compact rarely, in big steps at a
+        fixed point, or truncate tool output before it is first sent.
+    Fix safety:
+        Needs review: keeping old outputs costs context; eliding at first send
+        loses detail the model might have used.
+    """
+
+    code, name, group, severity = "PC404", "history-rewritten", "history", "warning"
+    parts = frozenset({"message"})
+    fallback = True
+    order = 91
+    fix = "Treat sent messages as immutable; elide or compact rarely and at a fixed point, or trim tool output before first sending it."
+
+    def check(self, ctx: PairContext) -> Finding | None:
+        kr, ks, j = ctx.r_keys, ctx.s_keys, ctx.div.ref
+        if not (0 <= j < len(kr)):
+            return None
+        path = _msg_path(ctx, j)
+        if j >= len(ks):
+            return None
+        d = removed_block(kr, ks, j)
+        if d:
+            return ctx.finding(self, f"{d} earlier message(s) removed at {ctx.div.segment}", json_path=path)
+        if j + 1 < len(kr) and (d2 := removed_block(kr[j + 1 :], ks[j:], 0)) >= 2:
+            return ctx.finding(self, f"compaction: {d2} earlier messages replaced by one new message at {ctx.div.segment}",
+                               json_path=path)
+        new, old = ctx.rq.messages[j], ctx.sq.messages[j]
+        if new.role != old.role:
+            return ctx.finding(self, f"a {new.role} message was inserted before an earlier {old.role} message at {ctx.div.segment}",
+                               json_path=path, certain=False)
+        if message_key(new) == message_key(old):
+            return None
+        shorter = len(new.content) < len(old.content)
+        marked = any(mark in new.content.lower() for mark in ELISION_MARKERS)
+        what = "elided" if shorter and marked else ("shortened" if shorter else "edited")
+        role = "tool result" if new.role == "tool" else f"{new.role} message"
+        return ctx.finding(self, f"earlier {role} {ctx.div.segment} {what} ({len(old.content):,} → {len(new.content):,} chars)",
+                           json_path=f"{path}.content" if new.content != old.content else path)
+
+
+class ReasoningDropped(Rule):
+    """Reasoning (thinking) of an earlier assistant turn was dropped from the history.
+
+    What it does:
+        When the first difference lies in an earlier assistant message that carried
+        reasoning in the previous request and carries none now (otherwise equal),
+        reports it.
+    Why it breaks caching:
+        The KV of the reasoning tokens was computed when the turn was generated and
+        cached with the prompt that followed. Resending the turn without them makes
+        the assistant message a different token sequence: that turn and everything
+        after it miss.
+    Example:
+        turn 4 resends assistant messages[2] with reasoning_content; turn 5 resends
+        it without (the client strips reasoning from all but the latest turn).
+    Use instead:
+        Decide once: either always resend reasoning for every turn (when the API
+        accepts it) or never. Anthropic requires thinking blocks of the current
+        tool-use loop to be resent unchanged.
+    Fix safety:
+        Needs review: resending reasoning costs context tokens; the API may reject
+        or ignore it.
+    """
+
+    code, name, group, severity = "PC405", "reasoning-dropped", "history", "warning"
+    parts = frozenset({"message"})
+    order = 40
+    fix = "Resend reasoning of earlier turns consistently (always or never), exactly as received."
+
+    def check(self, ctx: PairContext) -> Finding | None:
+        new, old = ctx.r_msg(), ctx.s_msg()
+        if new is None or old is None or new.role != "assistant" or old.role != "assistant":
+            return None
+        had = bool(old.reasoning) or old.reasoning_opaque
+        has = bool(new.reasoning) or new.reasoning_opaque
+        if not had or has:
+            return None
+        same = dataclasses.replace(message_key(old), reasoning=None, reasoning_opaque=False) == message_key(new)
+        return ctx.finding(self, f"reasoning of earlier assistant turn {ctx.div.segment} was dropped"
+                           + ("" if same else " (the message also changed otherwise)"),
+                           json_path=_msg_path(ctx, ctx.div.ref), certain=same)
+
+
+RULES = [SystemPromptEdited(), ContentReordered(), HistoryTruncated(), HistoryRewritten(), ReasoningDropped()]

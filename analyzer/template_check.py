@@ -1,0 +1,250 @@
+"""``prefixcache check``: a CI gate for Jinja2 prompt templates.
+
+Each template is rendered in jinja2's :class:`ImmutableSandboxedEnvironment` with
+every given context and with automatic variations of it
+(:mod:`prefixcache.analyzer.template_vary`: clock +90 s and +1 day, ids
+regenerated, mapping / unordered-list order reversed, whitespace around values).
+Every render is tokenized; the **stable prefix** is the longest token prefix the
+base render shares with all its variations (what a KV prefix cache could reuse
+across requests). The check fails when that prefix is shorter than
+``min_stable_tokens`` or ``min_stable_fraction`` of the prompt, when any variation
+changes text before the declared boundary ``{# prefixcache: dynamic-below #}``,
+or when a static finding (:mod:`prefixcache.analyzer.template_static`) lies above
+the boundary (anywhere, if none is declared).
+
+Lines: templates are rendered a second time with invisible line markers
+(private-use characters) before every line of literal text and inside every
+``{{ … }}``, so the first varying character maps back to the template file and
+line that produced it, through includes and macros.
+
+Template globals: ``now()`` returns the variant's clock (a timezone-aware
+datetime; ``_prefixcache.now`` in the context sets the base clock) and
+``strftime_now(fmt)`` formats it (the transformers chat-template convention).
+``tojson`` follows transformers' semantics (``json.dumps``, keys unsorted unless
+``sort_keys=True``), as most agent runtimes do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .errors import ConfigError
+from .prefix import common_prefix_len
+from .template_render import Trace, TracingLoader, make_env, render
+from .template_static import StaticFinding, boundary_line, static_findings
+from .template_vary import VARIATIONS, meta, vary
+
+_VARIATION_CODE = {"clock+90s": "PC101", "clock+1d": "PC101", "ids": "PC102", "order": "PC402", "whitespace": "PC302"}
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLocation:
+    """A template ``file`` (as named to the loader), 1-based ``line`` and its ``text``."""
+
+    file: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class VariantResult:
+    """One variation of one context: ``stable_tokens`` shared with the base render
+    (tokens), ``first_diff_char`` in the base text (None when identical), the
+    template ``location`` that produced it, and short excerpts of both renders."""
+
+    variation: str
+    changed_values: int
+    stable_tokens: int
+    first_diff_char: int | None
+    location: SourceLocation | None
+    base_excerpt: str = ""
+    variant_excerpt: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextReport:
+    """All variations of one context: prompt length, stable prefix and boundary, in tokens."""
+
+    context: str
+    total_tokens: int
+    stable_tokens: int
+    boundary_tokens: int | None
+    variants: tuple[VariantResult, ...]
+    boundary_char: int | None = None
+
+    @property
+    def stable_fraction(self) -> float:
+        """Stable prefix over prompt length (1.0 for an empty prompt)."""
+        return self.stable_tokens / self.total_tokens if self.total_tokens else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a template fails the gate: rule ``code``, ``message`` and where."""
+
+    code: str
+    message: str
+    file: str
+    line: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateReport:
+    """The result of checking one template against all contexts."""
+
+    template: str
+    tokenizer: str
+    boundary_line: int | None
+    contexts: tuple[ContextReport, ...]
+    static: tuple[StaticFinding, ...]
+    failures: tuple[Failure, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+def _excerpt(text: str, at: int, width: int = 40) -> str:
+    return text[max(0, at - width // 2) : at + width]
+
+
+def _location(loader: TracingLoader, marker: int | None) -> SourceLocation | None:
+    if marker is None:
+        return None
+    file, line = loader.table[marker]
+    lines = loader.sources.get(file, [])
+    return SourceLocation(file, line, lines[line - 1].strip() if 0 < line <= len(lines) else "")
+
+
+def _variation_code(variation: str, loc: SourceLocation | None, sources: Mapping[str, list[str]]) -> str:
+    """The rule code for a variation; an order change is PC203 on a ``tojson`` line,
+    PC201 inside a loop over tools, PC402 otherwise."""
+    code = _VARIATION_CODE.get(variation, "PC001")
+    if variation != "order" or loc is None:
+        return code
+    if "tojson" in loc.text:
+        return "PC203"
+    lines = sources.get(loc.file, [])
+    for text in reversed(lines[: loc.line]):
+        if re.search(r"\{%-?\s*for\b", text):
+            return "PC201" if "tool" in text.lower() else code
+    return code
+
+
+class TemplateChecker:
+    """Renders one template file with contexts and their variations and judges it.
+
+    ``template`` is a path; its folder (plus ``search_path``) is where ``include``
+    looks. ``tokenizer`` is any object with ``encode(text) -> list[int]`` and a
+    ``name`` (see :func:`prefixcache.analyzer.tokenize.get_tokenizer`).
+    Raises :class:`ConfigError` for missing files, syntax and render errors.
+    """
+
+    def __init__(self, template: str | Path, tokenizer: Any, search_path: Sequence[str] = (),
+                 variations: Sequence[str] = VARIATIONS, seed: int = 0) -> None:
+        path = Path(template)
+        if not path.is_file():
+            raise ConfigError(f"{template}: template file not found")
+        unknown = [v for v in variations if v not in VARIATIONS]
+        if unknown:
+            raise ConfigError(f"unknown variation(s) {', '.join(unknown)}; expected {', '.join(VARIATIONS)}")
+        self.path, self.name, self.tokenizer = path, path.name, tokenizer
+        self.variations, self.seed = tuple(variations), seed
+        roots = [str(path.parent), *search_path]
+        self.env, self.traced = make_env(roots, trace=False), make_env(roots, trace=True)
+        self.source = path.read_text(encoding="utf-8")
+        self.boundary_line = boundary_line(self.source)
+
+    def display(self, file: str) -> str:
+        """A loader name as the user would type it: the template path, or its include's path."""
+        if file == self.name:
+            return str(self.path)
+        near = self.path.parent / file
+        return str(near) if near.exists() else file
+
+    def _sources(self) -> dict[str, list[str]]:
+        loader: TracingLoader = self.traced.loader  # type: ignore[assignment]
+        return {self.display(name): lines for name, lines in loader.sources.items()}
+
+    def _renders(self, context: Mapping[str, Any], now: datetime) -> tuple[str, int | None, Trace]:
+        real = Trace.parse(render(self.env, self.name, context, now))
+        traced = Trace.parse(render(self.traced, self.name, context, now))
+        return real.text, real.boundary, traced
+
+    def check_context(self, context: Mapping[str, Any], label: str) -> ContextReport:
+        """Render ``context`` and every variation; measure the stable token prefix."""
+        now, _ = meta(context)
+        base_text, boundary, base_trace = self._renders(context, now)
+        base_ids = self.tokenizer.encode(base_text)
+        results = []
+        for name in self.variations:
+            varied = vary(context, name, self.seed)
+            text, _, trace = self._renders(varied.context, varied.now)
+            stable = common_prefix_len(base_ids, self.tokenizer.encode(text))
+            if text == base_text:
+                results.append(VariantResult(name, varied.changed, stable, None, None))
+                continue
+            diff = common_prefix_len(base_text, text)
+            tdiff = common_prefix_len(base_trace.text, trace.text)
+            loc = _location(self.traced.loader, base_trace.marker_at(tdiff))  # type: ignore[arg-type]
+            loc = SourceLocation(self.display(loc.file), loc.line, loc.text) if loc else None
+            results.append(VariantResult(name, varied.changed, stable, diff, loc,
+                                         _excerpt(base_text, diff), _excerpt(text, diff)))
+        stable = min((r.stable_tokens for r in results), default=len(base_ids))
+        btok = len(self.tokenizer.encode(base_text[:boundary])) if boundary is not None else None
+        return ContextReport(label, len(base_ids), min(stable, len(base_ids)), btok, tuple(results), boundary)
+
+    def run(self, contexts: Sequence[tuple[str, Mapping[str, Any]]], min_stable_tokens: int = 0,
+            min_stable_fraction: float = 0.0) -> TemplateReport:
+        """Check all ``(label, context)`` pairs and collect the failures."""
+        reports = tuple(self.check_context(ctx, label) for label, ctx in contexts)
+        static = tuple(replace(s, file=self.display(s.file)) for s in static_findings(self.env, self.source, self.name))
+        failures = [f for r in reports for f in self._judge(r, min_stable_tokens, min_stable_fraction)]
+        for s in static:
+            at_or_above = self.boundary_line is None or (s.file == str(self.path) and s.line < self.boundary_line)
+            if at_or_above:
+                where = "before the dynamic-below boundary" if self.boundary_line else "(no dynamic-below boundary)"
+                failures.append(Failure(s.code, f"{s.message} {where}", s.file, s.line))
+        unique = list(dict.fromkeys(failures))
+        tok = getattr(self.tokenizer, "name", type(self.tokenizer).__name__)
+        return TemplateReport(str(self.path), tok, self.boundary_line, reports, static, tuple(unique))
+
+    def _judge(self, r: ContextReport, min_tokens: int, min_fraction: float) -> list[Failure]:
+        out = []
+        worst = min(r.variants, key=lambda v: v.stable_tokens, default=None)
+        wloc = worst.location if worst is not None else None
+        if r.stable_tokens < min_tokens or r.stable_fraction < min_fraction:
+            code = _variation_code(worst.variation, wloc, self._sources()) if worst else "PC001"
+            out.append(Failure(
+                code, f"[{r.context}] stable prefix {r.stable_tokens} of {r.total_tokens} tokens "
+                f"({r.stable_fraction:.0%}) is below the minimum ({min_tokens} tokens, {min_fraction:.0%}); "
+                f"first varied by {worst.variation if worst else '-'}",
+                wloc.file if wloc else str(self.path), wloc.line if wloc else None))
+        if r.boundary_char is not None:
+            for v in r.variants:
+                if v.first_diff_char is not None and v.first_diff_char < r.boundary_char:
+                    loc = v.location
+                    out.append(Failure(
+                        _variation_code(v.variation, loc, self._sources()),
+                        f"[{r.context}] {v.variation} changes the prompt before the dynamic-below boundary "
+                        f"(token {v.stable_tokens} of {r.boundary_tokens}): {v.base_excerpt!r} -> {v.variant_excerpt!r}",
+                        loc.file if loc else str(self.path), loc.line if loc else None))
+        return out
+
+
+def load_context(path: str | Path) -> dict[str, Any]:
+    """A context file (a JSON object). Raises ConfigError naming the file and line."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: context file not found") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a context must be a JSON object, got {type(data).__name__}")
+    return data

@@ -1,0 +1,176 @@
+"""Rendering prompt templates for ``check``: the sandbox, and line tracing.
+
+Templates render in jinja2's :class:`ImmutableSandboxedEnvironment`. The
+:class:`TracingLoader` rewrites each template source as it is loaded: the boundary
+comment ``{# prefixcache: dynamic-below #}`` becomes an invisible marker, and (when
+tracing) a marker naming (file, line) is put before the first visible character of
+every line of literal text and inside every ``{{ … }}`` (``{{ "<m>" ~ (expr) }}``,
+same whitespace control, same output). :class:`Trace` strips the markers from a
+render and answers "which template line produced character N". Markers are
+private-use characters (U+E000–U+E002) that prompt text does not contain.
+
+``now()`` / ``strftime_now(fmt)`` come from the caller's clock (the transformers
+chat-template convention); ``tojson`` follows transformers' semantics
+(``json.dumps``, keys unsorted unless ``sort_keys=True``), as most agent runtimes do.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
+
+from jinja2 import FileSystemLoader, TemplateNotFound
+from jinja2.exceptions import TemplateError, TemplateSyntaxError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from .errors import ConfigError
+from .template_static import BOUNDARY_RE
+
+_MARK, _END, _BOUNDARY = "\ue000", "\ue001", "\ue002"
+_TRACE = re.compile(f"{_MARK}(\\d+){_END}|{_BOUNDARY}")
+
+
+class TracingLoader(FileSystemLoader):
+    """A file loader that turns the boundary comment into a marker and, when
+    ``trace`` is on, adds line markers; ``table`` maps marker ids to (file, line)."""
+
+    def __init__(self, searchpath: Sequence[str], trace: bool) -> None:
+        super().__init__(list(searchpath))
+        self.trace = trace
+        self.table: list[tuple[str, int]] = []
+        self.sources: dict[str, list[str]] = {}
+
+    def get_source(self, environment: Any, template: str) -> tuple[str, str | None, Callable[[], bool] | None]:
+        source, filename, uptodate = super().get_source(environment, template)
+        self.sources[template] = source.splitlines()
+        return self.instrument(source, template), filename, uptodate
+
+    def mark(self, file: str, line: int) -> str:
+        self.table.append((file, line))
+        return f"{_MARK}{len(self.table) - 1}{_END}"
+
+    def instrument(self, source: str, file: str) -> str:
+        """``source`` with the boundary marker and (when tracing) line markers."""
+        out: list[str] = []
+        i, n = 0, len(source)
+        while i < n:
+            j = _next_tag(source, i)
+            out.append(self._data(source, i, j, file) if self.trace else source[i:j])
+            if j >= n:
+                break
+            line = source.count("\n", 0, j) + 1
+            close = {"{{": "}}", "{%": "%}", "{#": "#}"}[source[j : j + 2]]
+            k = _tag_end(source, j + 2, close) if close != "#}" else source.find("#}", j + 2)
+            k = n if k < 0 else k + 2
+            tag = source[j:k]
+            if close == "#}" and BOUNDARY_RE.fullmatch(tag):
+                tag = "{{" + tag[2:3].replace("#", "") + f'"{_BOUNDARY}"' + tag[-3:-2].replace("#", "") + "}}"
+            elif close == "}}" and self.trace:
+                tag = _wrap_expression(tag, self.mark(file, line))
+            elif close == "%}" and re.fullmatch(r"\{%-?\s*raw\s*-?%\}", tag):
+                end = re.compile(r"\{%-?\s*endraw\s*-?%\}").search(source, k)
+                k = n if end is None else end.end()
+                tag = source[j:k]
+            out.append(tag)
+            i = k
+        return "".join(out)
+
+    def _data(self, source: str, i: int, j: int, file: str) -> str:
+        """Literal text with a marker before the first visible character of each line."""
+        chunk, parts, line = source[i:j], [], source.count("\n", 0, i) + 1
+        for piece in chunk.splitlines(keepends=True):
+            stripped = piece.lstrip(" \t")
+            if stripped.strip():
+                parts.append(piece[: len(piece) - len(stripped)] + self.mark(file, line) + stripped)
+            else:
+                parts.append(piece)
+            line += piece.endswith(("\n", "\r"))
+        return "".join(parts)
+
+
+def _next_tag(source: str, i: int) -> int:
+    hits = [k for k in (source.find(t, i) for t in ("{{", "{%", "{#")) if k >= 0]
+    return min(hits) if hits else len(source)
+
+
+def _tag_end(source: str, i: int, close: str) -> int:
+    """Offset of ``close`` after ``i``, skipping quoted strings; -1 when missing."""
+    quote = ""
+    while i < len(source):
+        c = source[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif source.startswith(close, i):
+            return i
+        i += 1
+    return -1
+
+
+def _wrap_expression(tag: str, marker: str) -> str:
+    """``{{- x -}}`` → ``{{- "<marker>" ~ (x) -}}`` (same whitespace control, same output)."""
+    head = 3 if tag[2:3] in "-+" else 2
+    tail = 3 if tag[-3:-2] in "-+" else 2
+    return f'{tag[:head]} "{marker}" ~ ({tag[head:-tail]}) {tag[-tail:]}'
+
+
+def _tojson(value: Any, indent: int | None = None, sort_keys: bool = False, ensure_ascii: bool = False,
+            separators: tuple[str, str] | None = None) -> str:
+    return json.dumps(value, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii, separators=separators)
+
+
+def make_env(searchpath: Sequence[str], trace: bool) -> ImmutableSandboxedEnvironment:
+    """The sandboxed environment ``check`` renders with (see module docstring)."""
+    env = ImmutableSandboxedEnvironment(loader=TracingLoader(searchpath, trace), keep_trailing_newline=True)
+    env.filters["tojson"] = _tojson
+    return env
+
+
+def render(env: ImmutableSandboxedEnvironment, name: str, context: Mapping[str, Any], now: datetime) -> str:
+    clock = {"now": lambda: now, "strftime_now": lambda fmt: now.strftime(fmt)}
+    variables = {**clock, **{k: v for k, v in context.items() if k != "_prefixcache"}}
+    try:
+        return env.get_template(name).render(variables)
+    except TemplateSyntaxError as exc:
+        raise ConfigError(f"{exc.name or name}:{exc.lineno}: template syntax error: {exc.message}") from None
+    except TemplateNotFound as exc:
+        raise ConfigError(f"{name}: template {exc.name!r} not found") from None
+    except TemplateError as exc:
+        raise ConfigError(f"{name}: rendering failed: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A traced render: the plain text and, per change point, the marker id in force."""
+
+    text: str
+    starts: list[int]
+    ids: list[int]
+    boundary: int | None
+
+    @classmethod
+    def parse(cls, raw: str) -> "Trace":
+        plain, starts, ids, boundary, pos, last = [], [], [], None, 0, 0
+        for m in _TRACE.finditer(raw):
+            plain.append(raw[last : m.start()])
+            pos += m.start() - last
+            last = m.end()
+            if m.group(1) is None:
+                boundary = pos if boundary is None else boundary
+            else:
+                starts.append(pos)
+                ids.append(int(m.group(1)))
+        plain.append(raw[last:])
+        return cls("".join(plain), starts, ids, boundary)
+
+    def marker_at(self, char: int) -> int | None:
+        k = bisect.bisect_right(self.starts, char) - 1
+        return self.ids[k] if k >= 0 else None

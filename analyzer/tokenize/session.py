@@ -1,0 +1,171 @@
+"""Incremental, per-session tokenization of rendered prompts.
+
+Agent sessions re-send the whole conversation on every call, so request *k+1*
+usually starts with request *k*'s text. :class:`SessionTokenizer` keeps the
+previous text and ids of each session, finds the longest common character
+prefix with the new text, steps back to the last *seam* inside it (a position
+where the tokenizer provably splits independently, see
+:meth:`Tokenizer.last_seam`), reuses the ids before the seam and encodes only the
+rest. Where no seam exists it encodes the whole text, so the ids are always those
+of ``tokenizer.encode(rendered.text)``.
+
+A hidden prefix (``rendered.opaque_prefix_tokens`` > 0: Claude Code's unlogged
+system prompt and tools) becomes that many negative pseudo-ids derived from
+``key``: equal keys give equal ids position by position, so prefix and cache
+models see the hidden prefixes of one deployment as shared content.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import RenderedPrompt, Segment, TokenizedPrompt
+from .backends import Tokenizer
+
+
+@dataclass(slots=True)
+class _State:
+    text: str
+    ids: list[int]
+    arr: np.ndarray  # the same ids, int64
+    starts: np.ndarray  # int64, start char of each token
+
+
+def common_prefix_len(a: str, b: str) -> int:
+    """Length (chars) of the longest common prefix of ``a`` and ``b``; O(n) with C-speed slice compares."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 32:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and a[lo] == b[lo]:
+        lo += 1
+    return lo
+
+
+def pseudo_ids(key: str, n: int) -> list[int]:
+    """``n`` negative pseudo token ids for a hidden prefix named ``key``.
+
+    Id *i* depends only on ``(key, i)`` (xxh64), so two hidden prefixes with the
+    same key share ids on their common length. Values lie in ``[-2**62, -1]``.
+    """
+    import xxhash
+
+    seed = xxhash.xxh64_intdigest(key.encode("utf-8"))
+    idx = np.arange(n, dtype=np.uint64)
+    # splitmix64 of (seed + i): cheap, well mixed, vectorized
+    z = (idx + np.uint64(seed)) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (-(z >> np.uint64(2)).astype(np.int64) - 1).tolist()
+
+
+def with_opaque_prefix(tokens: TokenizedPrompt, n: int, key: str) -> TokenizedPrompt:
+    """``tokens`` with an ``n``-token hidden prefix of pseudo-ids (named ``key``) in front.
+
+    For logs whose hidden prefix length is only known after tokenizing the rest
+    (Claude Code: ``opaque_prefix_for(request, len(tokens.ids))``); no re-encoding.
+    Replaces any hidden prefix ``tokens`` already had. ``exact`` becomes False.
+    """
+    old = tokens.opaque_prefix_tokens
+    body, segs = tokens.ids[old:], tokens.segments[1:] if old else tokens.segments
+    if n <= 0:
+        shifted = tuple(Segment(s.kind, s.label, s.start - old, s.end - old, s.ref) for s in segs)
+        return TokenizedPrompt(body, shifted, tokens.tokenizer, tokens.exact, 0)
+    shifted = tuple(Segment(s.kind, s.label, s.start - old + n, s.end - old + n, s.ref) for s in segs)
+    return TokenizedPrompt(tuple(pseudo_ids(key, n)) + body, (Segment("opaque", "opaque_prefix", 0, n),) + shifted,
+                           tokens.tokenizer, False, n)
+
+
+class SessionTokenizer:
+    """Tokenizes the rendered requests of many sessions, reusing ids within each.
+
+    ``incremental=False`` re-encodes every prompt in full (same ids; used by the
+    benchmark as the naive baseline). ``max_sessions`` bounds memory: the least
+    recently used session state is dropped (its next request is encoded in full).
+    ``stats`` counts ``full`` and ``incremental`` encodes and ``reused_tokens``.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, incremental: bool = True, max_sessions: int = 256) -> None:
+        self.tokenizer = tokenizer
+        self.incremental = incremental and tokenizer.incremental
+        self.max_sessions = max_sessions
+        self._states: OrderedDict[str, _State] = OrderedDict()
+        self.stats = {"full": 0, "incremental": 0, "reused_tokens": 0, "encoded_tokens": 0}
+
+    def tokenize(self, rendered: RenderedPrompt, session: str, key: str = "") -> TokenizedPrompt:
+        """Token ids of ``rendered.text`` (== ``tokenizer.encode``) with segment spans in tokens.
+
+        Segment spans: a token belongs to the segment in which its first character
+        lies; ``opaque`` (hidden prefix) comes first when present.
+        """
+        text = rendered.text
+        ids, starts = self._encode(text, session)
+        n_op = max(0, int(rendered.opaque_prefix_tokens or 0))
+        segs = map_segments(rendered.segments, starts, len(text), offset=n_op)
+        if n_op:
+            segs = (Segment("opaque", "opaque_prefix", 0, n_op),) + segs
+            all_ids = tuple(pseudo_ids(key or session, n_op) + ids)
+        else:
+            all_ids = tuple(ids)
+        return TokenizedPrompt(
+            ids=all_ids, segments=segs, tokenizer=self.tokenizer.name,
+            exact=bool(self.tokenizer.exact and rendered.exact), opaque_prefix_tokens=n_op,
+        )
+
+    def _encode(self, text: str, session: str) -> tuple[list[int], np.ndarray]:
+        tok = self.tokenizer
+        prev = self._states.get(session) if self.incremental else None
+        seam = None
+        if prev is not None:
+            limit = common_prefix_len(prev.text, text)
+            if limit > tok.margin:
+                seam = tok.last_seam(prev.text, prev.arr, prev.starts, limit - tok.margin)
+        if seam is not None:
+            new_ids, new_starts = tok.encode_with_offsets(text[seam.char:])
+            ids = prev.ids[: seam.token] + new_ids
+            arr = np.concatenate((prev.arr[: seam.token], np.asarray(new_ids, dtype=np.int64)))
+            starts = np.concatenate((prev.starts[: seam.token], np.asarray(new_starts, dtype=np.int64) + seam.char))
+            self.stats["incremental"] += 1
+            self.stats["reused_tokens"] += seam.token
+            self.stats["encoded_tokens"] += len(new_ids)
+        else:
+            ids, starts = tok.encode_with_offsets(text)
+            arr = np.asarray(ids, dtype=np.int64)
+            starts = np.asarray(starts, dtype=np.int64)
+            self.stats["full"] += 1
+            self.stats["encoded_tokens"] += len(ids)
+        if self.incremental:
+            self._states[session] = _State(text, ids, arr, starts)
+            self._states.move_to_end(session)
+            while len(self._states) > self.max_sessions:
+                self._states.popitem(last=False)
+        return ids, starts
+
+    def forget(self, session: str) -> None:
+        """Drop a session's state (e.g. when it ends)."""
+        self._states.pop(session, None)
+
+
+def map_segments(segments: tuple[Segment, ...], starts: np.ndarray, n_chars: int, offset: int = 0) -> tuple[Segment, ...]:
+    """Char-offset segments -> token-offset segments (shifted by ``offset`` tokens).
+
+    A token is attributed to the segment holding its first character, so a
+    token that straddles a boundary (e.g. a merged ``"\\n\\n"``) counts once.
+    """
+    if not segments:
+        return ()
+    cs = np.array([s.start for s in segments], dtype=np.int64)
+    ce = np.array([s.end for s in segments], dtype=np.int64)
+    ts = (np.searchsorted(starts, cs, side="left") + offset).tolist()
+    te = np.maximum(np.searchsorted(starts, ce, side="left") + offset, ts).tolist()
+    return tuple([Segment(s.kind, s.label, a, b, s.ref) for s, a, b in zip(segments, ts, te)])

@@ -1,0 +1,263 @@
+"""Write requests back as request logs: the format they were read from, or OpenAI Chat.
+
+``prefixcache canonicalize`` writes "the same format it read". Writers patch the
+original record where it can be re-read (files, not stdin), so every field the
+request model does not carry (``max_tokens``, ``temperature``, images, cache
+breakpoints) survives; only system text, messages, tools and tool-call arguments
+are replaced. Field layouts: OpenAI API reference "Create chat completion",
+Anthropic API "Messages".
+
+Writable formats: ``openai-chat`` and ``anthropic-messages`` (as themselves) and
+every format with messages via ``to="openai"`` (OpenAI Chat bodies built from the
+request model; images and other non-text parts cannot be rebuilt and are left out,
+which :func:`write_requests` reports). Block-hash traces have no text to write.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import IO, Any, Iterable, Iterator
+
+import orjson
+
+from .errors import ConfigError
+from .ingest.base import Source
+from .ingest.jsonio import iter_records
+from .model import Message, Request, ToolDef
+
+WRITABLE = ("openai-chat", "anthropic-messages")
+_INDEX = re.compile(r"^(\w+)\[(\d+)\]")
+
+
+class Originals:
+    """Original records by (source file, record number), read lazily once per file."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, dict[int, Any]] = {}
+
+    def get(self, source: str, record: int) -> Any:
+        """The original record, or None when the source cannot be re-read (stdin)."""
+        if source == "-" or not Path(source).is_file():
+            return None
+        if source not in self._files:
+            src = Source(source, lambda: open(source, "rb"))
+            self._files[source] = {item[0]: item[2] for item in iter_records(src) if isinstance(item, tuple)}
+        return self._files[source].get(record)
+
+
+def _body(record: Any) -> dict[str, Any] | None:
+    if not isinstance(record, dict):
+        return None
+    if isinstance(record.get("request"), dict) and "messages" not in record:
+        return record["request"]
+    return record
+
+
+def _at(body: dict[str, Any] | None, path: str) -> Any:
+    """The JSON value at a simple path like ``messages[3]`` or ``messages[3].content[1]``."""
+    value: Any = body
+    for part in path.split("."):
+        m = _INDEX.match(part)
+        key, idx = (m.group(1), int(m.group(2))) if m else (part, None)
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+        if idx is not None:
+            if not isinstance(value, list) or idx >= len(value):
+                return None
+            value = value[idx]
+    return value
+
+
+def _args_object(arguments: str) -> Any:
+    try:
+        return json.loads(arguments) if arguments else {}
+    except ValueError:
+        return arguments
+
+
+# --- OpenAI Chat ---------------------------------------------------------------------------
+
+def _openai_content(m: Message, orig: Any) -> Any:
+    base = orig.get("content") if isinstance(orig, dict) else None
+    if isinstance(base, list) and m.text_blocks is not None:
+        texts = iter(m.text_blocks)
+        out = []
+        for part in base:
+            if isinstance(part, dict) and part.get("type", "text") in ("text", "input_text", "output_text"):
+                out.append({**part, "text": next(texts, "")})
+            elif isinstance(part, str):
+                out.append(next(texts, ""))
+            else:
+                out.append(part)
+        return out
+    if base is None and not m.content and (m.tool_calls or m.role == "assistant"):
+        return None
+    return m.content
+
+
+def openai_message(m: Message, orig: Any = None) -> dict[str, Any]:
+    """One message as an OpenAI Chat message, patched over ``orig`` when given."""
+    out: dict[str, Any] = dict(orig) if isinstance(orig, dict) else {"role": m.role}
+    if not isinstance(orig, dict) or orig.get("role") != "function":
+        out["role"] = m.role
+    out["content"] = _openai_content(m, orig)
+    if m.tool_calls:
+        base_calls = out.get("tool_calls") if isinstance(out.get("tool_calls"), list) else []
+        by_id = {c.get("id"): c for c in base_calls if isinstance(c, dict)}
+        out["tool_calls"] = [
+            {**by_id.get(tc.id, {}), "id": tc.id, "type": tc.kind,
+             "function": {**(by_id.get(tc.id, {}).get("function") or {}), "name": tc.name, "arguments": tc.arguments}}
+            for tc in m.tool_calls
+        ]
+    for key, value in (("tool_call_id", m.tool_call_id), ("name", m.name)):
+        if value is not None:
+            out[key] = value
+    if m.reasoning is not None and not ("reasoning" in out and "reasoning_content" not in out):
+        out["reasoning_content"] = m.reasoning
+    elif m.reasoning is not None:
+        out["reasoning"] = m.reasoning
+    return out
+
+
+def openai_tool(t: ToolDef) -> dict[str, Any]:
+    """A tool as an OpenAI function tool; an OpenAI-shaped logged schema is kept as is."""
+    schema = dict(t.schema)
+    if schema.get("type") == "function" and isinstance(schema.get("function"), dict):
+        return schema
+    fn: dict[str, Any] = {"name": t.name}
+    if t.description:
+        fn["description"] = t.description
+    fn["parameters"] = dict(t.parameters) if t.parameters else {"type": "object", "properties": {}}
+    return {"type": "function", "function": fn}
+
+
+def openai_body(req: Request, orig_body: dict[str, Any] | None, same_format: bool) -> dict[str, Any]:
+    """An OpenAI Chat body for ``req``; other fields come from the original body when
+    it was OpenAI Chat too, else from ``req.extra``."""
+    if same_format and orig_body is not None:
+        out = {k: v for k, v in orig_body.items() if k != "functions"}
+    else:
+        out = {"model": req.model} if req.model else {}
+        out.update({k: v for k, v in req.extra.items() if k in ("prompt_cache_key", "cache_salt", "user", "metadata")})
+    out["messages"] = [openai_message(m, _at(orig_body, m.path) if same_format and m.path else None)
+                       for m in req.messages]
+    if req.tools:
+        out["tools"] = [openai_tool(t) for t in req.tools]
+    if req.timestamp is not None and "timestamp" not in out:
+        out["timestamp"] = req.timestamp
+    return out
+
+
+# --- Anthropic Messages --------------------------------------------------------------------
+
+def _anthropic_blocks(m: Message, orig: Any) -> list[Any]:
+    """Content blocks of one non-tool message, patched over the original blocks."""
+    base = orig.get("content") if isinstance(orig, dict) else None
+    texts, calls = iter(m.text_blocks or ([m.content] if m.content else [])), iter(m.tool_calls)
+    out: list[Any] = []
+    if isinstance(base, list):
+        for block in base:
+            kind = block.get("type") if isinstance(block, dict) else "text"
+            if kind == "tool_result":
+                continue
+            if kind == "text":
+                out.append({**block, "text": next(texts, "")} if isinstance(block, dict) else next(texts, ""))
+            elif kind in ("tool_use", "server_tool_use"):
+                tc = next(calls, None)
+                out.append({**block, "input": _args_object(tc.arguments)} if tc else block)
+            else:
+                out.append(block)
+    out += [{"type": "text", "text": t} for t in texts]
+    out += [{"type": "tool_use", "id": tc.id, "name": tc.name, "input": _args_object(tc.arguments)} for tc in calls]
+    if m.reasoning and not isinstance(base, list):
+        out.insert(0, {"type": "thinking", "thinking": m.reasoning})
+    return out
+
+
+def _tool_result(m: Message, orig: Any) -> dict[str, Any]:
+    out = dict(orig) if isinstance(orig, dict) else {"type": "tool_result", "tool_use_id": m.tool_call_id}
+    base = out.get("content")
+    if isinstance(base, list) and m.text_blocks is not None:
+        texts = iter(m.text_blocks)
+        out["content"] = [{**b, "text": next(texts, "")} if isinstance(b, dict) and b.get("type") == "text" else b
+                          for b in base]
+    else:
+        out["content"] = m.content
+    return out
+
+
+def _message_index(path: str) -> int | None:
+    m = re.match(r"^messages\[(\d+)\]", path or "")
+    return int(m.group(1)) if m else None
+
+
+def anthropic_body(req: Request, orig_body: dict[str, Any] | None) -> dict[str, Any]:
+    """An Anthropic Messages body for ``req``, patched over the original body."""
+    out = dict(orig_body) if orig_body is not None else ({"model": req.model} if req.model else {})
+    system = [m for m in req.messages if m.role in ("system", "developer")]
+    if system:
+        if len(system) == 1 and system[0].path == "system" and isinstance((orig_body or {}).get("system"), str):
+            out["system"] = system[0].content
+        else:
+            out["system"] = [{**(b if isinstance(b := _at(orig_body, m.path), dict) else {"type": "text"}),
+                              "text": m.content} for m in system]
+    messages: list[dict[str, Any]] = []
+    groups: dict[Any, dict[str, Any]] = {}
+    for n, m in enumerate(m for m in req.messages if m.role not in ("system", "developer")):
+        idx = _message_index(m.path)
+        key = idx if idx is not None else ("new", n)
+        orig = _at(orig_body, f"messages[{idx}]") if idx is not None else None
+        if key not in groups:
+            role = "user" if m.role == "tool" else m.role
+            groups[key] = dict(orig) if isinstance(orig, dict) else {"role": role}
+            groups[key]["content"] = []
+            messages.append(groups[key])
+        if m.role == "tool":
+            groups[key]["content"].append(_tool_result(m, _at(orig_body, m.path)))
+        elif isinstance(orig, dict) and isinstance(orig.get("content"), str) and not m.tool_calls:
+            groups[key]["content"] = m.content
+        else:
+            groups[key]["content"] += _anthropic_blocks(m, orig)
+    out["messages"] = messages
+    if req.tools:
+        out["tools"] = [dict(t.schema) if "input_schema" in t.schema or "type" in t.schema else
+                        {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                        for t in req.tools]
+    return out
+
+
+# --- entry point ---------------------------------------------------------------------------
+
+def records(requests: Iterable[Request], to: str | None = None) -> Iterator[dict[str, Any]]:
+    """Each request as one output record. ``to`` is None (same format) or ``"openai"``.
+
+    Raises ConfigError for a format that cannot be written back (suggesting
+    ``--to openai``) and for block-hash traces.
+    """
+    if to not in (None, "openai"):
+        raise ConfigError(f"--to {to!r}: the only target format is 'openai' (OpenAI Chat Completions JSONL)")
+    originals = Originals()
+    for req in requests:
+        if req.trace is not None:
+            raise ConfigError(f"{req.provenance.source}: {req.format} is a block-hash trace: it has no prompt text "
+                              "to rewrite or write")
+        orig = _body(originals.get(req.provenance.source, req.provenance.record))
+        if to == "openai" or req.format == "openai-chat":
+            yield openai_body(req, orig, same_format=req.format == "openai-chat")
+        elif req.format == "anthropic-messages":
+            yield anthropic_body(req, orig)
+        else:
+            raise ConfigError(f"{req.provenance.source}: cannot write {req.format} logs back in their own format "
+                              f"(writable: {', '.join(WRITABLE)}); use --to openai to write OpenAI Chat JSONL")
+
+
+def write_requests(requests: Iterable[Request], out: IO[bytes], to: str | None = None) -> int:
+    """Write requests as JSONL (one body per line) to a binary stream; returns the count."""
+    n = 0
+    for rec in records(requests, to):
+        out.write(orjson.dumps(rec) + b"\n")
+        n += 1
+    return n

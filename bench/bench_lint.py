@@ -1,0 +1,86 @@
+"""Lint throughput on the largest text sample, next to the raw tokenizer on the same text.
+
+Prints, measured in one run on this machine:
+  * lint alone (radix index + divergence location + rules) over already prepared
+    requests: requests/s and prompt tokens/s;
+  * end to end (ingest + render + incremental tokenize + lint): requests/s, tokens/s;
+  * the tokenizer encoding every rendered prompt from scratch (what a naive linter
+    would do): tokens/s;
+and the ratios between them.
+
+Usage: python bench/bench_lint.py [LOG ...]   (default: the largest file in
+../shared/samples that holds prompt text, i.e. not a block-hash trace)
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint import Linter
+from prefixcache.analyzer.pipeline import Preparer
+
+SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "samples"
+TRACES = ("mooncake", "kvcache_tester")
+
+
+def default_inputs() -> list[str]:
+    logs = [p for p in SAMPLES.iterdir() if p.is_file() and p.suffix != ".md" and not p.name.startswith(TRACES)]
+    return [str(max(logs, key=lambda p: p.stat().st_size))]
+
+
+def best_of(n: int, fn) -> tuple[float, object]:
+    """Fastest of ``n`` runs (seconds) and the last result."""
+    best, out = float("inf"), None
+    for _ in range(n):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def main(inputs: list[str]) -> None:
+    t_e2e, (preps, preparer) = best_of(1, lambda: _prepare(inputs))
+    requests = len(preps)
+    tokens = sum(p.prompt_tokens for p in preps)
+
+    def lint_all():
+        linter = Linter()
+        for _ in linter.run(preps):
+            pass
+        return linter
+
+    t_lint, linter = best_of(5, lint_all)
+    tokenizers = {id(preparer.pipeline(p.request.model).tokenizer): preparer.pipeline(p.request.model).tokenizer
+                  for p in preps if p.rendered is not None}
+
+    def encode_all():
+        n = 0
+        for p in preps:
+            if p.rendered is not None:
+                n += len(preparer.pipeline(p.request.model).tokenizer.encode(p.rendered.text))
+        return n
+
+    t_tok, encoded = best_of(3, encode_all)
+    print(f"input: {', '.join(Path(i).name for i in inputs)}")
+    print(f"  {requests:,} requests, {tokens:,} prompt tokens, {len(linter.sessions)} sessions, "
+          f"tokenizer(s): {', '.join(t.name for t in tokenizers.values())}")
+    print(f"  reusable {linter.total.reusable_tokens:,} tokens ({linter.total.reusable_fraction:.1%}), "
+          f"{sum(linter.total.findings_by_code.values())} findings")
+    print(f"lint only (prepared requests): {t_lint * 1e3:8.1f} ms  {requests / t_lint:12,.0f} req/s  {tokens / t_lint:14,.0f} tok/s")
+    print(f"ingest+render+tokenize+lint:   {t_e2e * 1e3:8.1f} ms  {requests / t_e2e:12,.0f} req/s  {tokens / t_e2e:14,.0f} tok/s")
+    print(f"tokenizer, full re-encode:     {t_tok * 1e3:8.1f} ms  {requests / t_tok:12,.0f} req/s  {encoded / t_tok:14,.0f} tok/s")
+    print(f"ratio lint / raw tokenizer (tok/s): {t_tok / t_lint * tokens / encoded:.1f}x")
+    print(f"ratio end-to-end / raw tokenizer (tok/s): {t_tok / t_e2e * tokens / encoded:.2f}x")
+
+
+def _prepare(inputs: list[str]):
+    preparer = Preparer()
+    preps = [preparer.prepare(r) for r in Ingest(inputs)]
+    return preps, preparer
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or default_inputs())

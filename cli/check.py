@@ -1,0 +1,124 @@
+"""``prefixcache check``: the CI gate for Jinja2 prompt templates.
+
+Renders each template with each context and with automatic variations (clock,
+ids, order, whitespace), tokenizes, and fails when the stable prefix is too short
+or a varying value renders above ``{# prefixcache: dynamic-below #}``.
+Exit codes: 0 every template passes, 1 a template fails, 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+
+from pathlib import Path
+
+import orjson
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.template_check import TemplateChecker, TemplateReport, load_context
+from prefixcache.analyzer.template_vary import VARIATIONS
+from prefixcache.analyzer.tokenize import get_tokenizer
+
+from .common import EXIT_FINDINGS, EXIT_OK, console, handle_errors
+
+
+def report_record(r: TemplateReport) -> dict:
+    """The JSON object for one template (``--format json``)."""
+    return {
+        "template": r.template,
+        "passed": r.passed,
+        "tokenizer": r.tokenizer,
+        "boundary_line": r.boundary_line,
+        "contexts": [
+            {
+                "context": c.context,
+                "prompt_tokens": c.total_tokens,
+                "stable_tokens": c.stable_tokens,
+                "stable_fraction": round(c.stable_fraction, 4),
+                "boundary_tokens": c.boundary_tokens,
+                "variations": [
+                    {
+                        "variation": v.variation,
+                        "changed_values": v.changed_values,
+                        "stable_tokens": v.stable_tokens,
+                        "first_diff_char": v.first_diff_char,
+                        "file": v.location.file if v.location else None,
+                        "line": v.location.line if v.location else None,
+                    }
+                    for v in c.variants
+                ],
+            }
+            for c in r.contexts
+        ],
+        "static": [{"code": s.code, "message": s.message, "file": s.file, "line": s.line} for s in r.static],
+        "failures": [{"code": f.code, "message": f.message, "file": f.file, "line": f.line} for f in r.failures],
+    }
+
+
+def _print(r: TemplateReport) -> None:
+    verdict = "[bold green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
+    boundary = f"boundary at line {r.boundary_line}" if r.boundary_line else "no dynamic-below boundary"
+    console.print(f"{verdict} {escape(r.template)}  (tokens: {r.tokenizer}, {boundary})")
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    for col in ("context", "prompt", "stable", "stable %", "boundary", "first varies", "at"):
+        table.add_column(col, justify="right" if col in ("prompt", "stable", "stable %", "boundary") else "left")
+    for c in r.contexts:
+        varied = [v for v in c.variants if v.first_diff_char is not None]
+        first = min(varied, key=lambda v: v.stable_tokens, default=None)
+        where = f"{first.location.file}:{first.location.line}" if first and first.location else "-"
+        table.add_row(escape(Path(c.context).name), str(c.total_tokens), str(c.stable_tokens), f"{c.stable_fraction:.0%}",
+                      "-" if c.boundary_tokens is None else str(c.boundary_tokens),
+                      first.variation if first else "nothing", escape(where))
+    console.print(table)
+    for f in r.failures:
+        where = f"{f.file}:{f.line}" if f.line else f.file
+        console.print(f"  [red]{f.code}[/] {escape(where)}: {escape(f.message)}")
+    for s in r.static:
+        if not any(f.file == s.file and f.line == s.line and f.code == s.code for f in r.failures):
+            console.print(f"  [dim]{s.code} {escape(s.file)}:{s.line}: {escape(s.message)} (below the boundary: ok)[/]")
+
+
+def run_check(templates: list[str], contexts: list[str], tokenizer: str, min_tokens: int, min_fraction: float,
+              vary: str, search_path: list[str], as_json: bool, seed: int) -> int:
+    """Check every template against every context; returns the exit code."""
+    if not contexts:
+        raise ConfigError("check needs at least one --context CTX.json (a JSON object of template variables)")
+    if not 0.0 <= min_fraction <= 1.0:
+        raise ConfigError(f"--min-stable-fraction {min_fraction}: expected a number between 0 and 1")
+    variations = [v.strip() for v in vary.split(",") if v.strip()] if vary != "all" else list(VARIATIONS)
+    tok = get_tokenizer(tokenizer)
+    loaded = [(c, load_context(c)) for c in contexts]
+    reports = [
+        TemplateChecker(t, tok, search_path, variations, seed).run(loaded, min_tokens, min_fraction) for t in templates
+    ]
+    for r in reports:
+        if as_json:
+            console.out(orjson.dumps(report_record(r)).decode(), highlight=False)
+        else:
+            _print(r)
+    return EXIT_OK if all(r.passed for r in reports) else EXIT_FINDINGS
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``check`` command to ``app``."""
+
+    @app.command("check")
+    @handle_errors
+    def check(
+        templates: list[str] = typer.Argument(..., help="Jinja2 prompt templates to check."),
+        context: list[str] = typer.Option([], "--context", "-c", help="JSON context file (repeat for several)."),
+        tokenizer: str = typer.Option("auto", "--tokenizer", help="Tokenizer spec: auto, a tiktoken encoding, a HF directory, a GGUF file."),
+        min_stable_tokens: int = typer.Option(0, "--min-stable-tokens", help="Fail when the stable prefix is shorter (tokens)."),
+        min_stable_fraction: float = typer.Option(0.0, "--min-stable-fraction", help="Fail when the stable prefix is a smaller share of the prompt (0-1)."),
+        vary: str = typer.Option("all", "--vary", help=f"Variations to apply, comma-separated: {','.join(VARIATIONS)} (default all)."),
+        search_path: list[str] = typer.Option([], "--search-path", help="Extra folder for {% include %} (the template's folder is always searched)."),
+        fmt: str = typer.Option("text", "--format", help="text or json (one JSON object per template)."),
+        seed: int = typer.Option(0, "--seed", help="Seed for regenerated ids."),
+    ) -> None:
+        """CI gate for prompt templates: fail when the cache-stable prefix shrinks or a varying value renders early."""
+        if fmt not in ("text", "json"):
+            raise ConfigError(f"--format {fmt!r}: expected text or json")
+        raise typer.Exit(run_check(templates, context, tokenizer, min_stable_tokens, min_stable_fraction, vary,
+                                   search_path, fmt == "json", seed))

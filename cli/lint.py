@@ -1,0 +1,228 @@
+"""``prefixcache lint``: reusable prefix per request, where reuse broke, and why.
+
+Streams: requests are ingested, rendered, tokenized and linted one at a time; the
+report is printed at the end (``text``/``github`` lines could be streamed, but one
+ordering for every format keeps outputs comparable). Formats: ``rich`` (terminal
+report), ``text``, ``json`` (README: lint JSON schema), ``sarif`` (2.1.0),
+``github`` (workflow commands). Exit codes: 0 clean, 1 findings at or above
+``--fail-on`` or reusable fraction below ``--fail-under``, 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+import orjson
+import typer
+from rich.markup import escape
+
+from prefixcache.analyzer.config import FORMATS, LintConfig, load_config
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint import Linter, RequestResult, select_rules
+from prefixcache.analyzer.pipeline import Preparer
+from prefixcache.analyzer.rules import REGISTRY, Finding, severity_rank
+
+from .common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, console, err, handle_errors, progress
+from .lint_report import print_rich
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+@dataclass
+class LintRun:
+    """Everything one lint run produced, for the report writers."""
+
+    config: LintConfig
+    linter: Linter
+    results: list[RequestResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    skipped: tuple = ()
+    files: int = 0
+    notes: dict = field(default_factory=dict)
+
+
+def _split(values: Optional[list[str]]) -> Optional[tuple[str, ...]]:
+    if not values:
+        return None
+    return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
+
+
+def lint_paths(paths: list[str], cfg: LintConfig, input_format: str = "auto") -> LintRun:
+    """Ingest ``paths``, lint every request (streaming), return the collected run."""
+    try:
+        rules = select_rules(cfg.select, cfg.ignore)
+    except KeyError as exc:
+        raise ConfigError(f"--select/--ignore: {exc.args[0]}") from None
+    linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity)
+    ingest = Ingest(paths, format=input_format, stdin=sys.stdin.buffer if "-" in paths else None)
+    preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)
+    run = LintRun(cfg, linter)
+    with progress("lint", enabled=None if cfg.format == "rich" else False) as bar:
+        for request in ingest:
+            res = linter.feed(preparer.prepare(request))
+            run.results.append(res)
+            run.findings.extend(res.findings)
+            bar.advance()
+    summary = ingest.summary
+    run.skipped, run.files, run.notes = summary.skipped, summary.files, preparer.notes
+    return run
+
+
+def report_dict(run: LintRun) -> dict:
+    """The documented JSON report (README: lint JSON schema)."""
+    total = run.linter.total.to_dict()
+    total["sessions"] = len(run.linter.sessions)
+    total["block_size"] = run.config.block_size
+    total["findings"] = len(run.findings)
+    total["findings_by_severity"] = {s: sum(f.severity == s for f in run.findings) for s in ("error", "warning", "info")}
+    return {
+        "summary": total,
+        "sessions": [{"session": name, **w.to_dict()} for name, w in run.linter.sessions.items()],
+        "requests": [r.to_dict() for r in run.results],
+        "findings": [f.to_dict() for f in run.findings],
+        "skipped": [{"source": s.source, "record": s.record, "field": s.field, "reason": s.reason, "bad": s.bad}
+                    for s in run.skipped],
+        "tokenizers": {str(k): v for k, v in run.notes.items()},
+    }
+
+
+def _level(severity: str) -> str:
+    return {"error": "error", "warning": "warning", "info": "note"}[severity]
+
+
+def sarif_dict(run: LintRun) -> dict:
+    """SARIF 2.1.0: one rule per code (with its documentation), one result per finding;
+    the physical location is the log file and its record (line) number, the logical
+    location the JSON path inside the record."""
+    rules = []
+    for code, rule in sorted(REGISTRY.items()):
+        doc = rule.doc()
+        rules.append({
+            "id": code, "name": rule.name,
+            "shortDescription": {"text": doc["summary"].splitlines()[0]},
+            "fullDescription": {"text": doc["What it does"]},
+            "help": {"text": "\n\n".join(f"{sec}: {doc[sec]}" for sec in ("Why it breaks caching", "Use instead", "Fix safety"))},
+            "defaultConfiguration": {"level": _level(rule.severity)},
+        })
+    results = []
+    for f in run.findings:
+        loc = {"physicalLocation": {"artifactLocation": {"uri": f.source or "-"}}}
+        if f.record:
+            loc["physicalLocation"]["region"] = {"startLine": f.record}
+        if f.json_path:
+            loc["logicalLocations"] = [{"fullyQualifiedName": f.json_path, "kind": "member"}]
+        results.append({
+            "ruleId": f.code, "level": _level(f.severity), "message": {"text": f"{f.message}. Fix: {f.fix}"},
+            "locations": [loc],
+            "properties": {"session": f.session, "request": f.request, "segment": f.segment, "char": f.char,
+                           "token": f.token, "lost_tokens": f.lost_tokens, "certain": f.certain},
+        })
+    driver = {"name": "prefixcache", "informationUri": "https://github.com/prefixcache/prefixcache", "rules": rules}
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{"tool": {"driver": driver}, "results": results}]}
+
+
+def _gh_escape(text: str, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def github_lines(run: LintRun) -> list[str]:
+    """GitHub Actions workflow commands (``::error file=…,line=…,title=…::message``)."""
+    cmd = {"error": "error", "warning": "warning", "info": "notice"}
+    out = []
+    for f in run.findings:
+        props = [f"file={_gh_escape(f.source, True)}"] + ([f"line={f.record}"] if f.record else [])
+        props.append(f"title={_gh_escape(f'{f.code} {f.name}', True)}")
+        where = f"{f.session}#{f.request} {f.json_path or f.segment}"
+        out.append(f"::{cmd[f.severity]} {','.join(props)}::{_gh_escape(f'{where}: {f.message}. Fix: {f.fix}')}")
+    out.append(f"::notice title=prefixcache summary::{_gh_escape(summary_line(run))}")
+    return out
+
+
+def summary_line(run: LintRun) -> str:
+    """One line: requests, reusable fraction, lost tokens by code, findings."""
+    t = run.linter.total
+    lost = ", ".join(f"{c} {n:,}" for c, n in t.lost_tokens_by_code.most_common()) or "none"
+    return (f"{t.requests} request(s) in {len(run.linter.sessions)} session(s): {t.reusable_tokens:,} of "
+            f"{t.prompt_tokens:,} prompt tokens reusable ({t.reusable_fraction:.1%}); lost: {lost}; "
+            f"{len(run.findings)} finding(s)")
+
+
+def text_lines(run: LintRun) -> list[str]:
+    """Plain text: one line per finding (``file:record: CODE severity [where] message``), then the summary."""
+    out = []
+    for f in run.findings:
+        where = f.json_path or f.segment
+        pos = f" char {f.char}" if f.char is not None else ""
+        tok = f" token {f.token}" if f.token is not None else ""
+        lost = f" ({f.lost_tokens:,} tokens lost)" if f.lost_tokens else ""
+        out.append(f"{f.source}:{f.record}: {f.code} {f.severity} [{f.name}] {f.session}#{f.request} {where}{pos}{tok}: "
+                   f"{f.message}{lost}")
+    out.append(summary_line(run))
+    return out
+
+
+def exit_code(run: LintRun) -> int:
+    """1 when a finding reaches ``fail_on`` or reuse is below ``fail_under``, else 0."""
+    threshold = severity_rank(run.config.fail_on)
+    if any(severity_rank(f.severity) >= threshold for f in run.findings):
+        return EXIT_FINDINGS
+    if run.config.fail_under is not None and run.linter.total.reusable_fraction < run.config.fail_under:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def emit(run: LintRun) -> None:
+    """Write the report in the configured format to stdout."""
+    fmt = run.config.format
+    if fmt == "json":
+        sys.stdout.write(orjson.dumps(report_dict(run), option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif fmt == "sarif":
+        sys.stdout.write(orjson.dumps(sarif_dict(run), option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif fmt == "github":
+        sys.stdout.write("\n".join(github_lines(run)) + "\n")
+    elif fmt == "text":
+        sys.stdout.write("\n".join(text_lines(run)) + "\n")
+    else:
+        print_rich(console, run.linter, run.results, run.findings, run.notes)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``lint`` command to ``app``."""
+
+    @app.command("lint")
+    @handle_errors
+    def lint(
+        paths: list[str] = typer.Argument(..., help="Log files, directories (recursive), globs, or - for stdin."),
+        fmt: Optional[str] = typer.Option(None, "--format", "-f", help=f"Report format: {', '.join(FORMATS)} (default rich)."),
+        input_format: str = typer.Option("auto", "--input-format", help="Force a log format; default: detect per file."),
+        select: Optional[list[str]] = typer.Option(None, "--select", help="Only these rule codes/prefixes (comma-separated, repeatable)."),
+        ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Skip these rule codes/prefixes."),
+        block_size: Optional[int] = typer.Option(None, "--block-size", help="Block size for the block-aligned figure (tokens, default 16)."),
+        fail_under: Optional[float] = typer.Option(None, "--fail-under", help="Exit 1 when reusable/prompt tokens is below this fraction."),
+        fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that exits 1: info, warning (default), error."),
+        redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Show lengths and hashes instead of prompt text."),
+        tokenizer: Optional[str] = typer.Option(None, "--tokenizer", "--model", help="Tokenizer spec (default auto)."),
+        template: Optional[str] = typer.Option(None, "--template", help="Chat template spec (default auto)."),
+        config: Optional[str] = typer.Option(None, "--config", help=r"Config file (default: prefixcache.toml or \[tool.prefixcache] in pyproject.toml)."),
+        skip_bad: bool = typer.Option(False, "--skip-bad", help="Report unreadable records and go on instead of exit 2."),
+    ) -> None:
+        """Find where each prompt's reusable prefix breaks, why, and what it costs."""
+        cfg = load_config(config).merged(
+            format=fmt, select=_split(select), ignore=_split(ignore), block_size=block_size, fail_under=fail_under,
+            fail_on=fail_on, redact=redact, tokenizer=tokenizer, template=template,
+        )
+        run = lint_paths(paths, cfg, input_format)
+        emit(run)
+        bad = [s for s in run.skipped if s.bad]
+        for s in run.skipped:
+            where = f"{s.source}:{s.record}" + (f" field {s.field}" if s.field else "")
+            style = "red" if s.bad and not skip_bad else "yellow"
+            label = "error" if s.bad and not skip_bad else "skipped"
+            err.print(f"[{style}]{label}:[/] {escape(where)}: {escape(s.reason)}", highlight=False)
+        if bad and not skip_bad:
+            raise typer.Exit(EXIT_ERROR)
+        raise typer.Exit(exit_code(run))

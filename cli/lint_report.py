@@ -1,0 +1,121 @@
+"""The rich terminal report of ``prefixcache lint``: session summary, waterfall,
+then every finding with its location, excerpt and fix."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from prefixcache.analyzer.lint import Linter, RequestResult, Waterfall
+from prefixcache.analyzer.rules import REGISTRY, Finding
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+BAR = 40
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "—"
+
+
+def _sessions_table(linter: Linter) -> Table:
+    table = Table(title="Sessions", title_justify="left", show_edge=False)
+    table.add_column("session", overflow="fold", ratio=3)
+    for col in ("requests", "prompt", "reusable", "%", "lost"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("main cause", overflow="fold", ratio=2)
+    for name, w in linter.sessions.items():
+        top = w.lost_tokens_by_code.most_common(1)
+        cause = f"{top[0][0]} {REGISTRY[top[0][0]].name}" if top else "—"
+        table.add_row(escape(name), f"{w.requests:,}", f"{w.prompt_tokens:,}", f"{w.reusable_tokens:,}",
+                      _pct(w.reusable_tokens, w.prompt_tokens), f"{w.lost_tokens:,}", cause)
+    return table
+
+
+def waterfall_rows(w: Waterfall) -> list[tuple[str, int]]:
+    """(label, tokens) rows of the waterfall: reused, new, then lost per code (largest first)."""
+    rows = [("reused (prefix hit)", w.reusable_tokens), ("new (appended)", w.new_tokens)]
+    rows += [(f"lost · {code} {REGISTRY[code].name}", n) for code, n in w.lost_tokens_by_code.most_common()]
+    return rows
+
+
+def _waterfall(w: Waterfall) -> Table:
+    table = Table(title=f"Waterfall: {w.prompt_tokens:,} prompt tokens", title_justify="left", show_edge=False,
+                  show_header=False)
+    table.add_column("part")
+    table.add_column("tokens", justify="right")
+    table.add_column("%", justify="right")
+    table.add_column("bar")
+    offset = 0
+    for label, n in waterfall_rows(w):
+        width = round(BAR * n / w.prompt_tokens) if w.prompt_tokens else 0
+        start = round(BAR * offset / w.prompt_tokens) if w.prompt_tokens else 0
+        style = "green" if label.startswith("reused") else "blue" if label.startswith("new") else "red"
+        bar = Text(" " * start) + Text("█" * max(width, 1 if n else 0), style=style)
+        table.add_row(label, f"{n:,}", _pct(n, w.prompt_tokens), bar)
+        offset += n
+    return table
+
+
+def _clip(text: str, width: int, left: bool) -> str:
+    shown = repr(text)[1:-1]
+    if len(shown) <= width:
+        return shown
+    return "…" + shown[-width:] if left else shown[:width] + "…"
+
+
+def _finding(f: Finding) -> list[Text]:
+    head = Text()
+    head.append(f"{f.severity:<7} ", style=SEVERITY_STYLE[f.severity])
+    head.append(f"{f.code} {f.name}", style="bold")
+    head.append(f" · {f.session} request {f.request}")
+    if f.lost_tokens:
+        head.append(f" · {f.lost_tokens:,} tokens lost", style="red")
+    pos = ", ".join(p for p in (f"line {f.line}" if f.line else "", f"char {f.char:,}" if f.char is not None else "",
+                                f"token {f.token:,}" if f.token is not None else "") if p)
+    at = Text("  at ")
+    at.append(f.json_path or f.segment, style="magenta")
+    at.append((f" ({pos})" if pos else "") + (f" · {f.source}:{f.record}" if f.source else ""), style="dim")
+    if f.shared_with and f.shared_with[0] == f.session:
+        at.append(f" · vs request {f.shared_with[1]}", style="dim")
+    elif f.shared_with:
+        at.append(f" · vs {f.shared_with[0]} request {f.shared_with[1]}", style="dim")
+    uncertain = "" if f.certain or "not certain" in f.message else " (cause not certain)"
+    lines = [head, at, Text("  " + f.message + uncertain)]
+    if f.before or f.after:
+        before = _clip(f.before, 30, True)
+        now = Text("  now: " + before, style="dim")
+        now.append(_clip(f.after, 30, False), style="bold red" if f.other_after else "bold")
+        lines.append(now)
+        if f.other_after:
+            was = Text("  was: " + before, style="dim")
+            was.append(_clip(f.other_after, 30, False), style="bold green")
+            lines.append(was)
+    lines.append(Text("  fix: " + f.fix, style="italic"))
+    return lines
+
+
+def print_rich(console: Console, linter: Linter, results: list[RequestResult], findings: list[Finding],
+               notes: dict) -> None:
+    """Print the whole terminal report."""
+    total = linter.total
+    console.print(Text(f"prefixcache lint · {total.requests:,} requests · {len(linter.sessions):,} sessions · "
+                       f"{total.reusable_tokens:,} of {total.prompt_tokens:,} prompt tokens reusable "
+                       f"({_pct(total.reusable_tokens, total.prompt_tokens)}; block-aligned, B={linter.block_size}: "
+                       f"{total.reusable_block_tokens:,})", style="bold"))
+    console.print()
+    console.print(_sessions_table(linter))
+    console.print()
+    console.print(_waterfall(total))
+    console.print()
+    if findings:
+        console.print(Text(f"Findings ({len(findings)})", style="bold"))
+        for f in findings:
+            for line in _finding(f):
+                console.print(line)
+            console.print()
+    else:
+        console.print(Text("No findings: every request extends the previous one of its session.", style="green"))
+    for model, note in notes.items():
+        console.print(Text(f"tokenizer for {model or 'unknown model'}: {note}", style="dim"))

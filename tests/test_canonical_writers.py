@@ -1,0 +1,103 @@
+"""Writers (same format / --to openai) and the canonicalize command."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import replace
+
+import orjson
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from prefixcache.analyzer.canonical import canonicalize_requests
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.writers import write_requests
+from prefixcache.cli import canonicalize as canonicalize_cli
+from tests.conftest import CASES, need
+
+
+def bare(r):
+    msgs = tuple(replace(m, path="", cache_control=None) for m in r.messages)
+    return msgs, tuple((t.name, json.dumps(t.parameters)) for t in r.tools), r.model
+
+
+@pytest.mark.parametrize("case", ["timestamp_in_system.jsonl", "anthropic_rolling_breakpoint.jsonl",
+                                  "toolcall_args_reserialized.jsonl"])
+def test_write_back_unchanged_is_byte_identical_json(case: str) -> None:
+    """Writing the requests as read reproduces every original record (fields the model lacks included)."""
+    path = need(CASES) / case
+    buf = io.BytesIO()
+    n = write_requests(Ingest([str(path)]), buf)
+    lines = path.read_text().splitlines()
+    assert n == len(lines)
+    assert [json.loads(x) for x in buf.getvalue().decode().splitlines()] == [json.loads(x) for x in lines]
+
+
+@pytest.mark.parametrize("case", ["session_id_in_system.jsonl", "anthropic_rolling_breakpoint.jsonl",
+                                  "whitespace_drift.jsonl"])
+def test_canonical_round_trip(case: str, tmp_path) -> None:
+    reqs = list(Ingest([str(need(CASES) / case)]))
+    canon = canonicalize_requests(reqs)
+    out = tmp_path / "out.jsonl"
+    with open(out, "wb") as fh:
+        write_requests(canon, fh)
+    back = list(Ingest([str(out)]))
+    assert back[0].format == reqs[0].format
+    assert [bare(r) for r in back] == [bare(r) for r in canon]
+    first = json.loads(out.read_text().splitlines()[0])
+    original = json.loads((CASES / case).read_text().splitlines()[0])
+    assert {k for k in original if k not in ("messages", "tools", "system")} <= set(first)  # max_tokens etc. kept
+
+
+def test_to_openai_for_claude_code_and_errors(samples, tmp_path) -> None:
+    cc = samples / "claude_code_session_v1.0.98_fe5e1c67.jsonl"
+    reqs = list(Ingest([str(cc)]))
+    with pytest.raises(ConfigError, match="--to openai"):
+        write_requests(reqs[:1], io.BytesIO())
+    out = tmp_path / "cc.jsonl"
+    with open(out, "wb") as fh:
+        assert write_requests(reqs, fh, to="openai") == len(reqs) == 170
+    back = list(Ingest([str(out)]))
+    assert len(back) == 170 and {r.format for r in back} == {"openai-chat"}
+    assert [len(r.tools) for r in back] == [len(r.tools) for r in reqs]
+    trace = list(Ingest([str(samples / "kvcache_tester_claudecode_hashids64_trace_0001.json")]))
+    with pytest.raises(ConfigError, match="block-hash trace"):
+        write_requests(trace[:1], io.BytesIO(), to="openai")
+    with pytest.raises(ConfigError, match="only target"):
+        write_requests(reqs[:1], io.BytesIO(), to="anthropic")
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    canonicalize_cli.register(app)
+    app.command("noop")(lambda: None)  # a second command keeps typer in multi-command mode
+    return app
+
+
+def test_cli_canonicalize_json_report(tmp_path) -> None:
+    out = tmp_path / "canon.jsonl"
+    res = CliRunner().invoke(_app(), ["canonicalize", str(need(CASES) / "timestamp_in_system.jsonl"),
+                                      "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    report = orjson.loads(res.output)
+    assert report["written"] == 5 and out.exists()
+    before, after = report["total"]["before"], report["total"]["after"]
+    assert before["requests"] == after["requests"] == 5
+    assert after["reusable_tokens"] / after["prompt_tokens"] > 0.7 > 0.35 > before["reusable_tokens"] / before["prompt_tokens"]
+    codes = {t["code"] for t in report["transformations"]}
+    assert {"PC101", "PC201", "PC203", "PC301"} <= codes
+    assert len(list(Ingest([str(out)]))) == 5
+
+
+def test_cli_canonicalize_table_skip_and_bad_code(tmp_path) -> None:
+    out = tmp_path / "canon.jsonl"
+    res = CliRunner().invoke(_app(), ["canonicalize", str(need(CASES) / "tool_order_shuffle.jsonl"),
+                                      "--out", str(out), "--only", "PC201"])
+    assert res.exit_code == 0, res.output
+    assert "PC201" in res.output and "PC203" not in res.output and "total" in res.output
+    bad = CliRunner().invoke(_app(), ["canonicalize", str(CASES / "tool_order_shuffle.jsonl"), "--out", str(out),
+                                      "--skip", "PC403"])
+    assert bad.exit_code == 2 and "reported, never rewritten" in bad.output

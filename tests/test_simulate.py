@@ -1,0 +1,129 @@
+"""`prefixcache simulate` end to end on the real samples, and the metrics it reports."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from prefixcache.analyzer.metrics import (
+    CAUSES, Levels, RequestFigures, calibrated_cached, hits_by_segment, lost_by_cause, totals,
+)
+from prefixcache.cli.app import app
+from tests.conftest import SAMPLES, need
+
+RESULT_KEYS = {"cache", "policy", "capacity_blocks", "capacity_tokens", "hit_ratio_tokens", "hit_ratio_blocks",
+               "ideal_hit_ratio", "avoided_prefill_tokens", "lost_tokens_by_cause"}
+
+
+def _run(*args: str) -> dict:
+    res = CliRunner().invoke(app, ["simulate", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    return orjson.loads(res.stdout)
+
+
+def test_lost_by_cause_adds_up():
+    lv = Levels(prompt=1000, lcp=700, drift_end=900, granular=688, ideal=600, ttl_only=400, cached=320)
+    lost = lost_by_cause(lv)
+    assert lost == {"cold": 100, "drift": 200, "granularity": 12, "below_minimum": 88, "ttl": 200, "capacity": 80}
+    assert sum(lost.values()) == 1000 - 320
+    odd = lost_by_cause(Levels(100, 50, 50, 48, 48, 48, 60))  # cached above a level: still sums
+    assert sum(odd.values()) == 40 and set(odd) == set(CAUSES)
+
+
+def test_hits_by_segment_and_calibration():
+    spans = (("system", 0, 10), ("tools", 10, 30), ("history", 30, 80), ("newest_turn", 80, 100))
+    assert hits_by_segment(spans, 50) == {"system": 10, "tools": 20, "history": 20, "newest_turn": 0, "other": 0}
+    rows = [RequestFigures(0, "s", "f", 1, 3094, 0, 0, 1, 0, reported_prompt_tokens=3394, reported_cached_tokens=3392),
+            RequestFigures(1, "s", "f", 2, 3700, 3072, 3072, 1, 1, shared_tokens=3094,
+                           reported_prompt_tokens=4067, reported_cached_tokens=3392)]
+    assert calibrated_cached(rows, 64) == [0, 3392]  # our 3,094 ↦ their 3,394 → 53 units
+    t = totals(rows)
+    assert t.hit_ratio_tokens == pytest.approx(3072 / 6794) and t.request_hit_rate == 0.5
+
+
+def test_mooncake_sweep_via_cli():
+    doc = _run(str(need(SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl")), "--cache", "blocks",
+               "--capacity", "5%,10%", "--policy", "lru,belady", "--kv-model", "llama-3-70b")
+    rows = {(r["policy"], r["capacity"]): r for r in doc["results"]}
+    assert doc["unique_blocks"] == 43924 and doc["block_size"] == 512
+    assert all(RESULT_KEYS <= set(r) for r in doc["results"])
+    assert round(rows[("lru", "5%")]["hit_ratio_blocks"], 3) == 0.155
+    assert round(rows[("lru", "10%")]["hit_ratio_blocks"], 3) == 0.260
+    assert rows[("belady", "5%")]["hit_ratio_blocks"] >= 0.386
+    assert rows[("belady", "10%")]["hit_ratio_blocks"] >= 0.501
+    r = rows[("lru", "5%")]
+    assert r["capacity_blocks"] == 2196 and r["capacity_tokens"] == 2196 * 512
+    assert r["capacity_bytes"] == 2196 * 512 * 320 * 1024
+    assert sum(r["lost_tokens_by_cause"].values()) == r["prompt_tokens"] - r["cached_tokens"]
+    assert r["lost_tokens_by_cause"]["drift"] == 0  # traces carry no content: misses are cold
+    assert r["avoided_prefill_tokens"] == r["cached_tokens"]
+    assert round(r["ideal_hit_ratio"], 3) == 0.651
+
+
+def test_deepseek_predicted_vs_reported():
+    doc = _run(str(need(SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json")),
+               "--cache", "deepseek", "--per-request")
+    a = doc["agreement"]
+    assert a["calls"] == 4 and a["tolerance_tokens"] == 64
+    assert [c["reported_cached_tokens"] for c in doc["calls"]] == [3392, 3392, 4032, 4800]
+    # calls 2-4 reuse the previous prompt; call 1 was cached before the log began
+    assert a["calibrated_within_tolerance"] >= 3 and a["warm_before_log"] == 1
+    assert all(c["predicted_cached_tokens"] % 64 == 0 for c in doc["calls"])
+    assert doc["cost"]["usd_with_cache"] < doc["cost"]["usd_without_cache"]
+    assert len(doc["requests"]) == 4
+
+
+def test_claude_code_anthropic_agreement():
+    doc = _run(str(need(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")), "--cache", "anthropic")
+    a = doc["agreement"]
+    assert a["calls"] == 170
+    assert a["calibrated_agreement"] >= 0.9  # approximate tokenizer: README has the figure (97.7%)
+    assert a["warm_before_log"] >= 1  # the first call was cached before the log began
+    r = doc["results"][0]
+    assert sum(r["lost_tokens_by_cause"].values()) == r["prompt_tokens"] - r["cached_tokens"]
+    assert doc["cost"]["write_multiplier"] == 1.25
+
+
+def test_vllm_on_text_logs_and_bad_options():
+    path = str(need(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"))
+    doc = _run(path, "--capacity", "50%,100%", "--policy", "lru,lfu")
+    rows = doc["results"]
+    assert [r["policy"] for r in rows] == ["lru", "lru", "lfu", "lfu"]
+    assert rows[1]["hit_ratio_tokens"] >= rows[0]["hit_ratio_tokens"]
+    assert rows[1]["hit_ratio_tokens"] == pytest.approx(rows[1]["ideal_hit_ratio"])
+    assert sum(rows[0]["hits_by_segment"].values()) == rows[0]["cached_tokens"]
+    res = CliRunner().invoke(app, ["simulate", path, "--cache", "nope"])
+    assert res.exit_code == 2
+    res = CliRunner().invoke(app, ["simulate", path, "--capacity", "5 parsecs"])
+    assert res.exit_code == 2
+
+
+def test_in_flight_window_pins_blocks():
+    from prefixcache.analyzer.cache.simulator import CacheSpec, SimRequest, simulate
+
+    def req(i, hashes):
+        return SimRequest(order=i, session="s", index=i, source="t", record=i + 1, model=None, now=float(i),
+                          num_tokens=len(hashes) * 4, hashes=tuple(hashes), trace_block=4)
+
+    # capacity 2 blocks: A=[1,2], B=[3,4], then A's prefix again
+    reqs = [req(0, [1, 2]), req(1, [3, 4]), req(2, [1, 2, 9])]
+    seq = simulate(reqs, CacheSpec("blocks"), 2)
+    assert [f.cached_tokens for f in seq] == [0, 0, 0]  # B evicted A
+    assert seq[2].lost["capacity"] == 8
+    # three in flight: A is still running (pinned) when the third request starts, so B could not
+    # evict it (the cache runs over capacity, as vLLM would queue) and the third request hits it
+    conc = simulate(reqs, CacheSpec("blocks", in_flight=3), 2)
+    assert [f.cached_tokens for f in conc] == [0, 0, 8]
+    # two in flight: A finished when the third request started and was evicted at once
+    assert [f.cached_tokens for f in simulate(reqs, CacheSpec("blocks", in_flight=2), 2)] == [0, 0, 0]
+
+
+def test_drift_named_by_lint_rules_on_rewritten_history():
+    # SWE-agent elides old observations from step 5 on: the session's later prompts drift
+    doc = _run(str(need(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")))
+    r = doc["results"][0]
+    assert r["lost_tokens_by_cause"]["drift"] > 0
+    assert sum(r["drift_by_rule"].values()) == r["lost_tokens_by_cause"]["drift"]
+    assert all(code.startswith("PC") for code in r["drift_by_rule"])
+    assert sum(r["lost_tokens_by_cause"].values()) == r["prompt_tokens"] - r["cached_tokens"]
