@@ -306,7 +306,10 @@ def test_mini_swe_agent_v11_deepseek_usage(samples):
     assert {r.model for r in reqs} == {"deepseek-reasoner"} and {r.session for r in reqs} == {"pvlib__pvlib-python-1606"}
     assert reqs[1].messages[2].reasoning.startswith("I'll start by exploring")
     assert reqs[1].messages[3].tool_call_id == reqs[1].messages[2].tool_calls[0].id
-    assert reqs[0].tools == () and any("bash tool" in n for n in reqs[0].notes)
+    # tool-calling mode: the constant bash tool is inferred, not observed
+    assert [t.name for t in reqs[0].tools] == ["bash"] and "tools" not in reqs[0].observed
+    assert reqs[0].tools[0].parameters["required"] == ["command"]
+    assert any("bash tool" in n for n in reqs[0].notes)
     # info.model_stats.api_calls = 5, but the 5th call died (SSL EOF) and left only the exit message
     (s,) = skipped
     assert (s.record, s.bad) == (11, False) and "api_calls=5" in s.reason and "InternalServerError" in s.reason

@@ -11,7 +11,9 @@ Layouts (reference/formats.md §6; SWE-agent/mini-swe-agent ``agents/default.py`
   ``prompt_tokens_details.cached_tokens`` / DeepSeek ``prompt_cache_hit_tokens`` /
   ``cache_read_input_tokens``; ``cache_creation_input_tokens`` = cache write), the
   model from ``response.model`` and the time from ``extra.timestamp`` (when the response
-  arrived). The bash tool schema is added at send time and never saved: ``tools=()``.
+  arrived). In tool-calling mode the agent sends one constant tool, ``BASH_TOOL``
+  (``models/utils/actions_toolcall.py``), never saved in the trajectory: requests
+  carry that schema as an *inferred* part (``"tools"`` not in ``observed``).
 * **Legacy** (pre-1.0): a bare list of ``{role, content}``; one request per assistant
   message, no usage, text-based actions (no tools).
 
@@ -27,13 +29,23 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import InputError
-from ..model import Message, Provenance, Request, Skipped
+from ..model import Message, Provenance, Request, Skipped, ToolDef
 from .base import RecordsSeen, Source
 from .detect import first_object
 from .jsonio import FieldError, load_json, parse_usage, skip
 from .swe_agent import chat_message
 
-NOTE_TOOLS = "the constant bash tool is added at send time and not saved: tools unknown"
+NOTE_TOOLS = "tools inferred: mini-swe-agent's constant bash tool schema is added at send time, not saved"
+
+#: The schema mini-swe-agent (2.x, tool-calling mode) sends with every call.
+_BASH_PARAMETERS = {"type": "object", "properties": {"command": {"type": "string", "description": "The bash command to execute"}},
+                    "required": ["command"]}
+BASH_TOOL = ToolDef(
+    name="bash", description="Execute a bash command", parameters=_BASH_PARAMETERS,
+    schema={"type": "function", "function": {"name": "bash", "description": "Execute a bash command",
+                                             "parameters": _BASH_PARAMETERS}},
+    path="tools[0]",
+)
 NOTE_TEXT = "text-based actions (no tool calls in the log): no tools sent"
 NOTE_LEGACY = "legacy mini-swe-agent list: text-based actions, no tools, no usage"
 
@@ -81,6 +93,7 @@ class MiniSweAgentReader:
         done: list[Message] = []
         calls = any(isinstance(m, dict) and m.get("tool_calls") for m in raw)
         notes = [NOTE_LEGACY] if legacy else [NOTE_TOOLS if calls else NOTE_TEXT]
+        meta = {**meta, "tools": (BASH_TOOL,) if calls and not legacy else ()}
         if meta.get("set_cache_control"):
             notes.append(f"cache_control added at send time ({meta['set_cache_control']}), not in the log")
         lost = False
@@ -91,7 +104,7 @@ class MiniSweAgentReader:
                 continue
             try:
                 msg = chat_message(m, path)
-                req = self._request(name, j, m, done, session, model, notes) if msg.role == "assistant" else None
+                req = self._request(name, j, m, done, session, model, notes, meta["tools"]) if msg.role == "assistant" else None
             except FieldError as e:
                 lost = True
                 yield skip(name, j + 1, e)
@@ -103,7 +116,7 @@ class MiniSweAgentReader:
             done.append(msg)
 
     def _request(self, name: str, j: int, m: dict[str, Any], done: list[Message], session: str, model: Any,
-                 notes: list[str]) -> Request:
+                 notes: list[str], tools: tuple[ToolDef, ...]) -> Request:
         """The call answered by assistant message ``j``: every message before it, ``extra`` stripped."""
         extra = m.get("extra") if isinstance(m.get("extra"), dict) else {}
         response = extra.get("response") if isinstance(extra.get("response"), dict) else {}
@@ -115,7 +128,7 @@ class MiniSweAgentReader:
         index = sum(1 for x in done if x.role == "assistant")
         return Request(
             session=session, index=index, format=self.format, provenance=Provenance(name, j + 1, f"messages[{j}]"),
-            messages=tuple(done), model=served or (model if isinstance(model, str) else None),
+            messages=tuple(done), tools=tools, model=served or (model if isinstance(model, str) else None),
             timestamp=float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None,
             usage=usage, observed=frozenset(observed), notes=tuple(notes),
             extra={"response_id": response["id"]} if isinstance(response.get("id"), str) else {},
