@@ -127,11 +127,17 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class Provenance:
     """Where a request came from: file (``-`` for stdin), 1-based line or record
-    number inside it, and a pointer within that record (e.g. ``trajectory[4]``)."""
+    number inside it, and a pointer within that record (e.g. ``trajectory[4]``).
+
+    ``line`` is the 1-based line of the file where the record starts when that is
+    known (JSONL records, a whole-file document); None for items inside one JSON
+    document (a trajectory step), whose line numbers a streaming reader doesn't track.
+    """
 
     source: str
     record: int
     pointer: str = ""
+    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

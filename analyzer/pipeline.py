@@ -19,7 +19,12 @@ from .tokenize import SessionTokenizer, with_opaque_prefix
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A request with its rendering and tokens (both None for block traces)."""
+    """A request with its rendering and tokens.
+
+    Both are None for block traces (``request.trace``: content known only as block
+    hashes) and for usage-only logs (OpenHands trajectories: the prompt itself was
+    not logged, only the provider's counts): :attr:`usage_only` tells these apart.
+    """
 
     request: Request
     rendered: RenderedPrompt | None
@@ -32,7 +37,13 @@ class Prepared:
             return len(self.tokens.ids)
         if self.request.trace is not None:
             return self.request.trace.input_length
-        return 0
+        usage = self.request.usage
+        return usage.prompt_tokens or 0 if usage is not None else 0
+
+    @property
+    def usage_only(self) -> bool:
+        """True when the log holds no prompt content, only reported usage."""
+        return self.tokens is None and self.request.trace is None
 
 
 class Preparer:
@@ -63,7 +74,7 @@ class Preparer:
 
     def prepare(self, request: Request) -> Prepared:
         """Render and tokenize one request (incrementally within its session)."""
-        if request.trace is not None:
+        if request.trace is not None or (not request.messages and "messages" not in request.observed):
             return Prepared(request, None, None)
         pipe = self.pipeline(request.model)
         rendered = pipe.renderer.render(request)

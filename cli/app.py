@@ -16,6 +16,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 #: Command modules in this package; each defines ``register(app)``.
@@ -25,6 +26,22 @@ for _name in COMMANDS:
     importlib.import_module(f"{__package__}.{_name}").register(app)
 
 
+def _plain_metavars(command) -> None:
+    """Name option values like classic CLIs (``--format FORMAT``, ``PATHS...``) instead
+    of typer's Python type hints (``<str>``, ``{paths}``) in ``--help``."""
+    for param in command.params:
+        if param.param_type_name == "argument":
+            label = param.name.upper() + ("..." if param.nargs != 1 else "")
+            param.make_metavar = lambda ctx=None, _label=label: _label  # type: ignore[method-assign]
+            param.display_type_rich = lambda ctx=None: None  # type: ignore[attr-defined]
+        elif param.metavar is None and not getattr(param, "is_flag", False):
+            param.metavar = param.name.upper()
+    for sub in getattr(command, "commands", {}).values():
+        _plain_metavars(sub)
+
+
 def main() -> None:
     """Console-script entry point."""
-    app()
+    command = typer.main.get_command(app)
+    _plain_metavars(command)
+    command(prog_name="prefixcache")

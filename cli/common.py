@@ -18,7 +18,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from prefixcache.analyzer.errors import PrefixcacheError
 
-console = Console(highlight=False, soft_wrap=False)
+# Wide when not a terminal (pipes, CI logs, tests): rich would otherwise cut tables to 80 columns.
+console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable)

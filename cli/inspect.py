@@ -3,12 +3,14 @@ tokens per segment, and the provider-reported usage where logged."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from typing import Iterable, Optional
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from prefixcache.analyzer.ingest import Ingest
@@ -20,13 +22,19 @@ from .common import EXIT_ERROR, console, err, handle_errors, progress
 SEGMENT_GROUPS = ("opaque", "system", "tool", "message", "generation_prompt", "template")
 
 
-def request_record(p: Prepared, tokenizer: str) -> dict:
+def request_record(p: Prepared) -> dict:
     """The documented JSON object for one request (README: inspect JSON schema)."""
     r = p.request
     usage = r.usage
     segments = []
     if p.tokens is not None:
         segments = [{"kind": s.kind, "label": s.label, "tokens": s.end - s.start} for s in p.tokens.segments]
+    if p.tokens is not None:
+        used, exact = p.tokens.tokenizer, bool(p.tokens.exact)
+    elif p.usage_only:
+        used, exact = "reported usage (prompt not logged)", True
+    else:
+        used, exact = "block trace", True
     return {
         "source": r.provenance.source,
         "record": r.provenance.record,
@@ -35,13 +43,14 @@ def request_record(p: Prepared, tokenizer: str) -> dict:
         "index": r.index,
         "format": r.format,
         "model": r.model,
-        "tokenizer": p.tokens.tokenizer if p.tokens is not None else tokenizer,
-        "exact": bool(p.tokens.exact) if p.tokens is not None else True,
+        "tokenizer": used,
+        "exact": exact,
         "prompt_tokens": p.prompt_tokens,
         "reported_prompt_tokens": usage.prompt_tokens if usage else None,
         "reported_cached_tokens": usage.cached_tokens if usage else None,
         "segments": segments,
         "notes": list(r.notes),
+        "warnings": list(p.rendered.warnings) if p.rendered is not None else [],
     }
 
 
@@ -74,7 +83,7 @@ def _print_tables(rows: list[dict]) -> None:
             other = g["opaque"] + g["generation_prompt"] + g["template"]
             table.add_row(
                 str(rec["index"]), str(rec["record"]), str(rec["model"] or "—"),
-                f"{rec['prompt_tokens']:,}" + ("" if rec["exact"] else "~"),
+                f"{rec['prompt_tokens']:,}" + ("" if rec["exact"] else "~") + ("!" if rec["warnings"] else ""),
                 _fmt(g["system"]), _fmt(g["tool"]), _fmt(g["message"]), _fmt(other),
                 _fmt(rec["reported_prompt_tokens"]), _fmt(rec["reported_cached_tokens"]),
             )
@@ -88,7 +97,7 @@ def run_inspect(paths: list[str], fmt: str, tokenizer: str, template: str, as_js
     rows: list[dict] = []
     with progress("inspect", enabled=None if not as_json else False) as bar:
         for request in ingest:
-            rec = request_record(preparer.prepare(request), tokenizer)
+            rec = request_record(preparer.prepare(request))
             bar.advance()
             if as_json:
                 sys.stdout.write(orjson.dumps(rec).decode() + "\n")
@@ -105,10 +114,17 @@ def run_inspect(paths: list[str], fmt: str, tokenizer: str, template: str, as_js
     else:
         _print_tables(rows)
         for model, note in preparer.notes.items():
-            console.print(f"[dim]tokenizer for {model or 'unknown model'}: {note}[/]")
+            console.print(f"[dim]{model or 'requests without a model name'}: {escape(note)}[/]")
+        warned: dict[str, str] = {}  # one line per kind of warning: its last (largest) instance
+        for rec in rows:
+            for w in rec["warnings"]:
+                warned[re.sub(r"\d+", "N", w)] = w
+        for w in warned.values():
+            console.print(f"[yellow]warning:[/] {escape(w)} (latest instance; lint rule PC503)")
         console.print(
             f"{summary.files} file(s), {summary.records} record(s), {summary.requests} request(s), "
-            f"{summary.sessions} session(s), {len(summary.skipped)} skipped"
+            f"{summary.sessions} session(s), {len(summary.skipped)} skipped. "
+            "[dim]~ approximate tokenizer or layout; ! the template dropped content (see warnings)[/]"
         )
     for s in summary.skipped:
         where = f"{s.source}:{s.record}" + (f" field {s.field}" if s.field else "")

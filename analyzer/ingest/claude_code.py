@@ -321,7 +321,7 @@ class _State:
                      "requestId": rid, "message_id": call.node.msg_id, "claude_code_version": call.version}
             yield Request(
                 session=session, index=index, format="claude-code",
-                provenance=Provenance(self.source, call.first, "message"), messages=messages,
+                provenance=Provenance(self.source, call.first, "message", call.first), messages=messages,
                 model=call.model, timestamp=call.timestamp, usage=call.usage, observed=observed,
                 notes=notes, extra=extra,
             )

@@ -275,7 +275,7 @@ class _Rollout:
         observed = {"messages", "timestamp"} | ({"system"} if self.system else set())
         observed |= ({"model"} if p["model"] else set()) | ({"usage"} if p["usage"] else set())
         yield Request(session=self.session, index=self.index, format="codex",
-                      provenance=Provenance(self.source, p["line"], "payload"), messages=p["messages"],
+                      provenance=Provenance(self.source, p["line"], "payload", p["line"]), messages=p["messages"],
                       model=p["model"], timestamp=p["timestamp"], usage=p["usage"], observed=frozenset(observed),
                       notes=notes, extra=dict(self.extra))
         self.index += 1

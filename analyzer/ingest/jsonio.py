@@ -261,7 +261,8 @@ def read_records(source: Source, parse: Callable[[Any, Provenance], Iterable[Req
             continue
         record, pointer, value = item
         try:
-            out = list(parse(value, Provenance(source.name, record, pointer)))
+            line = record if not pointer else None  # JSONL line / document start; None inside a list
+            out = list(parse(value, Provenance(source.name, record, pointer, line)))
         except FieldError as e:
             yield Skipped(source.name, record, e.reason, e.field, True)
             continue

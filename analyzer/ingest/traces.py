@@ -71,7 +71,7 @@ def _block_request(source: str, line: int, rec: dict[str, Any], *, fmt: str, ses
     n_out = _length(rec, "output_length", required=False)
     ids = _hash_ids(rec)
     return Request(
-        session=session, index=index, format=fmt, provenance=Provenance(source, line),
+        session=session, index=index, format=fmt, provenance=Provenance(source, line, "", line),
         timestamp=float(ts) * ts_scale, usage=Usage(prompt_tokens=n_in, output_tokens=n_out),
         observed=_OBSERVED, notes=notes, trace=BlockTrace(ids, block_size, n_in, n_out), extra=extra,
     )
