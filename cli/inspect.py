@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.ingest import Ingest, skipped_message
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.pipeline import Prepared, Preparer
 
@@ -127,9 +127,9 @@ def run_inspect(paths: list[str], fmt: str, tokenizer: str, template: str, as_js
             "[dim]~ approximate tokenizer or layout; ! the template dropped content (see warnings)[/]"
         )
     for s in summary.skipped:
-        where = f"{s.source}:{s.record}" + (f" field {s.field}" if s.field else "")
         style = "red" if s.bad else "yellow"
-        err.print(f"[{style}]{'error' if s.bad and not skip_bad else 'skipped'}:[/] {where}: {s.reason}", highlight=False)
+        label = "error" if s.bad and not skip_bad else "skipped"
+        err.print(f"[{style}]{label}:[/] {escape(skipped_message(s))}", highlight=False)
     return EXIT_ERROR if bad and not skip_bad else 0
 
 

@@ -66,6 +66,8 @@ def expect(value: Any, kinds: type | tuple[type, ...], path: str) -> Any:
         ok = True
     if not ok:
         names = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+        if value is None:
+            raise FieldError(path, f"missing or null (expected {names})")
         raise FieldError(path, f"expected {names}, got {type_name(value)}")
     return value
 
