@@ -198,6 +198,46 @@ def cost_usd(rows: Iterable[RequestFigures], prices: Prices) -> tuple[float, flo
     return with_cache * scale, without * scale
 
 
+@dataclass(frozen=True, slots=True)
+class ReportedUsage:
+    """What the log's own provider usage says, summed over the calls that report a
+    prompt size (tokens): no simulation involved. ``requests`` counts those calls."""
+
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int
+
+    @property
+    def hit_ratio(self) -> float:
+        """Reported cached / reported prompt tokens (0 when nothing was reported)."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def cost_usd(self, prices: Prices, write_multiplier: float = 1.0) -> tuple[float, float]:
+        """(cost the reported usage implies, cost with no cache) in USD: reported
+        cached tokens at ``read_multiplier``, reported cache writes at
+        ``write_multiplier``, the rest of the reported prompt at 1×."""
+        rest = max(0, self.prompt_tokens - self.cached_tokens - self.cache_write_tokens)
+        scale = prices.input / 1e6
+        with_cache = self.cached_tokens * prices.read_multiplier + self.cache_write_tokens * write_multiplier + rest
+        return with_cache * scale, self.prompt_tokens * scale
+
+
+def reported_usage(usages: Iterable) -> ReportedUsage | None:
+    """Sum :class:`~prefixcache.analyzer.model.Usage` records (None entries and
+    calls without a reported prompt size are skipped); None when no call reports one.
+    A missing cached / write count reads as 0."""
+    n = p = c = w = 0
+    for u in usages:
+        if u is None or u.prompt_tokens is None:
+            continue
+        n += 1
+        p += u.prompt_tokens
+        c += u.cached_tokens or 0
+        w += u.cache_write_tokens or 0
+    return ReportedUsage(n, p, c, w) if n else None
+
+
 def calibrated_cached(rows: Sequence[RequestFigures], unit: int = 1, min_tokens: int = 0) -> list[int | None]:
     """Predicted cached tokens mapped into the provider's token count (None where
     the provider reported no prompt length).

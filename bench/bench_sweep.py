@@ -2,7 +2,9 @@
 
 Goal (issue #4): the one-pass stack-distance sweep over 100 capacities on the
 Mooncake synthetic trace takes no longer than a plain OrderedDict LRU replay
-takes for 5 capacities, with identical hit counts at those 5 points.
+takes for 5 capacities, with identical hit counts at those 5 points and at
+capacities at and above the unique and total block counts (where a cache holds
+everything: hits must equal the unbounded cache's, never more).
 
     .venv/bin/python bench/bench_sweep.py [path/to/mooncake_trace.jsonl]
 
@@ -59,7 +61,9 @@ def main() -> int:
     chains = [r["hash_ids"] for r in recs]
     unique = len({h for c in chains for h in c})
     caps5 = [int(f * unique) for f in FRACTIONS]
-    caps100 = sorted(set(caps5) | {max(1, unique * k // 100) for k in range(1, 101)})
+    total = sum(len(c) for c in chains)
+    big = [unique, total, total + 1, 2 * total]
+    caps100 = sorted(set(caps5) | set(big) | {max(1, unique * k // 100) for k in range(1, 101)})
 
     t_plain, plain = best_of(lambda: [plain_lru(chains, c) for c in caps5])
 
@@ -69,14 +73,16 @@ def main() -> int:
 
     t_sweep, hits = best_of(sweep)
     at5 = [int(hits[caps100.index(c)]) for c in caps5]
-    total = sum(len(c) for c in chains)
+    at_big = [int(hits[caps100.index(c)]) for c in big]
+    plain_big = [plain_lru(chains, c) for c in big]
     print(f"trace: {path.name}: {len(recs):,} requests, {total:,} blocks, {unique:,} unique")
     print(f"plain OrderedDict LRU, 5 capacities:   {t_plain * 1e3:8.1f} ms")
     print(f"one-pass sweep, {len(caps100)} capacities:     {t_sweep * 1e3:8.1f} ms")
     print(f"ratio sweep / plain-5: {t_sweep / t_plain:.2f} (goal ≤ 1.00)")
     print("hit ratio at 1/5/10/25/50%:", " ".join(f"{h / total:.3f}" for h in at5))
-    same = at5 == plain
-    print("identical to the plain replay at the 5 points:", same)
+    print("hit ratio at unique / total / total+1 / 2×total blocks:", " ".join(f"{h / total:.3f}" for h in at_big))
+    same = at5 == plain and at_big == plain_big
+    print("identical to the plain replay at those 9 points:", same)
     return 0 if same and t_sweep <= t_plain else 1
 
 

@@ -109,12 +109,12 @@ def run_inspect(paths: list[str], fmt: str, tokenizer: str, template: str, as_js
         sys.stdout.write(orjson.dumps({"summary": {
             "files": summary.files, "records": summary.records, "requests": summary.requests,
             "sessions": summary.sessions, "skipped": [skipped_record(s) for s in summary.skipped],
-            "tokenizers": {str(k): v for k, v in preparer.notes.items()},
+            "tokenizers": {(k or "(no model name)"): v for k, v in preparer.notes.items()},
         }}).decode() + "\n")
     else:
         _print_tables(rows)
-        for model, note in preparer.notes.items():
-            console.print(f"[dim]{model or 'requests without a model name'}: {escape(note)}[/]")
+        for note in preparer.notes.values():
+            console.print(f"[dim]{escape(note)}[/]")
         warned: dict[str, str] = {}  # one line per kind of warning: its last (largest) instance
         for rec in rows:
             for w in rec["warnings"]:

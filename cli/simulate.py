@@ -4,8 +4,10 @@ For each policy × capacity: token / block hit ratio, request hit rate, ideal
 (unbounded cache) and fraction of ideal, avoided prefill tokens, hits by
 segment and lost tokens by cause; where the log has the provider's reported
 cached tokens, predicted next to reported for every call with the agreement;
-for provider caches an estimated cost line. ``--json`` writes one document
-(README: simulate JSON schema).
+for provider caches an estimated cost line, and next to it the cost the log's
+own reported usage implies. Usage-only requests (the log kept the provider's
+counts but not the prompt) cannot be simulated: they are counted and their
+reported usage shown. ``--json`` writes one document (README: simulate JSON schema).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Optional
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
@@ -24,7 +27,7 @@ from prefixcache.analyzer.cache.runs import drift_causes, sweep_block_cache, uni
 from prefixcache.analyzer.cache.simulator import CACHES, CacheSpec, baseline, simulate, to_sim_requests
 from prefixcache.analyzer.errors import ConfigError, PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.metrics import CAUSES, Prices, calibrated_cached, cost_usd, totals
+from prefixcache.analyzer.metrics import CAUSES, Prices, calibrated_cached, cost_usd, reported_usage, totals
 from prefixcache.analyzer.pipeline import Preparer
 
 from .common import EXIT_ERROR, console, err, handle_errors, progress
@@ -103,44 +106,25 @@ def run_simulate(paths, fmt, tokenizer, template, cache, policies, capacity, blo
         raise ConfigError(f"--in-flight must be at least 1, got {in_flight}")
     spec = CacheSpec(cache, "lru", block_size, ttl, model, {k: v for k, v in overrides.items() if v is not None},
                      in_flight)
-    reqs = to_sim_requests(items)
+    reqs = to_sim_requests(items)  # usage-only requests have no prompt to replay
     unit = spec.unit(reqs)
-    base = baseline(reqs)
-    try:
-        causes = drift_causes(items, reqs, unit if cache in ("vllm", "sglang") else 16)
-    except (ImportError, PrefixcacheError, ValueError):
-        causes = {}
-    uniq = base.unique_tokens // unit if cache == "sglang" else unique_blocks(reqs, unit)
     bpt = shape.bytes_per_token if shape else None
-    cap_blocks = [(c.text, c.blocks(unit, uniq, bpt)) for c in caps] or [("unbounded", None)]
-    results, first_rows = [], None
-    for pol in pols:
-        pspec = replace(spec, policy=pol, ttl_s=ttl if ttl is not None else (300.0 if pol == "ttl" else None))
-        blocks = [b for _, b in cap_blocks]
-        if cache in ("vllm", "blocks") and None not in blocks and pol in ("lru", "belady") and in_flight <= 1:
-            per_cap = sweep_block_cache(reqs, pspec, blocks, base)
-            per_cap = [_attach(rows, causes) for rows in per_cap]
-        else:
-            if pol == "belady":
-                raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
-            per_cap = [simulate(reqs, pspec, b, base, causes) for b in blocks]
-        for (text, b), rows in zip(cap_blocks, per_cap):
-            results.append(_row(cache, pol, text, b, unit, bpt, rows))
-            first_rows = first_rows or rows
+    results, first_rows, uniq = _run_policies(items, reqs, spec, pols, caps, ttl, bpt) if reqs else ([], None, 0)
     min_tok = spec.provider_rules(model).min_tokens if cache in ("openai", "anthropic", "deepseek") else 0
     calls, agree = _calls(first_rows or [], unit, max(unit, 64), min_tok)
-    cost = None
-    if cache in ("openai", "anthropic", "deepseek"):
-        rules = spec.provider_rules(model)
-        with_c, without = cost_usd(first_rows, Prices(rules.price_input, rules.read_multiplier))
-        cost = {"usd_with_cache": round(with_c, 6), "usd_without_cache": round(without, 6),
-                "price_input_per_mtok": rules.price_input, "read_multiplier": rules.read_multiplier,
-                "write_multiplier": rules.write_multiplier, "min_tokens": rules.min_tokens, "ttl_s": rules.ttl_s}
+    reported = reported_usage(p.request.usage for p in items)
     summary = ingest.summary
     bad = [s for s in summary.skipped if s.bad]
+    usage_only = sum(p.usage_only for p in items)
     doc = {"cache": cache, "block_size": unit, "unique_blocks": uniq, "kv_bytes_per_token": bpt,
-           "results": results, "calls": calls, "agreement": agree, "cost": cost,
-           "tokenizers": {str(k): v for k, v in preparer.notes.items()},
+           "results": results, "calls": calls, "agreement": agree,
+           "cost": _cost(spec, model, first_rows, reported) if cache in ("openai", "anthropic", "deepseek") else None,
+           "usage_only_requests": usage_only,
+           "reported": None if reported is None else {
+               "calls": reported.requests, "prompt_tokens": reported.prompt_tokens,
+               "cached_tokens": reported.cached_tokens, "cache_write_tokens": reported.cache_write_tokens,
+               "hit_ratio": round(reported.hit_ratio, 6)},
+           "tokenizers": {(k or "(no model name)"): v for k, v in preparer.notes.items()},
            "summary": {"files": summary.files, "records": summary.records, "requests": summary.requests,
                        "sessions": summary.sessions, "skipped": len(summary.skipped)}}
     if per_request:
@@ -153,6 +137,47 @@ def run_simulate(paths, fmt, tokenizer, template, cache, policies, capacity, blo
         where = f"{s.source}:{s.record}" + (f" field {s.field}" if s.field else "")
         err.print(f"[{'red' if s.bad else 'yellow'}]skipped:[/] {where}: {s.reason}", highlight=False)
     return EXIT_ERROR if bad and not skip_bad else 0
+
+
+def _run_policies(items, reqs, spec: CacheSpec, pols, caps, ttl, bpt) -> tuple[list[dict], list | None, int]:
+    """Every policy × capacity: (result rows, first row's per-request figures, unique blocks)."""
+    cache, unit = spec.cache, spec.unit(reqs)
+    base = baseline(reqs)
+    try:
+        causes = drift_causes(items, reqs, unit if cache in ("vllm", "sglang") else 16)
+    except (ImportError, PrefixcacheError, ValueError):
+        causes = {}
+    uniq = base.unique_tokens // unit if cache == "sglang" else unique_blocks(reqs, unit)
+    cap_blocks = [(c.text, c.blocks(unit, uniq, bpt)) for c in caps] or [("unbounded", None)]
+    results, first_rows = [], None
+    for pol in pols:
+        pspec = replace(spec, policy=pol, ttl_s=ttl if ttl is not None else (300.0 if pol == "ttl" else None))
+        blocks = [b for _, b in cap_blocks]
+        if cache in ("vllm", "blocks") and None not in blocks and pol in ("lru", "belady") and spec.in_flight <= 1:
+            per_cap = sweep_block_cache(reqs, pspec, blocks, base)
+            per_cap = [_attach(rows, causes) for rows in per_cap]
+        else:
+            if pol == "belady":
+                raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
+            per_cap = [simulate(reqs, pspec, b, base, causes) for b in blocks]
+        for (text, b), rows in zip(cap_blocks, per_cap):
+            results.append(_row(cache, pol, text, b, unit, bpt, rows))
+            first_rows = first_rows or rows
+    return results, first_rows, uniq
+
+
+def _cost(spec: CacheSpec, model, first_rows, reported) -> dict:
+    """Provider caches: input cost of our predicted hits (first result row; null when
+    nothing was simulated) and the cost the log's reported usage implies."""
+    rules = spec.provider_rules(model)
+    prices = Prices(rules.price_input, rules.read_multiplier)
+    with_c, without = cost_usd(first_rows, prices) if first_rows else (None, None)
+    rep_c, rep_without = reported.cost_usd(prices, rules.write_multiplier) if reported else (None, None)
+    r6 = lambda x: None if x is None else round(x, 6)  # noqa: E731
+    return {"usd_with_cache": r6(with_c), "usd_without_cache": r6(without),
+            "reported_usd_with_cache": r6(rep_c), "reported_usd_without_cache": r6(rep_without),
+            "price_input_per_mtok": rules.price_input, "read_multiplier": rules.read_multiplier,
+            "write_multiplier": rules.write_multiplier, "min_tokens": rules.min_tokens, "ttl_s": rules.ttl_s}
 
 
 def _attach(rows, causes):
@@ -171,63 +196,98 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def _num(n: int) -> str:
-    """Compact token counts: 950, 12.3k, 4.56M."""
-    if abs(n) < 10_000:
-        return f"{n:,}"
-    if abs(n) < 1_000_000:
-        return f"{n / 1e3:,.1f}k"
-    return f"{n / 1e6:,.2f}M"
+def _n(n: int) -> str:
+    """Token and block counts in tables and lines: always in full, comma-grouped."""
+    return f"{n:,}"
+
+
+def _granule(cache: str, unit: int, uniq: int) -> str:
+    """What the cache counts in, for the title: no "block 1 tokens"."""
+    if cache == "anthropic":
+        return "token-granular prefixes at breakpoints"
+    if cache in ("openai", "deepseek"):
+        return f"{unit}-token units · {_n(uniq)} unique units"
+    if unit == 1:
+        return f"1-token pages · {_n(uniq)} unique tokens"
+    return f"{unit}-token {'pages' if cache == 'sglang' else 'blocks'} · {_n(uniq)} unique blocks"
 
 
 def _print(doc: dict, rows) -> None:
-    t = Table(title=f"simulate · cache {doc['cache']} · block {doc['block_size']} tokens · "
-                    f"{doc['unique_blocks']:,} unique blocks", title_justify="left")
+    if doc["results"]:
+        _print_results(doc)
+    if doc["usage_only_requests"]:
+        n = doc["usage_only_requests"]
+        what = ("nothing to simulate: a cache model needs the prompts" if not doc["results"]
+                else "left out of the simulation above")
+        console.print(f"[yellow]prompts not logged:[/] {n} request(s) carry only the provider's reported usage; "
+                      f"{what}")
+    if rows:
+        _print_requests(rows)
+    if doc["calls"]:
+        _print_calls(doc)
+    rep = doc["reported"]
+    if rep:
+        console.print(f"reported by the log ({_n(rep['calls'])} calls): {_n(rep['prompt_tokens'])} prompt tokens, "
+                      f"{_n(rep['cached_tokens'])} cached ({_pct(rep['hit_ratio'])}), "
+                      f"{_n(rep['cache_write_tokens'])} written to cache")
+    if doc["cost"]:
+        _print_cost(doc["cost"])
+        console.print(f"[dim]{escape(note)}[/]")
+        console.print(f"[dim]{model or 'requests without a model name'}: {escape(note)}[/]")
+
+
+def _print_results(doc: dict) -> None:
+    granule = _granule(doc["cache"], doc["block_size"], doc["unique_blocks"])
+    t = Table(title=f"simulate · cache {doc['cache']} · {granule}", title_justify="left")
     for col in ("policy", "capacity", "blocks", "hit tok", "hit blk", "req hit", "ideal", "of ideal", "avoided"):
         t.add_column(col, justify="left" if col in ("policy", "capacity") else "right")
     for r in doc["results"]:
-        t.add_row(r["policy"], r["capacity"], "∞" if r["capacity_blocks"] is None else f"{r['capacity_blocks']:,}",
+        t.add_row(r["policy"], r["capacity"], "∞" if r["capacity_blocks"] is None else _n(r["capacity_blocks"]),
                   _pct(r["hit_ratio_tokens"]), _pct(r["hit_ratio_blocks"]), _pct(r["request_hit_rate"]),
-                  _pct(r["ideal_hit_ratio"]), _pct(r["fraction_of_ideal"]), _num(r["avoided_prefill_tokens"]))
+                  _pct(r["ideal_hit_ratio"]), _pct(r["fraction_of_ideal"]), _n(r["avoided_prefill_tokens"]))
     console.print(t)
     used = [c for c in CAUSES if any(r["lost_tokens_by_cause"][c] for r in doc["results"])]
     if used:
         lt = Table(title="lost tokens by cause", title_justify="left")
         lt.add_column("policy")
-        lt.add_column("size")
+        lt.add_column("capacity")
         for col in used:
             lt.add_column(col, justify="right")
         for r in doc["results"]:
-            lt.add_row(r["policy"], r["capacity"], *(_num(r["lost_tokens_by_cause"][c]) for c in used))
+            lt.add_row(r["policy"], r["capacity"], *(_n(r["lost_tokens_by_cause"][c]) for c in used))
         console.print(lt)
     first = doc["results"][0]
-    seg = ", ".join(f"{k} {v:,}" for k, v in first["hits_by_segment"].items() if v)
+    seg = ", ".join(f"{k} {_n(v)}" for k, v in first["hits_by_segment"].items() if v)
     if seg:
         console.print(f"cached tokens by segment ({first['policy']}, {first['capacity']}): {seg}")
     if first["drift_by_rule"]:
-        console.print("drift by rule: " + ", ".join(f"{k} {v:,}" for k, v in first["drift_by_rule"].items()))
-    if rows:
-        _print_requests(rows)
-    if doc["calls"]:
-        _print_calls(doc)
-    if doc["cost"]:
-        c = doc["cost"]
-        saved = 1 - c["usd_with_cache"] / c["usd_without_cache"] if c["usd_without_cache"] else 0.0
-        console.print(f"estimated input cost: ${c['usd_with_cache']:.4f} with cache vs ${c['usd_without_cache']:.4f} "
-                      f"without ({_pct(saved)} saved; ${c['price_input_per_mtok']}/MTok, read ×{c['read_multiplier']}, "
-                      f"write ×{c['write_multiplier']})")
-    for model, note in doc["tokenizers"].items():
-        console.print(f"[dim]tokenizer for {model}: {note}[/]")
+        console.print("drift by rule: " + ", ".join(f"{k} {_n(v)}" for k, v in first["drift_by_rule"].items()))
+
+
+def _print_cost(c: dict) -> None:
+    rates = f"${c['price_input_per_mtok']}/MTok, read ×{c['read_multiplier']}, write ×{c['write_multiplier']}"
+
+    def line(with_c: float, without: float) -> str:
+        saved = 1 - with_c / without if without else 0.0
+        return f"${with_c:.4f} with cache vs ${without:.4f} without ({_pct(saved)} saved)"
+
+    if c["usd_with_cache"] is not None:
+        console.print(f"estimated input cost, predicted hits: {line(c['usd_with_cache'], c['usd_without_cache'])}; "
+                      f"{rates}")
+    if c["reported_usd_with_cache"] is not None:
+        console.print(f"input cost the log's reported usage implies: "
+                      f"{line(c['reported_usd_with_cache'], c['reported_usd_without_cache'])}; {rates}")
 
 
 def _print_requests(rows) -> None:
     t = Table(title="per request", title_justify="left")
     used = [c for c in CAUSES if any(f.lost.get(c) for f in rows)]
     for col in ("#", "session", "record", "prompt", "cached", "ideal", *used):
-        t.add_column(col, justify="right" if col not in ("session",) else "left")
+        t.add_column(col, justify="left" if col == "session" else "right",
+                     overflow="fold" if col == "session" else "ellipsis", min_width=12 if col == "session" else None)
     for f in rows:
-        t.add_row(str(f.order), f.session[-16:], str(f.record), f"{f.prompt_tokens:,}", f"{f.cached_tokens:,}",
-                  f"{f.ideal_tokens:,}", *(f"{f.lost.get(c, 0):,}" for c in used))
+        t.add_row(str(f.order), f.session, str(f.record), _n(f.prompt_tokens), _n(f.cached_tokens),
+                  _n(f.ideal_tokens), *(_n(f.lost.get(c, 0)) for c in used))
     console.print(t)
 
 
@@ -235,17 +295,18 @@ def _print_calls(doc: dict) -> None:
     a = doc["agreement"]
     t = Table(title="predicted vs reported cached tokens", title_justify="left")
     for col in ("session", "record", "prompt", "rep. prompt", "predicted", "calibr.", "reported", "Δ calibr."):
-        t.add_column(col, justify="left" if col == "session" else "right")
+        t.add_column(col, justify="left" if col == "session" else "right",
+                     overflow="fold" if col == "session" else "ellipsis", min_width=12 if col == "session" else None)
     for c in doc["calls"]:
-        t.add_row(c["session"][-12:], str(c["record"]), f"{c['prompt_tokens']:,}",
+        t.add_row(c["session"], str(c["record"]), f"{c['prompt_tokens']:,}",
                   "—" if c["reported_prompt_tokens"] is None else f"{c['reported_prompt_tokens']:,}",
                   f"{c['predicted_cached_tokens']:,}", f"{c['calibrated_cached_tokens']:,}",
                   f"{c['reported_cached_tokens']:,}", f"{c['calibrated_cached_tokens'] - c['reported_cached_tokens']:+,}")
     console.print(t)
     console.print(f"agreement (within {a['tolerance_tokens']} tokens): {a['within_tolerance']}/{a['calls']} calls "
-                  f"({_pct(a['agreement'])}), mean |error| {a['mean_abs_error_tokens']:,} tokens; calibrated to the "
+                  f"({_pct(a['agreement'])}), mean |error| {a['mean_abs_error_tokens']:,.0f} tokens; calibrated to the "
                   f"reported prompt length: {a['calibrated_within_tolerance']}/{a['calls']} "
-                  f"({_pct(a['calibrated_agreement'])}), mean |error| {a['calibrated_mean_abs_error_tokens']:,}")
+                  f"({_pct(a['calibrated_agreement'])}), mean |error| {a['calibrated_mean_abs_error_tokens']:,.0f} tokens")
     if a["warm_before_log"]:
         console.print(f"{a['warm_before_log']} call(s) were served from cache although nothing earlier in the log "
                       "shares their prefix (warm before the log began): no replay of this log can predict them")
@@ -258,7 +319,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def simulate_cmd(
         paths: list[str] = typer.Argument(..., help="Log files, directories, globs, block-hash traces, or - for stdin."),
-        fmt: str = typer.Option("auto", "--format", help="Force a log format; default: detect per file."),
+        fmt: str = typer.Option("auto", "--input-format", help="Force a log format (see README); default: detect per file."),
         tokenizer: str = typer.Option("auto", "--tokenizer", "--model", help="Tokenizer spec (see inspect)."),
         template: str = typer.Option("auto", "--template", help="Chat template (see inspect)."),
         cache: str = typer.Option("vllm", "--cache", help=f"Cache model: {', '.join(CACHES)}."),

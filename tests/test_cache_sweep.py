@@ -75,3 +75,53 @@ def test_mooncake_sweep_ground_truth():
     ideal_blocks, ideal_tokens = prof.ideal()
     assert round(ideal_blocks / len(prof.m), 3) == 0.640
     assert round(ideal_tokens / int(prof.tokens.sum()), 3) == 0.651
+
+
+def _caps_around(prof) -> list[int]:
+    """Capacities around and above the unique and total block counts (bug: a finite
+    'never hits' threshold made caches ≥ total lookups count cold blocks as hits)."""
+    u, n = prof.unique_blocks, len(prof.m)
+    return sorted({max(0, u - 1), u, u + 1, max(0, n - 1), n, n + 1, n + 2, n + 7, 10 * n + 3})
+
+
+@pytest.mark.parametrize("order", ["head-first", "tail-first"])
+def test_sweep_at_capacities_above_total_lookups(order):
+    rng = random.Random(11)
+    for _ in range(20):
+        reqs = []
+        for _ in range(rng.randrange(1, 30)):
+            base = rng.randrange(5)
+            chain = [base * 100 + i for i in range(rng.randrange(0, 9))] + [rng.randrange(10**6, 2 * 10**6)]
+            reqs.append((chain, rng.choice([None, 3])))
+        prof = stack_profile([ChainRequest(h, len(h) * 4, 4, m) for h, m in reqs], order)
+        ideal_blocks, _ = prof.ideal()
+        for cap in _caps_around(prof):
+            blocks, _ = prof.per_request(cap)
+            assert blocks.tolist() == _replay(reqs, cap, order), (cap, reqs)
+            assert prof.hits(cap)[0][0] == blocks.sum() <= ideal_blocks
+        assert prof.hits(len(prof.m) + 1)[0][0] == ideal_blocks  # flat once every block fits
+
+
+@pytest.mark.parametrize("cache", ["vllm", "blocks"])
+def test_swe_agent_sweep_matches_replay_above_unique_and_total(cache):
+    from prefixcache.analyzer.cache.runs import chains, sweep_block_cache
+    from prefixcache.analyzer.cache.simulator import CacheSpec, baseline, simulate, to_sim_requests
+    from prefixcache.analyzer.ingest import Ingest
+    from prefixcache.analyzer.pipeline import Preparer
+
+    path = need(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
+    prep = Preparer()
+    reqs = to_sim_requests([prep.prepare(r) for r in Ingest([str(path)])])
+    spec = CacheSpec(cache)
+    prof = stack_profile(chains(reqs, spec, 16), "tail-first" if cache == "vllm" else "head-first")
+    assert prof.unique_blocks == 1468 and len(prof.m) == 3134  # the trial's 3,140 ≥ total lookups
+    caps = _caps_around(prof) + [3100, 3140]
+    base = baseline(reqs)
+    ideal = [f.cached_tokens for f in simulate(reqs, spec, None, base)]
+    prompt = sum(r.num_tokens for r in reqs)
+    for cap, rows in zip(caps, sweep_block_cache(reqs, spec, caps, base)):
+        replayed = [f.cached_tokens for f in simulate(reqs, spec, cap, base)]
+        assert [f.cached_tokens for f in rows] == replayed, cap
+        assert sum(replayed) / prompt <= sum(ideal) / prompt
+        assert all(f.cached_tokens <= f.ideal_tokens for f in rows)
+    assert sum(replayed) == sum(ideal) == 26656  # flat: unbounded = every cap ≥ unique blocks

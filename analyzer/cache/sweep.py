@@ -51,7 +51,8 @@ class StackProfile:
 
     Arrays are in request-major prompt order; ``req`` is each block's request
     index, ``tokens`` its token count, ``offsets[r]:offsets[r+1]`` request r's
-    blocks; ``m`` is ``INF`` for blocks no capacity can hit (cold or past the cap).
+    blocks; ``m`` is ``INF`` (:data:`NEVER`, the int64 maximum, above any
+    capacity) for blocks no capacity can hit (cold or past the cap).
     """
 
     m: np.ndarray
@@ -189,14 +190,21 @@ def _dedup(reqs, flat, offsets, free_order) -> tuple[np.ndarray, np.ndarray, np.
     return as_i(S), as_i(s_req), as_i(starts), as_i(spos)
 
 
+#: Threshold of a block no capacity can hit. It must exceed every capacity a caller
+#: may ask for: a finite "total lookups + 1" made caches at least that large count
+#: cold blocks as hits (hit ratio above the ideal).
+NEVER = int(np.iinfo(np.int64).max)
+
+
 def _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique) -> StackProfile:
     n = len(prev)
     L = starts[s_req] if n else starts[:0]
     warm = prev >= 0
-    INF = len(req) + 1
-    rank = np.full(n, INF, dtype=np.int64)
+    cold = len(req) + 1  # above any rank (ranks < distinct blocks ≤ lookups); keeps the keys below small
+    rank = np.full(n, cold, dtype=np.int64)
     rank[warm] = _dominance_le(prev + 1, L[warm], prev[warm] + 1) - prev[warm] - 1
-    r = np.where(capped, rank[spos], INF) if len(req) else np.zeros(0, dtype=np.int64)
-    big = np.int64(INF + 1)
+    r = np.where(capped, rank[spos], cold) if len(req) else np.zeros(0, dtype=np.int64)
+    big = np.int64(cold + 1)
     m = np.maximum.accumulate(req * big + r) - req * big if len(req) else r
-    return StackProfile(m=m, tokens=toks, req=req, offsets=offsets, unique_blocks=unique, INF=INF)
+    m[m >= cold] = NEVER  # a request's hit run ends at its first cold / capped block, at every capacity
+    return StackProfile(m=m, tokens=toks, req=req, offsets=offsets, unique_blocks=unique, INF=NEVER)
