@@ -232,8 +232,8 @@ def _print(doc: dict, rows) -> None:
                       f"{_n(rep['cache_write_tokens'])} written to cache")
     if doc["cost"]:
         _print_cost(doc["cost"])
+    for note in doc["tokenizers"].values():
         console.print(f"[dim]{escape(note)}[/]")
-        console.print(f"[dim]{model or 'requests without a model name'}: {escape(note)}[/]")
 
 
 def _print_results(doc: dict) -> None:
