@@ -9,9 +9,11 @@ options override the file. Keys (``-`` and ``_`` are interchangeable):
 key                type         meaning
 =================  ===========  ================================================
 ``block-size``     int ≥ 1      block size (tokens) of the block-aligned figure
-``select``         [str]        rule codes / prefixes / names to enable (default all)
-``ignore``         [str]        rule codes / prefixes / names to disable
-``fail-under``     float 0..1   exit 1 when reusable/prompt tokens is below this
+``select``         [str]        rule codes, prefixes, names or groups to enable
+                               (default all)
+``ignore``         [str]        rule codes, prefixes, names or groups to disable
+``fail-under``     fraction     exit 1 when reusable/prompt tokens is below this
+                               (``0.8``, or a percentage string ``"80%"``)
 ``fail-on``        str          lowest severity that makes findings exit 1
 ``severity``       {code: str}  per-rule severity overrides
 ``format``         str          rich, text, json, sarif or github
@@ -61,13 +63,41 @@ class LintConfig:
         return _validate(dataclasses.replace(self, **changes), self.source or "command line")
 
 
+def parse_fraction(value: Any, where: str = "fail-under") -> float:
+    """A fraction in [0, 1] from ``0.8``, ``"0.8"``, ``"80%"`` or ``"80 %"``.
+
+    Raises ConfigError (naming ``where``) for anything else, including ``80``
+    without a percent sign (ambiguous: give ``80%`` or ``0.8``).
+    """
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: must be a fraction (0.8) or a percentage (80%), got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        percent = text.endswith("%")
+        try:
+            number = float(text[:-1].strip() if percent else text)
+        except ValueError:
+            raise ConfigError(f"{where}: must be a fraction (0.8) or a percentage (80%), got {value!r}") from None
+        if percent:
+            number /= 100
+    else:
+        raise ConfigError(f"{where}: must be a fraction (0.8) or a percentage (80%), got {value!r}")
+    if not 0 <= number <= 1:
+        raise ConfigError(f"{where}: must be between 0 and 1 (or 0% and 100%), got {value!r}")
+    return number
+
+
 def _validate(cfg: LintConfig, where: str) -> LintConfig:
     def bad(key: str, why: str) -> ConfigError:
         return ConfigError(f"{where}: {key}: {why}")
     if not isinstance(cfg.block_size, int) or isinstance(cfg.block_size, bool) or cfg.block_size < 1:
         raise bad("block-size", f"must be an integer >= 1, got {cfg.block_size!r}")
-    if cfg.fail_under is not None and not (isinstance(cfg.fail_under, (int, float)) and 0 <= cfg.fail_under <= 1):
-        raise bad("fail-under", f"must be a fraction between 0 and 1, got {cfg.fail_under!r}")
+    if cfg.fail_under is not None and not isinstance(cfg.fail_under, float):
+        cfg = dataclasses.replace(cfg, fail_under=parse_fraction(cfg.fail_under, f"{where}: fail-under"))
+    elif cfg.fail_under is not None:
+        parse_fraction(cfg.fail_under, f"{where}: fail-under")
     if cfg.fail_on not in SEVERITIES:
         raise bad("fail-on", f"must be one of {', '.join(SEVERITIES)}, got {cfg.fail_on!r}")
     if cfg.format not in FORMATS:
@@ -75,7 +105,7 @@ def _validate(cfg: LintConfig, where: str) -> LintConfig:
     for key in ("select", "ignore"):
         value = getattr(cfg, key)
         if not all(isinstance(v, str) for v in value):
-            raise bad(key, "must be a list of rule codes")
+            raise bad(key, "must be a list of rule codes, names or groups")
     for code, sev in cfg.severity.items():
         if sev not in SEVERITIES:
             raise bad(f"severity.{code}", f"must be one of {', '.join(SEVERITIES)}, got {sev!r}")

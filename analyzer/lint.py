@@ -24,6 +24,11 @@ Per request ``r`` with ``n`` prompt tokens:
   ended in a generation prompt its answer replaced) count as new. For PC602 the
   lost tokens are those of this request's system prompt and tools after the
   divergence. Block traces (hash ids only) get reusable figures by block, no causes.
+* **Usage-only requests** (:attr:`Prepared.usage_only`: the log kept the provider's
+  token counts but not the prompt, e.g. OpenHands trajectories) get no content
+  figures at all (``None``) and no findings; their reported prompt and cached
+  tokens are kept apart (:attr:`Waterfall.usage_only_prompt_tokens`), so the
+  reusable fractions stay computed from logged prompts only.
 """
 
 from __future__ import annotations
@@ -44,26 +49,38 @@ class RequestResult:
     """Lint figures for one request (tokens). ``shared_with`` is the (session,
     index) of the earlier request sharing the longest prefix; ``compared_with``
     the request the break was judged against; ``lost_code`` the code the lost
-    tokens are attributed to. ``exact`` is False for approximate tokenizers."""
+    tokens are attributed to. ``exact`` is False for approximate tokenizers.
+    ``line`` is the 1-based line of the log file where the record starts (None
+    inside one JSON document). ``reported_prompt_tokens`` / ``reported_cached_tokens``
+    are the provider's own counts when the log has them. For a usage-only request
+    (``usage_only``: prompt not logged) the content figures (``prompt_tokens`` …
+    ``lost_tokens``) are None: nothing about its prefix can be known."""
 
     session: str
     index: int
     source: str
     record: int
     model: str | None
-    prompt_tokens: int
-    reusable_tokens: int
-    reusable_block_tokens: int
-    new_tokens: int
-    lost_tokens: int
+    prompt_tokens: int | None
+    reusable_tokens: int | None
+    reusable_block_tokens: int | None
+    new_tokens: int | None
+    lost_tokens: int | None
     lost_code: str | None
     shared_with: tuple[str, int] | None
     compared_with: tuple[str, int] | None
     findings: tuple[Finding, ...]
     exact: bool = True
+    line: int | None = None
+    usage_only: bool = False
+    reported_prompt_tokens: int | None = None
+    reported_cached_tokens: int | None = None
 
     @property
-    def reusable_fraction(self) -> float:
+    def reusable_fraction(self) -> float | None:
+        """Reusable / prompt tokens (0.0 for an empty prompt, None for usage-only)."""
+        if self.usage_only:
+            return None
         return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
     def to_dict(self) -> dict:
@@ -72,13 +89,22 @@ class RequestResult:
         d.pop("findings")
         d["shared_with"] = list(self.shared_with) if self.shared_with else None
         d["compared_with"] = list(self.compared_with) if self.compared_with else None
-        d["reusable_fraction"] = round(self.reusable_fraction, 6)
+        frac = self.reusable_fraction
+        d["reusable_fraction"] = None if frac is None else round(frac, 6)
         return d
 
 
 @dataclass
 class Waterfall:
-    """Totals for a session or the run (tokens): ``prompt = reusable + lost + new``."""
+    """Totals for a session or the run (tokens): ``prompt = reusable + lost + new``.
+
+    ``requests`` counts every request; the token figures cover only requests
+    whose prompt was logged. Usage-only requests are counted apart:
+    ``usage_only_requests``, the prompt and cached tokens their log reports
+    (``usage_only_cached_tokens`` sums the ``usage_only_cached_reported``
+    requests that report a cached count, whose prompts total
+    ``usage_only_cached_base`` tokens).
+    """
 
     requests: int = 0
     prompt_tokens: int = 0
@@ -87,6 +113,16 @@ class Waterfall:
     new_tokens: int = 0
     lost_tokens_by_code: Counter = field(default_factory=Counter)
     findings_by_code: Counter = field(default_factory=Counter)
+    usage_only_requests: int = 0
+    usage_only_prompt_tokens: int = 0
+    usage_only_cached_tokens: int = 0
+    usage_only_cached_reported: int = 0
+    usage_only_cached_base: int = 0
+
+    @property
+    def content_requests(self) -> int:
+        """Requests whose prompt content was analysed."""
+        return self.requests - self.usage_only_requests
 
     @property
     def lost_tokens(self) -> int:
@@ -96,8 +132,24 @@ class Waterfall:
     def reusable_fraction(self) -> float:
         return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
+    @property
+    def usage_only_cached_fraction(self) -> float | None:
+        """Reported cached / reported prompt tokens of the usage-only requests that
+        report both (None when none does)."""
+        if not self.usage_only_cached_base:
+            return None
+        return self.usage_only_cached_tokens / self.usage_only_cached_base
+
     def add(self, res: RequestResult) -> None:
         self.requests += 1
+        if res.usage_only:
+            self.usage_only_requests += 1
+            self.usage_only_prompt_tokens += res.reported_prompt_tokens or 0
+            if res.reported_cached_tokens is not None:
+                self.usage_only_cached_tokens += res.reported_cached_tokens
+                self.usage_only_cached_reported += 1
+                self.usage_only_cached_base += res.reported_prompt_tokens or 0
+            return
         self.prompt_tokens += res.prompt_tokens
         self.reusable_tokens += res.reusable_tokens
         self.reusable_block_tokens += res.reusable_block_tokens
@@ -109,22 +161,40 @@ class Waterfall:
     def to_dict(self) -> dict:
         return {
             "requests": self.requests, "prompt_tokens": self.prompt_tokens, "reusable_tokens": self.reusable_tokens,
-            "reusable_fraction": round(self.reusable_fraction, 6), "reusable_block_tokens": self.reusable_block_tokens,
+            "reusable_fraction": round(self.reusable_fraction, 6) if self.prompt_tokens else None,
+            "reusable_block_tokens": self.reusable_block_tokens,
             "new_tokens": self.new_tokens, "lost_tokens": self.lost_tokens,
             "lost_tokens_by_code": dict(sorted(self.lost_tokens_by_code.items())),
             "findings_by_code": dict(sorted(self.findings_by_code.items())),
+            "usage_only": self.usage_only_dict(),
+        }
+
+    def usage_only_dict(self) -> dict:
+        """The usage-only block of the JSON report (README: lint JSON schema)."""
+        frac = self.usage_only_cached_fraction
+        return {
+            "requests": self.usage_only_requests, "reported_prompt_tokens": self.usage_only_prompt_tokens,
+            "reported_cached_tokens": self.usage_only_cached_tokens if self.usage_only_cached_reported else None,
+            "reported_cached_fraction": None if frac is None else round(frac, 6),
         }
 
 
 def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> tuple[Rule, ...]:
-    """Rules enabled by ``select`` (codes or prefixes like ``PC1``; empty = all)
-    minus ``ignore``. Raises KeyError for a selector matching no rule."""
+    """Rules enabled by ``select`` (empty = all) minus ``ignore``.
+
+    A selector is a code or code prefix (``PC101``, ``PC1``), a rule name
+    (``volatile-timestamp``) or a group name (``volatile``, ``tools``, as
+    ``prefixcache rules`` lists them); case-insensitive. Raises KeyError for a
+    selector matching no rule.
+    """
     def matches(rule: Rule, sel: str) -> bool:
-        s = sel.strip().upper()
-        return rule.code.startswith(s) or rule.name == sel.strip().lower()
+        s = sel.strip()
+        return rule.code.startswith(s.upper()) or s.lower() in (rule.name, rule.group)
     for sel in (*select, *ignore):
-        if not any(matches(r, sel) for r in RULES):
-            raise KeyError(f"no rule matches {sel!r}")
+        if not sel.strip() or not any(matches(r, sel) for r in RULES):
+            groups = sorted({r.group for r in RULES if r.group != "-"})
+            raise KeyError(f"no rule matches {sel!r} (codes like PC101 or PC1, rule names, or groups: "
+                           f"{', '.join(groups)})")
     chosen = [r for r in RULES if not select or any(matches(r, s) for s in select)]
     return tuple(r for r in chosen if not any(matches(r, s) for s in ignore))
 
@@ -168,15 +238,32 @@ class Linter:
         """Lint one request (arrival order), update the index and the waterfall."""
         req = p.request
         key = (req.session, req.index)
-        if p.tokens is None:
+        if p.usage_only:
+            res = self._feed_usage_only(p)
+        elif p.tokens is None:
             res = self._feed_trace(p)
         else:
             res = self._feed_tokens(p)
-        self._seen[key] = p
-        self._last[req.session] = p
+        if not p.usage_only:
+            self._seen[key] = p
+            self._last[req.session] = p
         self.total.add(res)
         self.sessions.setdefault(req.session, Waterfall()).add(res)
         return res
+
+    def _feed_usage_only(self, p: Prepared) -> RequestResult:
+        """No prompt logged: no prefix, no findings, only the reported counts.
+        The previous request of the session stays the last one with content."""
+        req = p.request
+        usage = req.usage
+        return RequestResult(
+            session=req.session, index=req.index, source=req.provenance.source, record=req.provenance.record,
+            model=req.model, prompt_tokens=None, reusable_tokens=None, reusable_block_tokens=None,
+            new_tokens=None, lost_tokens=None, lost_code=None, shared_with=None, compared_with=None, findings=(),
+            line=req.provenance.line, usage_only=True,
+            reported_prompt_tokens=usage.prompt_tokens if usage is not None else None,
+            reported_cached_tokens=usage.cached_tokens if usage is not None else None,
+        )
 
     def _feed_trace(self, p: Prepared) -> RequestResult:
         req, n = p.request, p.prompt_tokens
@@ -226,11 +313,14 @@ class Linter:
                 findings: tuple[Finding, ...]) -> RequestResult:
         req, n = p.request, p.prompt_tokens
         block = self.block_size if p.tokens is not None or req.trace is None else req.trace.block_size
+        usage = req.usage
         return RequestResult(
             session=req.session, index=req.index, source=req.provenance.source, record=req.provenance.record,
             model=req.model, prompt_tokens=n, reusable_tokens=shared,
             reusable_block_tokens=block_aligned(shared, n, block) if p.tokens is not None else shared,
             new_tokens=n - shared - lost, lost_tokens=lost, lost_code=lost_code,
             shared_with=tuple(owner) if owner else None, compared_with=compared, findings=findings,
-            exact=p.tokens.exact if p.tokens is not None else True,
+            exact=p.tokens.exact if p.tokens is not None else True, line=req.provenance.line,
+            reported_prompt_tokens=usage.prompt_tokens if usage is not None else None,
+            reported_cached_tokens=usage.cached_tokens if usage is not None else None,
         )

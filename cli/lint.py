@@ -18,14 +18,14 @@ import orjson
 import typer
 from rich.markup import escape
 
-from prefixcache.analyzer.config import FORMATS, LintConfig, load_config
+from prefixcache.analyzer.config import FORMATS, LintConfig, load_config, parse_fraction
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.lint import Linter, RequestResult, select_rules
+from prefixcache.analyzer.lint import Linter, RequestResult, Waterfall, select_rules
 from prefixcache.analyzer.pipeline import Preparer
 from prefixcache.analyzer.rules import REGISTRY, Finding, severity_rank
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, console, err, handle_errors, progress
+from .common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, console, err, fail, handle_errors, progress
 from .lint_report import print_rich
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -85,7 +85,7 @@ def report_dict(run: LintRun) -> dict:
         "findings": [f.to_dict() for f in run.findings],
         "skipped": [{"source": s.source, "record": s.record, "field": s.field, "reason": s.reason, "bad": s.bad}
                     for s in run.skipped],
-        "tokenizers": {str(k): v for k, v in run.notes.items()},
+        "tokenizers": {(k or "(no model name)"): v for k, v in run.notes.items()},
     }
 
 
@@ -93,10 +93,19 @@ def _level(severity: str) -> str:
     return {"error": "error", "warning": "warning", "info": "note"}[severity]
 
 
+def request_name(session: str, index: int) -> str:
+    """How every report names a request: ``session <id> request <n>``."""
+    return f"session {session} request {index}"
+
+
 def sarif_dict(run: LintRun) -> dict:
-    """SARIF 2.1.0: one rule per code (with its documentation), one result per finding;
-    the physical location is the log file and its record (line) number, the logical
-    location the JSON path inside the record."""
+    """SARIF 2.1.0: one rule per code (with its documentation), one result per finding.
+
+    The physical location is the log file, with the line where the request's record
+    starts when the reader knows it (JSONL records); for items inside one JSON
+    document (a trajectory step) no region is given (a record number is not a
+    line), and the logical location carries the full JSON path instead.
+    """
     rules = []
     for code, rule in sorted(REGISTRY.items()):
         doc = rule.doc()
@@ -110,15 +119,16 @@ def sarif_dict(run: LintRun) -> dict:
     results = []
     for f in run.findings:
         loc = {"physicalLocation": {"artifactLocation": {"uri": f.source or "-"}}}
-        if f.record:
-            loc["physicalLocation"]["region"] = {"startLine": f.record}
-        if f.json_path:
-            loc["logicalLocations"] = [{"fullyQualifiedName": f.json_path, "kind": "member"}]
+        if f.file_line is not None:
+            loc["physicalLocation"]["region"] = {"startLine": f.file_line}
+        path = f.json_path or f.pointer
+        if path:
+            loc["logicalLocations"] = [{"fullyQualifiedName": path, "kind": "member"}]
         results.append({
             "ruleId": f.code, "level": _level(f.severity), "message": {"text": f"{f.message}. Fix: {f.fix}"},
             "locations": [loc],
-            "properties": {"session": f.session, "request": f.request, "segment": f.segment, "char": f.char,
-                           "token": f.token, "lost_tokens": f.lost_tokens, "certain": f.certain},
+            "properties": {"session": f.session, "request": f.request, "record": f.record, "segment": f.segment,
+                           "char": f.char, "token": f.token, "lost_tokens": f.lost_tokens, "certain": f.certain},
         })
     driver = {"name": "prefixcache", "informationUri": "https://github.com/prefixcache/prefixcache", "rules": rules}
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{"tool": {"driver": driver}, "results": results}]}
@@ -130,47 +140,79 @@ def _gh_escape(text: str, prop: bool = False) -> str:
 
 
 def github_lines(run: LintRun) -> list[str]:
-    """GitHub Actions workflow commands (``::error file=…,line=…,title=…::message``)."""
+    """GitHub Actions workflow commands (``::error file=…,line=…,title=…::message``).
+
+    ``line`` is given only when the record's line in the file is known; otherwise
+    the annotation is file-level and the message names the JSON path.
+    """
     cmd = {"error": "error", "warning": "warning", "info": "notice"}
     out = []
     for f in run.findings:
-        props = [f"file={_gh_escape(f.source, True)}"] + ([f"line={f.record}"] if f.record else [])
+        props = [f"file={_gh_escape(f.source, True)}"] + ([f"line={f.file_line}"] if f.file_line is not None else [])
         props.append(f"title={_gh_escape(f'{f.code} {f.name}', True)}")
-        where = f"{f.session}#{f.request} {f.json_path or f.segment}"
+        where = f"{request_name(f.session, f.request)}, {f.json_path or f.pointer or f.segment}"
         out.append(f"::{cmd[f.severity]} {','.join(props)}::{_gh_escape(f'{where}: {f.message}. Fix: {f.fix}')}")
-    out.append(f"::notice title=prefixcache summary::{_gh_escape(summary_line(run))}")
+    out += [f"::notice title=prefixcache summary::{_gh_escape(line)}" for line in summary_lines(run)]
     return out
 
 
-def summary_line(run: LintRun) -> str:
-    """One line: requests, reusable fraction, lost tokens by code, findings."""
+def summary_lines(run: LintRun) -> list[str]:
+    """The run in one line (requests, reusable fraction, lost tokens by code,
+    findings), plus one line on usage-only requests when there are any."""
     t = run.linter.total
     lost = ", ".join(f"{c} {n:,}" for c, n in t.lost_tokens_by_code.most_common()) or "none"
-    return (f"{t.requests} request(s) in {len(run.linter.sessions)} session(s): {t.reusable_tokens:,} of "
-            f"{t.prompt_tokens:,} prompt tokens reusable ({t.reusable_fraction:.1%}); lost: {lost}; "
-            f"{len(run.findings)} finding(s)")
+    sessions = len(run.linter.sessions)
+    if t.content_requests:
+        head = (f"{t.requests} request(s) in {sessions} session(s): {t.reusable_tokens:,} of "
+                f"{t.prompt_tokens:,} prompt tokens reusable ({t.reusable_fraction:.1%}"
+                + (f", {t.content_requests} request(s) with logged prompts" if t.usage_only_requests else "")
+                + f"); lost: {lost}; {len(run.findings)} finding(s)")
+    else:
+        head = (f"{t.requests} request(s) in {sessions} session(s), none with a logged prompt: no reusable-prefix "
+                f"figures; {len(run.findings)} finding(s)")
+    return [head] + ([usage_only_line(t)] if t.usage_only_requests else [])
+
+
+def usage_only_line(w: Waterfall) -> str:
+    """What the log itself reports for requests whose prompts were not logged."""
+    frac = w.usage_only_cached_fraction
+    cached = (f", {w.usage_only_cached_tokens:,} cached ({frac:.1%}, the provider's reported hits)"
+              if frac is not None else ", cached tokens not reported")
+    return (f"usage only: {w.usage_only_requests} request(s) whose prompts were not logged (only the provider's "
+            f"token counts): reported {w.usage_only_prompt_tokens:,} prompt tokens{cached}; no content analysis "
+            f"is possible for them, and they are left out of the reusable figures")
 
 
 def text_lines(run: LintRun) -> list[str]:
-    """Plain text: one line per finding (``file:record: CODE severity [where] message``), then the summary."""
+    """Plain text: one line per finding, then the summary.
+
+    ``file:line: CODE severity [name] session S request N, where (char, token): message``;
+    ``file:`` alone, with the JSON path, when the record's line is unknown.
+    """
     out = []
     for f in run.findings:
-        where = f.json_path or f.segment
-        pos = f" char {f.char}" if f.char is not None else ""
-        tok = f" token {f.token}" if f.token is not None else ""
+        loc = f"{f.source}:{f.file_line}:" if f.file_line is not None else f"{f.source}:"
+        where = f.json_path or (f.pointer if f.file_line is None and f.pointer else f.segment)
+        pos = ", ".join(p for p in (f"char {f.char}" if f.char is not None else "",
+                                    f"token {f.token}" if f.token is not None else "") if p)
         lost = f" ({f.lost_tokens:,} tokens lost)" if f.lost_tokens else ""
-        out.append(f"{f.source}:{f.record}: {f.code} {f.severity} [{f.name}] {f.session}#{f.request} {where}{pos}{tok}: "
-                   f"{f.message}{lost}")
-    out.append(summary_line(run))
+        out.append(f"{loc} {f.code} {f.severity} [{f.name}] {request_name(f.session, f.request)}, {where}"
+                   f"{f' ({pos})' if pos else ''}: {f.message}{lost}")
+    out += summary_lines(run)
     return out
 
 
 def exit_code(run: LintRun) -> int:
-    """1 when a finding reaches ``fail_on`` or reuse is below ``fail_under``, else 0."""
+    """1 when a finding reaches ``fail_on`` or reuse is below ``fail_under``, else 0.
+
+    ``fail_under`` judges the reusable fraction of logged prompts; a run with none
+    (usage-only logs) has no such fraction and is not failed by it (the CLI says so).
+    """
     threshold = severity_rank(run.config.fail_on)
     if any(severity_rank(f.severity) >= threshold for f in run.findings):
         return EXIT_FINDINGS
-    if run.config.fail_under is not None and run.linter.total.reusable_fraction < run.config.fail_under:
+    total = run.linter.total
+    if run.config.fail_under is not None and total.prompt_tokens and total.reusable_fraction < run.config.fail_under:
         return EXIT_FINDINGS
     return EXIT_OK
 
@@ -198,11 +240,12 @@ def register(app: typer.Typer) -> None:
     def lint(
         paths: list[str] = typer.Argument(..., help="Log files, directories (recursive), globs, or - for stdin."),
         fmt: Optional[str] = typer.Option(None, "--format", "-f", help=f"Report format: {', '.join(FORMATS)} (default rich)."),
+        as_json: bool = typer.Option(False, "--json", help="Shorthand for --format json."),
         input_format: str = typer.Option("auto", "--input-format", help="Force a log format; default: detect per file."),
-        select: Optional[list[str]] = typer.Option(None, "--select", help="Only these rule codes/prefixes (comma-separated, repeatable)."),
-        ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Skip these rule codes/prefixes."),
+        select: Optional[list[str]] = typer.Option(None, "--select", help="Only these rules: codes (PC101), prefixes (PC1), names or groups (volatile); comma-separated, repeatable."),
+        ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Skip these rules (codes, prefixes, names or groups)."),
         block_size: Optional[int] = typer.Option(None, "--block-size", help="Block size for the block-aligned figure (tokens, default 16)."),
-        fail_under: Optional[float] = typer.Option(None, "--fail-under", help="Exit 1 when reusable/prompt tokens is below this fraction."),
+        fail_under: Optional[str] = typer.Option(None, "--fail-under", help="Exit 1 when reusable/prompt tokens is below this: a fraction (0.8) or a percentage (80%)."),
         fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that exits 1: info, warning (default), error."),
         redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Show lengths and hashes instead of prompt text."),
         tokenizer: Optional[str] = typer.Option(None, "--tokenizer", "--model", help="Tokenizer spec (default auto)."),
@@ -211,12 +254,18 @@ def register(app: typer.Typer) -> None:
         skip_bad: bool = typer.Option(False, "--skip-bad", help="Report unreadable records and go on instead of exit 2."),
     ) -> None:
         """Find where each prompt's reusable prefix breaks, why, and what it costs."""
+        if as_json and fmt not in (None, "json"):
+            raise fail(f"--json and --format {escape(fmt)} contradict each other; give one")
         cfg = load_config(config).merged(
-            format=fmt, select=_split(select), ignore=_split(ignore), block_size=block_size, fail_under=fail_under,
+            format="json" if as_json else fmt, select=_split(select), ignore=_split(ignore), block_size=block_size,
+            fail_under=parse_fraction(fail_under, "--fail-under") if fail_under is not None else None,
             fail_on=fail_on, redact=redact, tokenizer=tokenizer, template=template,
         )
         run = lint_paths(paths, cfg, input_format)
         emit(run)
+        if cfg.fail_under is not None and not run.linter.total.prompt_tokens:
+            err.print("[yellow]note:[/] --fail-under not applied: no request of the run has a logged prompt "
+                      "(usage-only logs), so there is no reusable fraction to judge", highlight=False)
         bad = [s for s in run.skipped if s.bad]
         for s in run.skipped:
             where = f"{s.source}:{s.record}" + (f" field {s.field}" if s.field else "")

@@ -26,8 +26,14 @@ def _sessions_table(linter: Linter) -> Table:
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("main cause", overflow="fold", ratio=2)
     for name, w in linter.sessions.items():
+        if not w.content_requests:
+            table.add_row(escape(name), f"{w.requests:,}", "—", "—", "—", "—",
+                          Text("prompts not logged (usage only)", style="dim"))
+            continue
         top = w.lost_tokens_by_code.most_common(1)
         cause = f"{top[0][0]} {REGISTRY[top[0][0]].name}" if top else "—"
+        if w.usage_only_requests:
+            cause += f" (+{w.usage_only_requests} usage-only request(s))"
         table.add_row(escape(name), f"{w.requests:,}", f"{w.prompt_tokens:,}", f"{w.reusable_tokens:,}",
                       _pct(w.reusable_tokens, w.prompt_tokens), f"{w.lost_tokens:,}", cause)
     return table
@@ -58,6 +64,14 @@ def _waterfall(w: Waterfall) -> Table:
     return table
 
 
+def _file_place(f: Finding) -> str:
+    """``file:line`` when the record's line is known, else ``file`` and the item's pointer."""
+    name = f.source.rsplit("/", 1)[-1]
+    if f.file_line is not None:
+        return f"{name}:{f.file_line}"
+    return f"{name} {f.pointer}" if f.pointer and not f.json_path else name
+
+
 def _clip(text: str, width: int, left: bool) -> str:
     shown = repr(text)[1:-1]
     if len(shown) <= width:
@@ -69,14 +83,14 @@ def _finding(f: Finding) -> list[Text]:
     head = Text()
     head.append(f"{f.severity:<7} ", style=SEVERITY_STYLE[f.severity])
     head.append(f"{f.code} {f.name}", style="bold")
-    head.append(f" · {f.session} request {f.request}")
+    head.append(f" · session {f.session} request {f.request}")
     if f.lost_tokens:
         head.append(f" · {f.lost_tokens:,} tokens lost", style="red")
     pos = ", ".join(p for p in (f"line {f.line}" if f.line else "", f"char {f.char:,}" if f.char is not None else "",
                                 f"token {f.token:,}" if f.token is not None else "") if p)
     at = Text("  at ")
     at.append(f.json_path or f.segment, style="magenta")
-    at.append((f" ({pos})" if pos else "") + (f" · {f.source}:{f.record}" if f.source else ""), style="dim")
+    at.append((f" ({pos})" if pos else "") + (f" · {_file_place(f)}" if f.source else ""), style="dim")
     if f.shared_with and f.shared_with[0] == f.session:
         at.append(f" · vs request {f.shared_with[1]}", style="dim")
     elif f.shared_with:
@@ -100,22 +114,48 @@ def print_rich(console: Console, linter: Linter, results: list[RequestResult], f
                notes: dict) -> None:
     """Print the whole terminal report."""
     total = linter.total
-    console.print(Text(f"prefixcache lint · {total.requests:,} requests · {len(linter.sessions):,} sessions · "
-                       f"{total.reusable_tokens:,} of {total.prompt_tokens:,} prompt tokens reusable "
-                       f"({_pct(total.reusable_tokens, total.prompt_tokens)}; block-aligned, B={linter.block_size}: "
-                       f"{total.reusable_block_tokens:,})", style="bold"))
+    head = f"prefixcache lint · {total.requests:,} requests · {_plural(len(linter.sessions), 'session')} · "
+    if total.content_requests:
+        head += (f"{total.reusable_tokens:,} of {total.prompt_tokens:,} prompt tokens reusable "
+                 f"({_pct(total.reusable_tokens, total.prompt_tokens)}; block-aligned, B={linter.block_size}: "
+                 f"{total.reusable_block_tokens:,})")
+    else:
+        head += "no logged prompts"
+    console.print(Text(head, style="bold"))
     console.print()
     console.print(_sessions_table(linter))
     console.print()
-    console.print(_waterfall(total))
-    console.print()
+    if total.content_requests:
+        console.print(_waterfall(total))
+        console.print()
+    if total.usage_only_requests:
+        console.print(_usage_only(total))
+        console.print()
     if findings:
         console.print(Text(f"Findings ({len(findings)})", style="bold"))
         for f in findings:
             for line in _finding(f):
                 console.print(line)
             console.print()
-    else:
+    elif total.content_requests:
         console.print(Text("No findings: every request extends the previous one of its session.", style="green"))
-    for model, note in notes.items():
-        console.print(Text(f"tokenizer for {model or 'unknown model'}: {note}", style="dim"))
+    for note in notes.values():
+        console.print(Text(note, style="dim"))
+
+
+def _usage_only(w: Waterfall) -> Text:
+    """The note on requests whose prompts the log did not keep."""
+    text = Text(f"Usage only: {w.usage_only_requests:,} request(s) whose prompts were not logged", style="bold yellow")
+    frac = w.usage_only_cached_fraction
+    cached = (f"{w.usage_only_cached_tokens:,} cached ({frac:.1%})" if frac is not None
+              else "no cached-token count")
+    text.append(f"\n  the log reports {w.usage_only_prompt_tokens:,} prompt tokens, {cached} — the provider's own "
+                "figures, not checked here.\n  Without the prompt text nothing can be said about where reuse "
+                "broke or why; these requests are left out of the reusable figures and the waterfall.",
+                style="default")
+    return text
+
+
+def _plural(n: int, word: str) -> str:
+    """``1 session`` / ``2 sessions``, with thousands separators."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"

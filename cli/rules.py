@@ -8,7 +8,9 @@ import sys
 import orjson
 import typer
 from rich.markdown import Markdown
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from prefixcache.analyzer.rules import RULES, SECTIONS, Rule, get_rule
 
@@ -37,6 +39,15 @@ def rule_markdown(rule: Rule, level: int = 3) -> str:
     return "\n".join(out)
 
 
+def rules_plain() -> list[str]:
+    """The rules table as plain aligned text (pipes, CI logs): one line per rule,
+    nothing cut, no box drawing, no trailing spaces."""
+    rows = [("code", "name", "group", "severity", "scope", "finds")]
+    rows += [(r.code, r.name, r.group, r.severity, r.scope, r.doc()["summary"]) for r in RULES]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[5] for row in rows]
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``rules`` and ``rule`` commands to ``app``."""
 
@@ -47,9 +58,21 @@ def register(app: typer.Typer) -> None:
         if as_json:
             sys.stdout.write(orjson.dumps([rule_dict(r) for r in RULES], option=orjson.OPT_INDENT_2).decode() + "\n")
             return
+        if not console.is_terminal:
+            sys.stdout.write("\n".join(rules_plain()) + "\n")
+            return
+        if console.width < 120:
+            for r in RULES:  # narrow terminal: one heading line per rule, the summary wrapped below it
+                head = Text.assemble((r.code, "bold"))
+                head.append(f" {r.name}", style="bold magenta")
+                head.append(f" · {r.group} · {r.severity} · {r.scope}", style="dim")
+                console.print(head)
+                console.print(Padding(Text(r.doc()["summary"]), (0, 0, 0, 6)))
+            return
         table = Table(show_edge=False)
-        for col in ("code", "name", "group", "severity", "scope", "finds"):
-            table.add_column(col)
+        for col in ("code", "name", "group", "severity", "scope"):
+            table.add_column(col, no_wrap=True)
+        table.add_column("finds", overflow="fold")
         for r in RULES:
             table.add_row(r.code, r.name, r.group, r.severity, r.scope, r.doc()["summary"])
         console.print(table)

@@ -40,6 +40,20 @@ def test_clean_log_exits_zero_unless_below_fail_under(cases):
     assert lint(path, "-f", "text").exit_code == 0
     res = lint(path, "-f", "text", "--fail-under", "0.9")
     assert res.exit_code == 1 and "77.6%" in res.stdout
+    # percentages and fractions both parse; the run is at 77.6%
+    assert lint(path, "-f", "text", "--fail-under", "90%").exit_code == 1
+    assert lint(path, "-f", "text", "--fail-under", "75 %").exit_code == 0
+    assert lint(path, "-f", "text", "--fail-under", "0.75").exit_code == 0
+    for bad in ("75", "150%", "most"):
+        res = runner.invoke(app, ["lint", path, "--fail-under", bad])
+        assert res.exit_code == 2 and "fail-under" in res.stderr, bad
+
+
+def test_json_shorthand(cases):
+    path = str(cases / "timestamp_in_system.jsonl")
+    assert json.loads(lint(path, "--json").stdout) == json.loads(lint(path, "--format", "json").stdout)
+    res = runner.invoke(app, ["lint", path, "--json", "--format", "text"])
+    assert res.exit_code == 2 and "--json" in res.stderr
 
 
 def test_select_ignore_and_fail_on(cases):
@@ -52,6 +66,15 @@ def test_select_ignore_and_fail_on(cases):
     assert {f["code"] for f in json.loads(res.stdout)["findings"]} == {"PC103"} and res.exit_code == 1
     assert lint(path, "-f", "json", "--ignore", "PC101", "--fail-on", "error").exit_code == 0
     assert lint(path, "--select", "PC999").exit_code == 2
+    # group names (as `prefixcache rules` shows them) and rule names select too
+    res = lint(path, "-f", "json", "--select", "volatile")
+    assert {f["code"] for f in json.loads(res.stdout)["findings"]} == {"PC101", "PC103"}
+    res = lint(path, "-f", "json", "--select", "Volatile", "--ignore", "volatile-value-early")
+    assert {f["code"] for f in json.loads(res.stdout)["findings"]} == {"PC101"}
+    res = lint(path, "-f", "json", "--select", "tools,history")
+    assert res.exit_code == 0 and json.loads(res.stdout)["findings"] == []
+    res = runner.invoke(app, ["lint", path, "--select", "volatil"])
+    assert res.exit_code == 2 and "groups: history, provider" in res.stderr
 
 
 def test_sarif_github_and_text(cases):
@@ -66,7 +89,46 @@ def test_sarif_github_and_text(cases):
     gh = lint(path, "-f", "github").stdout.splitlines()
     assert gh[0].startswith("::error file=") and "line=4" in gh[0] and "title=PC201 tool-order" in gh[0]
     text = lint(path, "-f", "text").stdout
-    assert ":4: PC201 error [tool-order]" in text
+    assert ":4: PC201 error [tool-order] session tool_order_shuffle#1 request 3, tools" in text
+
+
+def test_single_document_logs_get_no_made_up_line(tmp_path):
+    """Trajectory steps live inside one JSON document: the record number is not a
+    line, so github annotations are file-level and SARIF carries the JSON path."""
+    swe = need(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
+    gh = [ln for ln in lint(str(swe), "-f", "github").stdout.splitlines() if ln.startswith("::warning")]
+    assert len(gh) == 7 and all(",line=" not in ln for ln in gh)
+    assert f"session {swe.stem} request 6, trajectory[5].messages[3].content:" in gh[0]
+    result = json.loads(lint(str(swe), "-f", "sarif").stdout)["runs"][0]["results"][0]
+    loc = result["locations"][0]
+    assert "region" not in loc["physicalLocation"]
+    assert loc["logicalLocations"][0]["fullyQualifiedName"] == "trajectory[5].messages[3].content"
+    text = lint(str(swe), "-f", "text").stdout.splitlines()[0]
+    assert text.startswith(f"{swe}: PC404 warning [history-rewritten] session {swe.stem} request 6, trajectory[5]")
+
+
+def test_usage_only_log_reports_the_providers_counts(tmp_path):
+    """OpenHands trajectories: prompts not logged. Honest output: reported prompt and
+    cached tokens, no findings, no reusable fraction, and --fail-under not judged."""
+    path = str(need(SAMPLES / "openhands_trajectory_events_basic_gui_mode.json"))
+    res = lint(path, "-f", "text", "--fail-under", "50%")
+    assert res.exit_code == 0 and "--fail-under not applied" in res.stderr
+    assert "none with a logged prompt" in res.stdout
+    assert "reported 17,297 prompt tokens, 11,793 cached (68.2%" in res.stdout
+    doc = json.loads(lint(path, "--json").stdout)
+    assert doc["summary"]["prompt_tokens"] == 0 and doc["summary"]["reusable_fraction"] is None
+    assert doc["summary"]["usage_only"] == {"requests": 4, "reported_prompt_tokens": 17297,
+                                            "reported_cached_tokens": 11793, "reported_cached_fraction": 0.681795}
+    assert all(r["usage_only"] and r["prompt_tokens"] is None for r in doc["requests"])
+    rich = lint(path, env={"COLUMNS": "140"}).stdout
+    assert "prompts not logged" in rich and "Waterfall" not in rich and "No findings" not in rich
+
+
+def test_encrypted_reasoning_does_not_fail_ci():
+    path = str(need(SAMPLES / "codex_rollout_synthetic_fixture_claude-code-log.jsonl"))
+    res = lint(path, "-f", "github")
+    assert res.exit_code == 0 and res.stdout.startswith("::notice file=") and ",line=8," in res.stdout
+    assert lint(path, "-f", "text", "--fail-on", "info").exit_code == 1
 
 
 def test_rich_report_shows_summary_waterfall_and_fix(cases):
@@ -101,6 +163,12 @@ def test_pyproject_table_and_bad_config(tmp_path, monkeypatch, cases):
     monkeypatch.chdir(sub)
     cfg = load_config()
     assert cfg.fail_under == 0.5 and cfg.severity == {"PC101": "info"}
+    (sub / "prefixcache.toml").write_text('fail-under = "80%"\n')
+    assert load_config(start=sub).fail_under == pytest.approx(0.8)
+    (sub / "prefixcache.toml").write_text('fail-under = 80\n')
+    with pytest.raises(ConfigError, match="fail-under: must be between 0 and 1"):
+        load_config(start=sub)
+    (sub / "prefixcache.toml").unlink()
     doc = json.loads(lint(str(cases / "timestamp_in_system.jsonl"), "-f", "json").stdout)
     assert {f["severity"] for f in doc["findings"] if f["code"] == "PC101"} == {"info"}
     (tmp_path / "prefixcache.toml").write_text("blocksize = 3\n")
@@ -116,8 +184,13 @@ def test_missing_input_is_a_usage_error(tmp_path):
 
 
 def test_rules_and_rule_commands():
-    res = runner.invoke(app, ["rules"], env={"COLUMNS": "200"})
+    res = runner.invoke(app, ["rules"], env={"COLUMNS": "80"})
     assert res.exit_code == 0 and "PC101" in res.stdout and "PC602" in res.stdout
+    # not a terminal: plain aligned lines, nothing cut, whatever the width
+    lines = res.stdout.splitlines()
+    assert len(lines) == 20 and lines[0].split() == ["code", "name", "group", "severity", "scope", "finds"]
+    assert lines[1].startswith("PC001  unclassified-divergence  -") and lines[1].endswith("say why for sure.")
+    assert all(ln == ln.rstrip() and "│" not in ln for ln in lines)
     doc = json.loads(runner.invoke(app, ["rule", "PC403", "--json"]).stdout)
     assert doc["name"] == "history-truncated" and doc["why_it_breaks_caching"] and doc["fix_safety"]
     out = runner.invoke(app, ["rule", "volatile-timestamp"], env={"COLUMNS": "120"}).stdout
@@ -135,6 +208,9 @@ def test_mixed_directory_end_to_end(tmp_path):
     doc = json.loads(res.stdout)
     s = doc["summary"]
     assert s["reusable_tokens"] + s["new_tokens"] + s["lost_tokens"] == s["prompt_tokens"]
+    content = [r for r in doc["requests"] if not r["usage_only"]]
+    assert s["prompt_tokens"] == sum(r["prompt_tokens"] for r in content)
+    assert s["usage_only"]["requests"] == 4 == len(doc["requests"]) - len(content)
     assert s["sessions"] == len(doc["sessions"]) >= 20
     formats = {r["source"].rsplit("/", 1)[-1] for r in doc["requests"]}
     assert len(formats) == 17  # 8 samples + 9 cases, every file linted

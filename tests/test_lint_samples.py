@@ -23,6 +23,8 @@ def lint(name: str):
     linter = Linter()
     results = list(linter.run(prepare(Ingest([str(path)]))))
     for r in results:
+        if r.usage_only:
+            continue
         assert r.reusable_tokens + r.lost_tokens + r.new_tokens == r.prompt_tokens
         assert 0 <= r.reusable_block_tokens <= r.reusable_tokens
     return results, linter
@@ -82,15 +84,43 @@ def test_mini_swe_agent_legacy_is_append_only():
         assert cur.reusable_tokens == prev.prompt_tokens
 
 
-def test_codex_rollout_encrypted_reasoning_is_reported():
+def test_codex_rollout_encrypted_reasoning_is_an_info_note():
+    """No template can render encrypted reasoning: PC503 says so at info severity
+    (below the default --fail-on warning), with a note instead of a template fix."""
     results, _ = lint("codex_rollout_synthetic_fixture_claude-code-log.jsonl")
     found = [f for r in results for f in r.findings]
-    assert [f.code for f in found] == ["PC503"] and re.search(r"encrypted|redacted", found[0].message)
+    assert [f.code for f in found] == ["PC503"]
+    f = found[0]
+    assert f.severity == "info" and re.search(r"encrypted|redacted", f.message) and "undercounted" in f.message
+    assert f.fix.startswith("Nothing to fix") and f.file_line == 8
 
 
-def test_openhands_without_prompts_gets_no_findings():
-    results, _ = lint("openhands_trajectory_events_basic_gui_mode.json")
+def test_openhands_usage_only_requests_are_reported_not_analysed():
+    """OpenHands trajectories keep the provider's counts, not the prompts: no content
+    figures (None), no findings, the reported prompt/cached tokens kept apart."""
+    results, linter = lint("openhands_trajectory_events_basic_gui_mode.json")
     assert len(results) == 4 and codes(results) == []
+    assert all(r.usage_only and r.prompt_tokens is None and r.reusable_tokens is None for r in results)
+    assert [r.reported_prompt_tokens for r in results] == [3439, 3601, 4769, 5488]
+    assert [r.reported_cached_tokens for r in results] == [0, 3435, 3595, 4763]
+    t = linter.total
+    assert (t.requests, t.content_requests, t.prompt_tokens, t.reusable_tokens) == (4, 0, 0, 0)
+    assert (t.usage_only_requests, t.usage_only_prompt_tokens, t.usage_only_cached_tokens) == (4, 17_297, 11_793)
+    assert t.usage_only_cached_fraction == pytest.approx(11_793 / 17_297)
+    assert t.to_dict()["reusable_fraction"] is None and t.to_dict()["usage_only"]["requests"] == 4
+
+
+def test_usage_only_requests_do_not_distort_content_fractions():
+    """Linting a usage-only log next to a logged one leaves the content figures as
+    they are for the logged one alone."""
+    alone, linter_alone = lint("mini_swe_agent_legacy_list_github_issue.traj.json")
+    paths = [str(need(SAMPLES / n)) for n in ("openhands_trajectory_events_basic_gui_mode.json",
+                                              "mini_swe_agent_legacy_list_github_issue.traj.json")]
+    linter = Linter()
+    list(linter.run(prepare(Ingest(paths))))
+    a, b = linter_alone.total, linter.total
+    assert (b.prompt_tokens, b.reusable_tokens, b.new_tokens) == (a.prompt_tokens, a.reusable_tokens, a.new_tokens)
+    assert b.reusable_fraction == a.reusable_fraction and b.requests == a.requests + 4
 
 
 @pytest.mark.parametrize("name,fraction", [

@@ -56,6 +56,11 @@ def test_select_and_ignore():
     assert "PC403" not in {r.code for r in select_rules((), ["PC4"])}
     with pytest.raises(KeyError):
         select_rules(["PC9"])
+    # group names and rule names, any case
+    assert [r.code for r in select_rules(["history"])] == ["PC401", "PC402", "PC403", "PC404", "PC405"]
+    assert [r.code for r in select_rules(["TEMPLATE", "tool-order"], ["tokenizer-seam"])] == ["PC201", "PC501", "PC503"]
+    with pytest.raises(KeyError, match="groups: history, provider, serialization, template, tools, volatile"):
+        select_rules(["histroy"])
 
 
 def test_every_rule_has_a_case_file_with_pass_and_fail():

@@ -54,7 +54,11 @@ class Finding:
     all but the primary finding of a request). ``shared_with`` is the earlier
     request (session, index) compared against; ``related`` the code of an
     underlying cause (PC602 caused by a PC102 uuid). ``certain`` is False where
-    the classification is a best guess.
+    the classification is a best guess. ``source``/``record`` name the log file
+    and the record number inside it; ``file_line`` is the 1-based line of the
+    file where the record starts (:attr:`Provenance.line`; None for items inside
+    one JSON document) and ``pointer`` the item's place in the file
+    (``trajectory[5]``; "" for a whole record).
     """
 
     code: str
@@ -78,12 +82,20 @@ class Finding:
     certain: bool = True
     source: str = ""
     record: int = 0
+    file_line: int | None = None
+    pointer: str = ""
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (README: lint JSON schema, ``findings[]``)."""
         d = dataclasses.asdict(self)
         d["shared_with"] = list(self.shared_with) if self.shared_with else None
         return d
+
+
+def origin(request: Request) -> dict:
+    """The :class:`Finding` keywords locating ``request`` in its log file."""
+    p = request.provenance
+    return {"source": p.source, "record": p.record, "file_line": p.line, "pointer": p.pointer}
 
 
 def message_key(m: Message) -> Message:
@@ -173,7 +185,7 @@ class PairContext:
             code=rule.code, name=rule.name, severity=rule.severity, session=rq.session, request=rq.index,
             segment=d.segment, json_path=d.json_path, char=d.char, token=d.token, message=message,
             fix=rule.fix, line=d.line, before=d.before, after=d.after, other_after=d.other_after,
-            shared_with=(self.sq.session, self.sq.index), source=rq.provenance.source, record=rq.provenance.record,
+            shared_with=(self.sq.session, self.sq.index), **origin(rq),
         )
         base.update(kw)
         return Finding(**base)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..prefix import common_prefix_len
 from ..volatile import TIME_KINDS
-from .base import Finding, PairContext, Rule
+from .base import Finding, PairContext, Rule, origin
 
 if TYPE_CHECKING:
     from ..pipeline import Prepared
@@ -96,7 +96,7 @@ class BelowProviderMinimum(Rule):
         yield Finding(self.code, self.name, self.severity, req.session, req.index, "prompt", "", None, None,
                       f"prompt of {approx}{n:,} tokens is below {provider}'s {minimum:,}-token minimum for "
                       f"{req.model}: the {shared:,} reusable tokens will not be served from its cache",
-                      self.fix, source=req.provenance.source, record=req.provenance.record,
+                      self.fix, **origin(req),
                       certain=prepared.tokens.exact)
 
 

@@ -13,12 +13,14 @@ import re
 
 import orjson
 
-from .base import Finding, PairContext, Rule, message_key
+from .base import Finding, PairContext, Rule, message_key, origin
 
 if TYPE_CHECKING:
     from ..pipeline import Prepared
 
 _INDEXES = re.compile(r"\[\d+\](?:, \w+\[\d+\])*|\d+")
+#: The renderers' warning for reasoning whose text the log does not hold.
+_OPAQUE_REASONING = re.compile(r"\b(encrypted|redacted)\b.*\breasoning\b|\breasoning\b.*\b(encrypted|redacted)\b")
 ALL_PARTS = frozenset({"system", "tool", "message", "generation_prompt", "template", "opaque", "end"})
 
 
@@ -137,6 +139,10 @@ class TemplateDropsContent(Rule):
     What it does:
         Reports, once per session, each warning the renderer raised for content
         it dropped: tools, reasoning, message fields the template never reads.
+        Encrypted or redacted reasoning (OpenAI ``encrypted_content``, Anthropic
+        ``redacted_thinking``) is reported at info severity only: no template can
+        render it, so there is nothing to fix, but its tokens are missing from
+        the counts.
     Why it breaks caching:
         It does not break caching by itself, but the prompt the analysis (and a
         self-hosted engine using this template) sees is not the prompt the client
@@ -161,14 +167,34 @@ class TemplateDropsContent(Rule):
         if rendered is None:
             return
         seen = state.setdefault(self.code, set())
+        opaque = any(m.reasoning_opaque for m in req.messages)
         for warning in rendered.warnings:
             key = (req.session, _INDEXES.sub("#", warning))  # once per kind of warning, whatever the counts
             if key in seen:
                 continue
             seen.add(key)
+            if opaque and _OPAQUE_REASONING.search(warning):
+                yield self._opaque_reasoning(prepared, warning)
+                continue
             yield Finding(self.code, self.name, self.severity, req.session, req.index, "template",
                           "", None, None, f"{rendered.renderer}: {warning}", self.fix,
-                          source=req.provenance.source, record=req.provenance.record, certain=True)
+                          **origin(req), certain=True)
+
+    def _opaque_reasoning(self, prepared: "Prepared", warning: str) -> Finding:
+        """Encrypted / redacted reasoning: no template can render it, so this is a
+        note on the figures (info), not something to fix."""
+        req = prepared.request
+        turns = [i for i, m in enumerate(req.messages) if m.reasoning_opaque]
+        first = req.messages[turns[0]]
+        return Finding(
+            self.code, self.name, "info", req.session, req.index, f"messages[{turns[0]}]",
+            f"{first.path or f'messages[{turns[0]}]'}", None, None,
+            f"{len(turns)} assistant turn(s) carry encrypted/redacted reasoning, which no chat template can "
+            f"render: its tokens are unknown and left out, so prompt sizes from messages[{turns[0]}] on are "
+            f"undercounted ({prepared.rendered.renderer}: {warning})",
+            "Nothing to fix in the template: the provider keeps the reasoning opaque; read the figures as "
+            "lower bounds.", **origin(req), certain=True,
+        )
 
 
 RULES = [TemplateRerenderDrift(), TokenizerSeam(), TemplateDropsContent()]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..prefix import excerpt
 from ..volatile import ID_KINDS, TIME_KINDS, VolatileSpan, find_volatile
-from .base import Finding, PairContext, Rule
+from .base import Finding, PairContext, Rule, origin
 
 if TYPE_CHECKING:
     from ..pipeline import Prepared
@@ -169,7 +169,7 @@ class VolatileValueEarly(Rule):
                 f"{span.kind} {excerpt(span.text, redact)!r} at {segment} line {line}: if it changes, the whole prefix after it misses",
                 self.fix, line=line, before=excerpt(text[max(0, span.start - 40) : span.start], redact),
                 after=excerpt(text[span.start : span.start + 40], redact),
-                source=req.provenance.source, record=req.provenance.record,
+                **origin(req),
             )
 
 
