@@ -5,8 +5,12 @@ wherever only the *form* drifted (``shared/reference/bugs.md``; rule codes from
 ``notes/codes.md``):
 
 ======  =====================================================================
-PC302   whitespace: CRLF/CR → LF, trailing spaces/tabs removed at line ends
-        (system, messages, tool descriptions)
+PC302   whitespace drift only: a message, system prompt or tool description
+        that was sent before in the same form *modulo whitespace* (CRLF/CR vs
+        LF, spaces/tabs at line ends, trailing whitespace at the end) is
+        restored to the form first sent. Whitespace that is content
+        (indentation, blank lines, trailing spaces in a diff, CRLF in a tool
+        output seen only once) is never touched
 PC101   clock values and (PC102) ids / nonces found by
 PC102   :func:`~prefixcache.analyzer.volatile.find_volatile` in the system prompt
         (leading system/developer messages) move, with their line, to the end of
@@ -19,7 +23,10 @@ PC301   tool-call arguments re-serialized: keys sorted, ``separators=(",", ":")`
 
 System-prompt edits (PC401), history rewrites (PC403 truncated, PC404 rewritten) and dropped reasoning (PC405)
 are *reported* against the previous request of the same session, never invented
-back (``applied=False``).
+back (``applied=False``). Messages are compared as the chat template receives them
+(:func:`~prefixcache.analyzer.render.jinja_template.message_dict`, content as text
+parts), so a string and a one-text-block list with the same text are the same
+message, as for ``lint``.
 
 Moved values stay attached to the message they were appended to: a
 :class:`SessionMemory` remembers, per session, which text was appended to which
@@ -30,6 +37,7 @@ the same text and the prefix stays append-only.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
@@ -37,6 +45,7 @@ from typing import Any, Iterable, Mapping
 import xxhash
 
 from .model import Message, Request, ToolDef
+from .render.jinja_template import message_dict
 from .volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
 
 #: Codes of the rewrites this module applies (``only`` / ``skip`` filter on them).
@@ -75,10 +84,20 @@ class CanonicalOptions:
 @dataclass
 class SessionMemory:
     """Per-session state across requests: text appended to messages (by message
-    key) and the previous request's canonical messages (for history reports)."""
+    key), the previous request's canonical messages (for history reports) and the
+    first whitespace form of each text sent (for PC302 drift)."""
 
     appended: dict[str, str] = field(default_factory=dict)
     previous: tuple[Message, ...] | None = None
+    #: first form sent, by (role, tool_call_id, whitespace key): messages of this session
+    forms: dict[tuple[str, str, str], tuple[str, int]] = field(default_factory=dict)
+    #: first form sent of system prompts and tool descriptions (shared by all sessions
+    #: of one input, see :func:`canonicalize_all`)
+    shared_forms: dict[tuple[str, str, str], tuple[str, int]] = field(default_factory=dict)
+    #: requests canonicalized in this session, and in the whole input (a counter shared
+    #: like ``shared_forms``), for the "first sent in request n" of PC302
+    requests: int = 0
+    input_requests: list[int] = field(default_factory=lambda: [0])
 
 
 def _message_key(m: Message) -> str:
@@ -94,9 +113,16 @@ def _normalize_ws(text: str) -> str:
     return _TRAILING_WS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
+def whitespace_key(text: str) -> str:
+    """``text`` with the whitespace that drifts without meaning taken out: CRLF/CR → LF,
+    spaces/tabs at line ends, and trailing whitespace at the end. Indentation and
+    blank lines inside stay, so two texts with equal keys differ only in that drift."""
+    return _normalize_ws(text).rstrip()
+
+
 def _set_text(m: Message, text: str) -> Message:
-    """``m`` with new text; ``text_blocks`` follow when the text is one block or the
-    change is an append to the last block."""
+    """``m`` with new text; ``text_blocks`` follow when the text is one block, the change
+    is an append to the last block, or the change lies inside one block (else one block)."""
     if m.text_blocks is None:
         return replace(m, content=text)
     blocks = list(m.text_blocks)
@@ -106,10 +132,23 @@ def _set_text(m: Message, text: str) -> Message:
     elif len(blocks) <= 1:
         blocks = [text]
     else:
-        blocks = [_normalize_ws(b) for b in blocks]
-        if "\n".join(blocks) != text:
-            blocks = [text]
+        blocks = _edit_one_block(blocks, joined, text) or [text]
     return replace(m, content=text, text_blocks=tuple(blocks))
+
+
+def _edit_one_block(blocks: list[str], joined: str, text: str) -> list[str] | None:
+    """``blocks`` with the one block that holds every changed character replaced, so
+    that ``"\n".join`` gives ``text``; None when the change spans several blocks."""
+    p = len(os.path.commonprefix([joined, text]))
+    s = len(os.path.commonprefix([joined[p:][::-1], text[p:][::-1]]))
+    start = 0
+    for i, b in enumerate(blocks):
+        end = start + len(b)
+        if start <= p and len(joined) - s <= end:
+            out = blocks[:i] + [text[start : len(text) - (len(joined) - end)]] + blocks[i + 1 :]
+            return out if "\n".join(out) == text else None
+        start = end + 1
+    return None
 
 
 def sort_keys(value: Any) -> Any:
@@ -138,20 +177,38 @@ def canonical_arguments(arguments: str, inferred: bool = False) -> str | None:
     return json.dumps(sort_keys(value), ensure_ascii=False, separators=(",", ":"))
 
 
-def _whitespace(req: Request, out: list[Transformation]) -> Request:
+def _first_form(forms: dict[tuple[str, str, str], tuple[str, int]], key: tuple[str, str, str], text: str,
+                n: int) -> tuple[str, int] | None:
+    """The first form (text, request number) sent under ``key`` when it differs from
+    ``text``; else None (``text`` is remembered as the first form when the key is new)."""
+    first = forms.setdefault(key, (text, n))
+    return first if first[0] != text else None
+
+
+def _whitespace(req: Request, memory: SessionMemory, out: list[Transformation]) -> Request:
+    """PC302: restore texts sent before in another whitespace form (drift), never normalize content."""
     msgs = []
     for i, m in enumerate(req.messages):
-        text = _normalize_ws(m.content)
-        if text != m.content:
-            out.append(Transformation("PC302", "normalized newlines and trailing whitespace", _path(m, i, "content")))
-            m = _set_text(m, text)
+        system = m.role in ("system", "developer")
+        forms = memory.shared_forms if system else memory.forms
+        n = memory.input_requests[0] if system else memory.requests
+        key = (m.role, m.tool_call_id or "", whitespace_key(m.content))
+        first = _first_form(forms, key, m.content, n) if m.content else None
+        if first is not None:
+            scope = "input" if system else "session"
+            out.append(Transformation("PC302", "line endings / trailing whitespace drifted: restored the form "
+                                      f"first sent in request {first[1] + 1} of the {scope}", _text_path(m, i)))
+            m = _set_text(m, first[0])  # the logged block structure (images, parts) stays
         msgs.append(m)
     tools = []
     for i, t in enumerate(req.tools):
-        desc = _normalize_ws(t.description)
-        if desc != t.description:
-            out.append(Transformation("PC302", "normalized whitespace in tool description", f"{_tpath(t, i)}.description"))
-            t = replace(t, description=desc, schema=_with_description(t.schema, desc))
+        first = _first_form(memory.shared_forms, ("tool", t.name, whitespace_key(t.description)), t.description,
+                            memory.input_requests[0]) \
+            if t.description else None
+        if first is not None:
+            out.append(Transformation("PC302", f"whitespace of the description of tool {t.name!r} drifted: restored "
+                                      f"the form first sent", f"{_tpath(t, i)}.description"))
+            t = replace(t, description=first[0], schema=_with_description(t.schema, first[0]))
         tools.append(t)
     return replace(req, messages=tuple(msgs), tools=tuple(tools))
 
@@ -167,6 +224,16 @@ def _with_description(schema: Mapping[str, Any], desc: str) -> dict[str, Any]:
 
 def _path(m: Message, i: int, leaf: str) -> str:
     return f"{m.path or f'messages[{i}]'}.{leaf}"
+
+
+def _text_path(m: Message, i: int) -> str:
+    """JSON path of a message's text: ``system`` (Anthropic string system),
+    ``system[k].text`` (Anthropic system block), else ``<path>.content``."""
+    if m.path == "system":
+        return "system"
+    if m.path.startswith("system["):
+        return f"{m.path}.text"
+    return _path(m, i, "content")
 
 
 def _tpath(t: ToolDef, i: int) -> str:
@@ -250,7 +317,7 @@ def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep:
         verb = "removed" if opts.strip_volatile else "moved to the newest user turn"
         for s in spans:
             gran = f", changes every {s.granularity_s:g} s" if s.kind in TIME_KINDS and s.granularity_s else ""
-            out.append(Transformation(rule_code(s), f"{s.kind} {s.text!r}{gran}: {verb}", _path(msgs[i], i, "content")))
+            out.append(Transformation(rule_code(s), f"{s.kind} {s.text!r}{gran}: {verb}", _text_path(msgs[i], i)))
         msgs[i] = _set_text(msgs[i], text)
         moved += snippets
     target = _target(msgs)
@@ -273,35 +340,43 @@ def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep:
     return replace(req, messages=tuple(msgs))
 
 
-def _bare(m: Message) -> Message:
-    """A message as the prompt sees it: no JSON path, no cache breakpoint."""
-    return replace(m, path="", cache_control=None)
+def told(m: Message) -> bytes:
+    """A message as the chat template receives it (content as text parts, tool calls,
+    ids, reasoning) plus its non-text parts: equal keys render equal, whatever the
+    logged form (a string vs a one-text-block list, a JSON path, a cache breakpoint)."""
+    d = message_dict(m, arguments="string", content="openai")
+    d["parts"] = [(p.type, p.digest, p.text) for p in m.parts]
+    d["opaque"] = m.reasoning_opaque
+    return json.dumps(d, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def _history(req: Request, previous: tuple[Message, ...] | None, out: list[Transformation]) -> None:
-    """Report (never undo) how this request's history departs from the previous one's."""
+    """Report (never undo) how this request's history departs from the previous one's,
+    comparing what the model is told (:func:`told`)."""
     if not previous:
         return
-    cur = [_bare(m) for m in req.messages]
-    prev = [_bare(m) for m in previous]
+    cur = [told(m) for m in req.messages]
+    prev = [told(m) for m in previous]
     k = next((i for i, (a, b) in enumerate(zip(prev, cur)) if a != b), None)
     if k is None:
         if len(cur) < len(prev):
             out.append(Transformation("PC403", f"history truncated: {len(prev) - len(cur)} trailing messages "
                                       "of the previous request are gone", "messages", applied=False))
         return
-    a, b = prev[k], cur[k]
-    where = req.messages[k].path or f"messages[{k}]"
+    a, b = previous[k], req.messages[k]
+    where = b.path or f"messages[{k}]"
     if a.role in ("system", "developer") and b.role in ("system", "developer"):
-        out.append(Transformation("PC401", "system prompt differs from the previous request", where, applied=False))
+        out.append(Transformation("PC401", "system prompt differs from the previous request", _text_path(b, k),
+                                  applied=False))
     elif any(cur[k : k + len(prev) - d] == prev[d:] for d in range(k + 1, len(prev))):
         drop = next(d for d in range(k + 1, len(prev)) if cur[k : k + len(prev) - d] == prev[d:]) - k
         out.append(Transformation("PC403", f"history truncated: {drop} earlier messages dropped (sliding window)",
                                   where, applied=False))
-    elif a.reasoning and not b.reasoning and replace(a, reasoning=None) == b:
+    elif a.reasoning and not b.reasoning and told(replace(a, reasoning=None)) == cur[k]:
         out.append(Transformation("PC405", "reasoning of this assistant message was dropped", where, applied=False))
     else:
-        out.append(Transformation("PC404", f"{a.role} message differs from the previous request (history rewritten)",
+        role = "tool result" if b.role == "tool" else f"{b.role} message"
+        out.append(Transformation("PC404", f"{role} differs from the previous request (history rewritten)",
                                   where, applied=False))
 
 
@@ -321,7 +396,7 @@ def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(
     out: list[Transformation] = []
     req = request
     if options.allows("PC302"):
-        req = _whitespace(req, out)
+        req = _whitespace(req, memory, out)
     if options.allows("PC101") or options.allows("PC102"):
         req = _volatile(req, options, memory, keep, out)
     req = _tools(req, options, out)
@@ -329,6 +404,8 @@ def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(
         req = _arguments(req, out)
     _history(req, memory.previous, out)
     memory.previous = req.messages
+    memory.requests += 1
+    memory.input_requests[0] += 1
     return req, out
 
 
@@ -371,9 +448,12 @@ def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = Ca
     reqs = list(requests)
     keep = constant_values(r for r in reqs if r.trace is None)
     sessions: dict[str, SessionMemory] = {}
+    shared: dict = {}  # system prompts and tool descriptions: first forms across sessions
+    counter = [0]
     out = []
     for r in reqs:
-        new, log = canonicalize(r, options, sessions.setdefault(r.session, SessionMemory()), keep)
+        memory = sessions.setdefault(r.session, SessionMemory(shared_forms=shared, input_requests=counter))
+        new, log = canonicalize(r, options, memory, keep)
         out.append(Canonicalized(r, new, tuple(log)))
     return out
 

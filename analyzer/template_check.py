@@ -166,13 +166,24 @@ class TemplateChecker:
         near = self.path.parent / file
         return str(near) if near.exists() else file
 
+    def _as_given(self, exc: ConfigError) -> ConfigError:
+        """``exc`` with a leading loader name (``agent.jinja:12: ...``) shown as the path
+        the user gave (``examples/templates/agent.jinja:12: ...``)."""
+        head, sep, rest = str(exc).partition(":")
+        if sep and head and (head == self.name or (self.path.parent / head).is_file()):
+            return ConfigError(f"{self.display(head)}:{rest}")
+        return exc
+
     def _sources(self) -> dict[str, list[str]]:
         loader: TracingLoader = self.traced.loader  # type: ignore[assignment]
         return {self.display(name): lines for name, lines in loader.sources.items()}
 
     def _renders(self, context: Mapping[str, Any], now: datetime) -> tuple[str, int | None, Trace]:
-        real = Trace.parse(render(self.env, self.name, context, now))
-        traced = Trace.parse(render(self.traced, self.name, context, now))
+        try:
+            real = Trace.parse(render(self.env, self.name, context, now))
+            traced = Trace.parse(render(self.traced, self.name, context, now))
+        except ConfigError as exc:
+            raise self._as_given(exc) from None
         return real.text, real.boundary, traced
 
     def check_context(self, context: Mapping[str, Any], label: str) -> ContextReport:
@@ -202,7 +213,11 @@ class TemplateChecker:
             min_stable_fraction: float = 0.0) -> TemplateReport:
         """Check all ``(label, context)`` pairs and collect the failures."""
         reports = tuple(self.check_context(ctx, label) for label, ctx in contexts)
-        static = tuple(replace(s, file=self.display(s.file)) for s in static_findings(self.env, self.source, self.name))
+        try:
+            found = static_findings(self.env, self.source, self.name)
+        except ConfigError as exc:
+            raise self._as_given(exc) from None
+        static = tuple(replace(s, file=self.display(s.file)) for s in found)
         failures = [f for r in reports for f in self._judge(r, min_stable_tokens, min_stable_fraction)]
         for s in static:
             at_or_above = self.boundary_line is None or (s.file == str(self.path) and s.line < self.boundary_line)

@@ -3,8 +3,9 @@
 ``prefixcache canonicalize`` writes "the same format it read". Writers patch the
 original record where it can be re-read (files, not stdin), so every field the
 request model does not carry (``max_tokens``, ``temperature``, images, cache
-breakpoints) survives; only system text, messages, tools and tool-call arguments
-are replaced. Field layouts: OpenAI API reference "Create chat completion",
+breakpoints, the ``response`` half of a ``{request, response}`` pair) survives;
+only system text, messages, tools and tool-call arguments are replaced, and an
+unchanged request gives its original record back as it was. No field is added. Field layouts: OpenAI API reference "Create chat completion",
 Anthropic API "Messages".
 
 Writable formats: ``openai-chat`` and ``anthropic-messages`` (as themselves) and
@@ -48,11 +49,31 @@ class Originals:
 
 
 def _body(record: Any) -> dict[str, Any] | None:
+    """The request body of a record: the record itself, or the ``request`` half of a
+    ``{request, response}`` pair (decoded when a proxy stored it as JSON text)."""
     if not isinstance(record, dict):
         return None
-    if isinstance(record.get("request"), dict) and "messages" not in record:
-        return record["request"]
+    if "request" in record and "messages" not in record:
+        body = record["request"]
+        if isinstance(body, str):
+            try:
+                body = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                return None
+        return body if isinstance(body, dict) else None
     return record
+
+
+def _rewrap(record: Any, orig_body: dict[str, Any] | None, body: dict[str, Any]) -> Any:
+    """The output record: the original record itself when the body is unchanged (pairs,
+    bodies stored as JSON text and every other field reproduced exactly), else the
+    original record with its body replaced (a pair keeps its ``response``)."""
+    if orig_body is not None and body == orig_body:
+        return record
+    if isinstance(record, dict) and orig_body is not None and record is not orig_body:
+        text = isinstance(record.get("request"), str)
+        return {**record, "request": orjson.dumps(body).decode() if text else body}
+    return body
 
 
 def _at(body: dict[str, Any] | None, path: str) -> Any:
@@ -146,8 +167,33 @@ def openai_body(req: Request, orig_body: dict[str, Any] | None, same_format: boo
                        for m in req.messages]
     if req.tools:
         out["tools"] = [openai_tool(t) for t in req.tools]
-    if req.timestamp is not None and "timestamp" not in out:
-        out["timestamp"] = req.timestamp
+    return out
+
+
+def openai_response(req: Request) -> dict[str, Any] | None:
+    """The ``response`` half of an OpenAI pair carrying the request's time (``created``,
+    seconds) and reported usage (tokens), so a converted log keeps them; None when
+    the request has neither. Anthropic cache counts keep their own keys
+    (``cache_read_input_tokens``, ``cache_creation_input_tokens``), as LiteLLM logs them."""
+    u = req.usage
+    if req.timestamp is None and u is None:
+        return None
+    out: dict[str, Any] = {}
+    if req.timestamp is not None:
+        out["created"] = int(req.timestamp) if float(req.timestamp).is_integer() else req.timestamp
+    if req.model:
+        out["model"] = req.model
+    if u is not None:
+        usage: dict[str, Any] = {}
+        if u.prompt_tokens is not None:
+            usage["prompt_tokens"] = u.prompt_tokens
+        if u.output_tokens is not None:
+            usage["completion_tokens"] = u.output_tokens
+        if u.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": u.cached_tokens}
+        if u.cache_write_tokens is not None:
+            usage["cache_creation_input_tokens"] = u.cache_write_tokens
+        out["usage"] = usage
     return out
 
 
@@ -234,8 +280,13 @@ def anthropic_body(req: Request, orig_body: dict[str, Any] | None) -> dict[str, 
 def records(requests: Iterable[Request], to: str | None = None) -> Iterator[dict[str, Any]]:
     """Each request as one output record. ``to`` is None (same format) or ``"openai"``.
 
-    Raises ConfigError for a format that cannot be written back (suggesting
-    ``--to openai``) and for block-hash traces.
+    Same format: the original record patched (a ``{request, response}`` pair stays a
+    pair with its response; an unchanged request gives the original record back
+    exactly). ``to="openai"``: an OpenAI Chat body, or a pair ``{"request": body,
+    "response": {created, model, usage}}`` when the request has a time or reported
+    usage (the OpenAI reader's pair layout, so nothing is lost; no non-Chat field is
+    added to the body). Raises ConfigError for a format that cannot be written back
+    (suggesting ``--to openai``) and for block-hash traces.
     """
     if to not in (None, "openai"):
         raise ConfigError(f"--to {to!r}: the only target format is 'openai' (OpenAI Chat Completions JSONL)")
@@ -244,11 +295,16 @@ def records(requests: Iterable[Request], to: str | None = None) -> Iterator[dict
         if req.trace is not None:
             raise ConfigError(f"{req.provenance.source}: {req.format} is a block-hash trace: it has no prompt text "
                               "to rewrite or write")
-        orig = _body(originals.get(req.provenance.source, req.provenance.record))
-        if to == "openai" or req.format == "openai-chat":
-            yield openai_body(req, orig, same_format=req.format == "openai-chat")
-        elif req.format == "anthropic-messages":
-            yield anthropic_body(req, orig)
+        record = originals.get(req.provenance.source, req.provenance.record)
+        orig = _body(record)
+        if to == "openai" and req.format != "openai-chat":
+            body = openai_body(req, None, same_format=False)
+            response = openai_response(req)
+            yield body if response is None else {"request": body, "response": response}
+        elif req.format == "openai-chat":
+            yield _rewrap(record, orig, openai_body(req, orig, same_format=True))
+        elif req.format == "anthropic-messages" and to is None:
+            yield _rewrap(record, orig, anthropic_body(req, orig))
         else:
             raise ConfigError(f"{req.provenance.source}: cannot write {req.format} logs back in their own format "
                               f"(writable: {', '.join(WRITABLE)}); use --to openai to write OpenAI Chat JSONL")

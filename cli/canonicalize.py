@@ -1,7 +1,8 @@
 """``prefixcache canonicalize``: rewrite logged requests into a cache-stable form.
 
 Writes the same format it read (or OpenAI Chat JSONL with ``--to openai``), lists
-every transformation by rule code (veto with ``--only`` / ``--skip``), and prints
+every transformation by rule code (veto with ``--only`` / ``--skip``, aliases
+``--select`` / ``--ignore``), and prints
 reusable tokens before and after, per session and in total.
 Exit codes: 0 written, 2 usage or input error (nothing is written then).
 """
@@ -57,6 +58,13 @@ def session_rows(results: list[Canonicalized], before: list[Reuse], after: list[
     return rows, (sum(before, zero), sum(after, zero))
 
 
+def _where(r) -> str:
+    """``file:line`` of a request's record (the line where it starts), else ``file`` record n."""
+    p = r.provenance
+    name = Path(p.source).name
+    return f"{name}:{p.line}" if p.line is not None else f"{name} record {p.record}{p.pointer and ' ' + p.pointer}"
+
+
 def _pct(r: Reuse) -> str:
     return f"{r.fraction:.1%}"
 
@@ -68,11 +76,10 @@ def _print_report(out: Console, results: list[Canonicalized], rows: dict, total:
         for t in c.transformations:
             key = (t.code, t.applied, _QUOTED.sub("'…'", t.description))
             groups[key] += 1
-            first.setdefault(key, (t.description, f"{Path(c.original.provenance.source).name}:"
-                                   f"{c.original.provenance.record} {t.json_path}"))
+            first.setdefault(key, (t.description, f"{_where(c.original)} {t.json_path}"))
     table = Table(title="Transformations (veto with --skip CODE)", title_justify="left", box=None, pad_edge=False)
-    for col in ("code", "", "what (first)", "times", "first at"):
-        table.add_column(col, justify="right" if col == "times" else "left")
+    for col in ("code", "", "what (first)", "times", "first at"):  # fold, never cut, file:line
+        table.add_column(col, justify="right" if col == "times" else "left", overflow="fold")
     for key, n in sorted(groups.items(), key=lambda kv: (kv[0][0], not kv[0][1]))[:MAX_ROWS]:
         code, applied, _ = key
         desc, where = first[key]
@@ -84,7 +91,7 @@ def _print_report(out: Console, results: list[Canonicalized], rows: dict, total:
                         title_justify="left", box=None, pad_edge=False)
     for col in ("session", "requests", "prompt before", "reusable before", "%", "prompt after",
                 "reusable after", "% "):
-        reuse_table.add_column(col, justify="left" if col == "session" else "right")
+        reuse_table.add_column(col, justify="left" if col == "session" else "right", overflow="fold")
     shown = sorted(rows.items(), key=lambda kv: -kv[1][0].prompt_tokens)[:MAX_ROWS]
     for (source, session), (b, a) in shown:
         reuse_table.add_row(escape(session), str(b.requests), f"{b.prompt_tokens:,}",
@@ -119,7 +126,7 @@ def run_canonicalize(paths: list[str], out: str, to: str | None, only: str | Non
                      strip_volatile: bool, fmt: str, tokenizer: str, template: str, as_json: bool,
                      skip_bad: bool) -> int:
     """Ingest, canonicalize, write, report; returns the exit code."""
-    options = CanonicalOptions(parse_codes(only, "--only"), parse_codes(skip, "--skip") or frozenset(),
+    options = CanonicalOptions(parse_codes(only, "--only/--select"), parse_codes(skip, "--skip/--ignore") or frozenset(),
                                strip_volatile)
     ingest = Ingest(paths, format=fmt, stdin=sys.stdin.buffer if "-" in paths else None)
     requests = list(ingest)
@@ -162,10 +169,10 @@ def register(app: typer.Typer) -> None:
         paths: list[str] = typer.Argument(..., help="Log files, directories (recursive), globs, or - for stdin."),
         out: str = typer.Option(..., "--out", "-o", help="Output JSONL file (- for stdout; the report then goes to stderr)."),
         to: str = typer.Option(None, "--to", help="Write OpenAI Chat JSONL instead of the input format: 'openai'."),
-        only: str = typer.Option(None, "--only", help="Apply only these rule codes (comma-separated, e.g. PC201,PC203)."),
-        skip: str = typer.Option(None, "--skip", help="Do not apply these rule codes (comma-separated)."),
+        only: str = typer.Option(None, "--only", "--select", help="Apply only these rule codes (comma-separated, e.g. PC201,PC203); --select is an alias."),
+        skip: str = typer.Option(None, "--skip", "--ignore", help="Do not apply these rule codes (comma-separated); --ignore is an alias."),
         strip_volatile: bool = typer.Option(False, "--strip-volatile", help="Remove volatile values instead of moving them to the newest user turn."),
-        fmt: str = typer.Option("auto", "--format", help="Force a log format; default: detect per file."),
+        fmt: str = typer.Option("auto", "--input-format", help="Force a log format (the reader); default: detect per file."),
         tokenizer: str = typer.Option("auto", "--tokenizer", help="Tokenizer spec for the before/after token figures."),
         template: str = typer.Option("auto", "--template", help="Chat template for the before/after token figures."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),

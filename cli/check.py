@@ -61,28 +61,42 @@ def _print(r: TemplateReport) -> None:
     verdict = "[bold green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
     boundary = f"boundary at line {r.boundary_line}" if r.boundary_line else "no dynamic-below boundary"
     console.print(f"{verdict} {escape(r.template)}  (tokens: {r.tokenizer}, {boundary})")
-    table = Table(show_edge=False, pad_edge=False, box=None)
-    for col in ("context", "prompt", "stable", "stable %", "boundary", "first varies", "at"):
-        table.add_column(col, justify="right" if col in ("prompt", "stable", "stable %", "boundary") else "left")
+    rows = []
     for c in r.contexts:
         varied = [v for v in c.variants if v.first_diff_char is not None]
         first = min(varied, key=lambda v: v.stable_tokens, default=None)
         where = f"{first.location.file}:{first.location.line}" if first and first.location else "-"
-        table.add_row(escape(Path(c.context).name), str(c.total_tokens), str(c.stable_tokens), f"{c.stable_fraction:.0%}",
-                      "-" if c.boundary_tokens is None else str(c.boundary_tokens),
-                      first.variation if first else "nothing", escape(where))
+        rows.append((escape(Path(c.context).name), str(c.total_tokens), str(c.stable_tokens), f"{c.stable_fraction:.0%}",
+                     "-" if c.boundary_tokens is None else str(c.boundary_tokens),
+                     first.variation if first else "nothing", escape(where)))
+    # the file:line column is never cut: when the table would not fit, it goes below it
+    cols = ("context", "prompt", "stable", "stable %", "boundary", "first varies", "at")
+    widths = [max([len(col)] + [len(row[i]) for row in rows]) for i, col in enumerate(cols)]
+    inline = sum(widths) + len(cols) - 1 <= console.width
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    for col in cols if inline else cols[:-1]:
+        table.add_column(col, justify="right" if col in ("prompt", "stable", "stable %", "boundary") else "left",
+                         no_wrap=True)
+    for row in rows:
+        table.add_row(*(row if inline else row[:-1]))
     console.print(table)
+    if not inline:
+        for row in rows:
+            console.print(f"  {row[0]}: first varies at {row[-1]}", soft_wrap=True)
     for f in r.failures:
         where = f"{f.file}:{f.line}" if f.line else f.file
-        console.print(f"  [red]{f.code}[/] {escape(where)}: {escape(f.message)}")
+        console.print(f"  [red]{f.code}[/] {escape(where)}: {escape(f.message)}", soft_wrap=True)
     for s in r.static:
         if not any(f.file == s.file and f.line == s.line and f.code == s.code for f in r.failures):
-            console.print(f"  [dim]{s.code} {escape(s.file)}:{s.line}: {escape(s.message)} (below the boundary: ok)[/]")
+            console.print(f"  [dim]{s.code} {escape(s.file)}:{s.line}: {escape(s.message)} (below the boundary: ok)[/]", soft_wrap=True)
 
 
 def run_check(templates: list[str], contexts: list[str], tokenizer: str, min_tokens: int, min_fraction: float,
               vary: str, search_path: list[str], as_json: bool, seed: int) -> int:
     """Check every template against every context; returns the exit code."""
+    missing = [t for t in templates if not Path(t).is_file()]
+    if missing:
+        raise ConfigError(f"template not found: {', '.join(missing)}")
     if not contexts:
         raise ConfigError("check needs at least one --context CTX.json (a JSON object of template variables)")
     if not 0.0 <= min_fraction <= 1.0:
@@ -115,10 +129,12 @@ def register(app: typer.Typer) -> None:
         vary: str = typer.Option("all", "--vary", help=f"Variations to apply, comma-separated: {','.join(VARIATIONS)} (default all)."),
         search_path: list[str] = typer.Option([], "--search-path", help="Extra folder for {% include %} (the template's folder is always searched)."),
         fmt: str = typer.Option("text", "--format", help="text or json (one JSON object per template)."),
+        as_json: bool = typer.Option(False, "--json", help="Shorthand for --format json."),
         seed: int = typer.Option(0, "--seed", help="Seed for regenerated ids."),
     ) -> None:
         """CI gate for prompt templates: fail when the cache-stable prefix shrinks or a varying value renders early."""
         if fmt not in ("text", "json"):
             raise ConfigError(f"--format {fmt!r}: expected text or json")
+        fmt = "json" if as_json else fmt
         raise typer.Exit(run_check(templates, context, tokenizer, min_stable_tokens, min_stable_fraction, vary,
                                    search_path, fmt == "json", seed))

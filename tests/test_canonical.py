@@ -163,3 +163,73 @@ def test_history_rewrite_reported_on_real_swe_agent(samples) -> None:
     for c in results:
         for a, b in zip(c.original.messages, c.request.messages):
             assert "Old environment output" not in b.content or "Old environment output" in a.content
+
+
+def _req(messages, index=0, session="s", fmt="openai-chat", tools=()):
+    from prefixcache.analyzer.model import Provenance, Request
+    return Request(session, index, fmt, Provenance("x.jsonl", index + 1), tuple(messages), tuple(tools))
+
+
+def test_string_vs_one_text_block_is_not_a_history_rewrite() -> None:
+    """Review 1 bug 7: what the model is told decides, not the logged form."""
+    from prefixcache.analyzer.model import Message
+    a = [Message("user", "fix the bug", path="messages[0]"), Message("assistant", "done", path="messages[1]")]
+    b = [Message("user", "fix the bug", text_blocks=("fix the bug",), path="messages[0]"),
+         Message("assistant", "done", path="messages[1]", cache_control="5m"), Message("user", "thanks")]
+    results = canonicalize_all([_req(a), _req(b, 1)])
+    assert [t for c in results for t in c.transformations] == []
+    edited = [replace(b[0], content="fix the bugs", text_blocks=("fix the bugs",)), *b[1:]]
+    log = canonicalize_all([_req(a), _req(edited, 1)])[1].transformations
+    assert [(t.code, t.json_path) for t in log] == [("PC404", "messages[0]")]
+    two_blocks = [replace(b[0], text_blocks=("fix", "the bug"), content="fix\nthe bug"), *b[1:]]
+    assert [t.code for t in canonicalize_all([_req(a), _req(two_blocks, 1)])[1].transformations] == ["PC404"]
+
+
+def test_anthropic_system_block_path_is_text() -> None:
+    from prefixcache.analyzer.model import Message
+    msgs = [Message("system", "You are Claude.\nCurrent time: 2026-03-02 10:31:02 UTC", path="system[0]"),
+            Message("user", "hi", path="messages[0]")]
+    log = canonicalize(_req(msgs, fmt="anthropic-messages"))[1]
+    assert [(t.code, t.json_path) for t in log] == [("PC101", "system[0].text")]
+    drift = [replace(msgs[0], content="You are Claude.\r\n"), msgs[1]]
+    first = [replace(msgs[0], content="You are Claude.\n"), msgs[1]]
+    res = canonicalize_all([_req(first, 0, "a", "anthropic-messages"), _req(drift, 0, "b", "anthropic-messages")])
+    assert [(t.code, t.json_path) for t in res[1].transformations] == [("PC302", "system[0].text")]
+    assert res[1].request.messages[0].content == "You are Claude.\n"  # the form first sent (other session)
+
+
+def test_whitespace_that_is_content_is_never_touched() -> None:
+    """Indentation, blank lines in code, trailing spaces in a diff, CRLF in a tool output: kept."""
+    from prefixcache.analyzer.model import Message, ToolCall
+    patch = "--- a/x.py\r\n+++ b/x.py\r\n@@ -1,2 +1,2 @@\r\n-def f():  \r\n+def f():\r\n \r\n     return 1\t\r\n"
+    code = "```python\ndef f():\n\n    return 1   \n```\n\n"
+    msgs = [Message("system", "You are a coding agent.  \n\n"),
+            Message("user", code),
+            Message("assistant", "", tool_calls=(ToolCall("c1", "diff", "{}"),)),
+            Message("tool", patch, tool_call_id="c1")]
+    reqs = [_req(msgs[:2]), _req(msgs, 1)]
+    results = canonicalize_all(reqs)
+    assert not [t for c in results for t in c.transformations if t.code == "PC302"]
+    assert results[1].request.messages == reqs[1].messages
+
+
+def test_whitespace_drift_restores_the_first_form() -> None:
+    reqs = load("whitespace_drift.jsonl")
+    results = canonicalize_all(reqs)
+    fixed = [(i, t.json_path) for i, c in enumerate(results) for t in c.transformations if t.code == "PC302"]
+    assert fixed == [(2, "messages[0].content"), (3, "messages[0].content")]
+    assert "\r" in reqs[2].messages[0].content
+    assert results[2].request.messages[0] == reqs[0].messages[0]
+    assert all([m.content for m in c.request.messages[1:]] == [m.content for m in c.original.messages[1:]]
+               for c in results)
+
+
+def test_drift_restored_inside_its_block_keeps_parts() -> None:
+    from prefixcache.analyzer.model import ContentPart, Message
+    first = Message("user", "look at this\nand this", text_blocks=("look at this", "and this"),
+                    parts=(ContentPart("image_url", "d1"),), path="messages[0]")
+    drifted = replace(first, content="look at this  \r\nand this", text_blocks=("look at this  \r", "and this"))
+    res = canonicalize_all([_req([first]), _req([drifted], 1)])
+    m = res[1].request.messages[0]
+    assert (m.content, m.text_blocks, m.parts) == (first.content, first.text_blocks, first.parts)
+    assert [t.code for t in res[1].transformations] == ["PC302"]

