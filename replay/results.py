@@ -1,0 +1,211 @@
+"""Per-request replay results, streamed to JSONL, and the one summary type.
+
+Every result keeps raw ``perf_counter`` timestamps (seconds) and token counts;
+TTFT, prefill time and throughput are derived from them here and nowhere else.
+A results file is one JSON object per line, written and flushed as each request
+finishes, so an interrupted run keeps everything done so far and ``--resume`` can
+continue it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import IO, Iterable, Sequence
+
+import numpy as np
+import orjson
+
+from ..analyzer.errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class RequestResult:
+    """One request of one pass.
+
+    ``position`` is the 0-based position in the pass; ``source``/``record`` point at
+    the log record. Tokens: ``prompt_tokens`` replayed (after ``--max-prompt-tokens``;
+    ``original_tokens`` before), ``cached_tokens`` served from the KV prefix cache,
+    ``predicted_cached`` the simulator's prediction for the same configuration,
+    ``computed_tokens`` prefilled. Times are raw seconds (see
+    :class:`prefixcache.replay.engine.base.Generation`). ``kv_bytes``: KV held by the
+    cache after the request. ``max_abs_dlogit`` / ``argmax_match`` / ``tokens_match``
+    compare with a cold recomputation (None when not verified); ``verify_ok`` is the
+    verdict (:meth:`prefixcache.replay.runner.Replay._judge`: in float32, same argmax and
+    greedy tokens and max |Δlogit| within the tolerance).
+    """
+
+    pass_name: str
+    position: int
+    session: str
+    request_index: int
+    source: str
+    record: int
+    prompt_tokens: int
+    original_tokens: int
+    cached_tokens: int
+    predicted_cached: int | None
+    computed_tokens: int
+    t_start: float
+    t_prefill_start: float
+    t_first_token: float
+    t_end: float
+    store_s: float
+    kv_bytes: int
+    output_ids: tuple[int, ...]
+    max_abs_dlogit: float | None = None
+    argmax_match: bool | None = None
+    tokens_match: bool | None = None
+    verify_ok: bool | None = None
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token (lookup + prefill + first token), seconds."""
+        return self.t_first_token - self.t_start
+
+    @property
+    def prefill_s(self) -> float:
+        """Forward pass over the computed tokens, seconds."""
+        return self.t_first_token - self.t_prefill_start
+
+    @property
+    def lookup_s(self) -> float:
+        """Cache lookup + KV assembly inside TTFT, seconds."""
+        return self.t_prefill_start - self.t_start
+
+    @property
+    def prefill_tok_s(self) -> float:
+        """Computed prefill tokens per second of forward pass."""
+        return self.computed_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def verified(self) -> bool:
+        return self.max_abs_dlogit is not None
+
+    @property
+    def mismatch(self) -> bool:
+        """Verified and not equal to the cold recomputation (argmax, greedy tokens, tolerance)."""
+        return self.verified and not self.verify_ok
+
+    def to_json(self) -> bytes:
+        row = asdict(self)
+        row.update(ttft_s=self.ttft_s, prefill_s=self.prefill_s, prefill_tok_s=self.prefill_tok_s)
+        return orjson.dumps(row)
+
+
+_FIELDS = {f.name for f in fields(RequestResult)}
+
+
+def load_results(path: Path) -> list[RequestResult]:
+    """Read a results JSONL file (for ``--resume``). A torn last line (the run was
+    killed mid-write) is dropped; any other bad line raises InputError."""
+    out: list[RequestResult] = []
+    lines = path.read_bytes().splitlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+            row = {k: v for k, v in row.items() if k in _FIELDS}
+            row["output_ids"] = tuple(row["output_ids"])
+            out.append(RequestResult(**row))
+        except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
+            if n == len(lines):
+                break
+            raise InputError(f"not a replay result ({exc})", str(path), n) from exc
+    return out
+
+
+class ResultWriter:
+    """Appends results to a JSONL file, one flushed line per request."""
+
+    def __init__(self, path: Path | None, append: bool = False) -> None:
+        self.path = path
+        self._f: IO[bytes] | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._f = path.open("ab" if append else "wb")
+
+    def write(self, result: RequestResult) -> None:
+        if self._f is not None:
+            self._f.write(result.to_json() + b"\n")
+            self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (linear interpolation, numpy's default); 0 when empty."""
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PassSummary:
+    """Figures of one pass. Tokens are sums over its requests; times are seconds.
+
+    ``effective_tok_s`` = prompt tokens served per second of TTFT (cached ones
+    included). ``avoided_prefill`` = cached tokens (prefill not computed); ``speedup`` = the cold
+    pass's TTFT summed over the same request positions / this pass's total TTFT
+    (None without a cold pass); ``simulator_equal`` is True when every request's
+    cached tokens equal the simulator's prediction.
+    """
+
+    pass_name: str
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    computed_tokens: int
+    ttft_p50: float
+    ttft_p95: float
+    ttft_p99: float
+    ttft_total: float
+    effective_tok_s: float
+    kv_bytes_peak: int
+    verified: int
+    mismatches: int
+    max_abs_dlogit: float | None
+    simulator_equal: bool | None
+    speedup: float | None = None
+
+    @property
+    def avoided_prefill(self) -> int:
+        return self.cached_tokens
+
+    @property
+    def hit_rate(self) -> float:
+        """Cached share of prompt tokens (0–1)."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @classmethod
+    def of(cls, pass_name: str, results: Iterable[RequestResult], cold: dict[int, float] | None = None) -> "PassSummary":
+        """Summarize ``pass_name``'s results; ``cold`` maps position → cold TTFT (seconds)."""
+        rs = [r for r in results if r.pass_name == pass_name]
+        ttft = [r.ttft_s for r in rs]
+        dl = [r.max_abs_dlogit for r in rs if r.max_abs_dlogit is not None]
+        preds = [r.predicted_cached for r in rs if r.predicted_cached is not None]
+        total = sum(ttft)
+        speedup = None
+        if cold and pass_name != "cold" and total > 0 and all(r.position in cold for r in rs):
+            speedup = sum(cold[r.position] for r in rs) / total
+        return cls(
+            pass_name=pass_name, requests=len(rs),
+            prompt_tokens=sum(r.prompt_tokens for r in rs), cached_tokens=sum(r.cached_tokens for r in rs),
+            computed_tokens=sum(r.computed_tokens for r in rs),
+            ttft_p50=percentile(ttft, 50), ttft_p95=percentile(ttft, 95), ttft_p99=percentile(ttft, 99),
+            ttft_total=total,
+            effective_tok_s=sum(r.prompt_tokens for r in rs) / total if total > 0 else 0.0,
+            kv_bytes_peak=max((r.kv_bytes for r in rs), default=0),
+            verified=sum(r.verified for r in rs), mismatches=sum(r.mismatch for r in rs),
+            max_abs_dlogit=max(dl) if dl else None,
+            simulator_equal=(all(r.predicted_cached == r.cached_tokens for r in rs) if preds else None),
+            speedup=speedup,
+        )
+
+
+def summarize(results: Sequence[RequestResult], passes: Sequence[str]) -> list[PassSummary]:
+    """One summary per pass that has results, speedups against ``cold`` when it ran."""
+    cold = {r.position: r.ttft_s for r in results if r.pass_name == "cold"}
+    return [PassSummary.of(p, results, cold) for p in passes if any(r.pass_name == p for r in results)]

@@ -1,0 +1,265 @@
+"""Replay passes: the same requests without cache (``cold``), with the KV prefix cache in
+log order (``warm``), and canonicalized with the cache (``canonical``).
+
+Every cache pass starts from an empty cache. The engine's KV store is driven by the
+analyzer's ``BlockHashCache``; the same prompts also go through the simulator
+(:func:`prefixcache.analyzer.cache.simulator.simulate`, ``--cache vllm``, same
+block size, capacity and policy), and each result carries both counts. Requests
+run in the simulator's order — by logged timestamp, input order for ties or when a
+log has no times — and ``now`` is the same logical clock (logged seconds, else the
+position), so eviction decisions are deterministic and comparable.
+
+Verification recomputes a request cold and compares the first-token logits (max
+|Δ|, argmax) and the greedy tokens. A cold pass that ran earlier in the same run
+already holds that recomputation for the same token ids, so it is reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..analyzer.cache.block_hash import BlockHashCache
+from ..analyzer.cache.simulator import CacheSpec, SimRequest, simulate
+from ..analyzer.errors import ConfigError, EngineError, InputError
+from .engine.base import Generation
+from .engine.hf import HFEngine
+from .kv import KVPrefixCache
+from .results import RequestResult, ResultWriter
+
+if TYPE_CHECKING:
+    from ..analyzer.pipeline import Prepared
+
+PASSES = ("cold", "warm", "canonical")
+VERIFY_MODES = ("none", "sample", "all")
+#: Default tolerance on max |Δlogit| between a cache hit and its cold recomputation:
+#: float32 measured ≤ 3.1e-5 on this project's samples. In half types a prefill split in
+#: two is not bit-identical to one pass (other matmul shapes, other rounding): bfloat16
+#: measured up to 0.75 on SmolLM2 (CPU), so the check there is looser (see ``_judge``).
+DEFAULT_TOL = {"float32": 1e-3, "bfloat16": 1.0, "float16": 0.25}
+HALF = ("bfloat16", "float16")
+#: Cold logits kept for verification of later passes, at most (bytes).
+REF_BUDGET_BYTES = 512 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One request as the engine sees it: token ids (bounded by ``--max-prompt-tokens``,
+    truncated from the end so the prefix is kept), and where it came from.
+    ``original_tokens`` is the length before truncation; ``dropped_opaque`` the
+    hidden-prefix pseudo tokens (Claude Code) left out because no model can run them."""
+
+    session: str
+    request_index: int
+    source: str
+    record: int
+    ids: tuple[int, ...]
+    original_tokens: int
+    dropped_opaque: int = 0
+    now: float = 0.0
+
+
+def to_prompts(prepared: Iterable["Prepared"], max_prompt_tokens: int | None = None) -> list[Prompt]:
+    """Engine prompts of prepared requests in the simulator's time order (see module
+    docstring); block-hash traces (no tokens) are left out."""
+    staged = []
+    for pos, p in enumerate(prepared):
+        if p.tokens is None:
+            continue
+        ids = p.tokens.ids
+        opaque = 0
+        while opaque < len(ids) and ids[opaque] < 0:
+            opaque += 1
+        ids = ids[opaque:]
+        kept = ids[:max_prompt_tokens] if max_prompt_tokens else ids
+        r = p.request
+        prompt = Prompt(r.session, r.index, r.provenance.source, r.provenance.record, tuple(kept), len(ids), opaque)
+        staged.append((r.timestamp, pos, prompt))
+    timed = all(t is not None for t, _, _ in staged)
+    if timed:
+        staged.sort(key=lambda x: (x[0], x[1]))
+    return [replace(p, now=float(t) if timed else float(i)) for i, (t, _, p) in enumerate(staged)]
+
+
+def predict(prompts: Sequence[Prompt], config: "ReplayConfig", capacity_blocks: int | None) -> list[int]:
+    """The simulator's cached tokens for each prompt (``simulate --cache vllm`` with the
+    same block size, capacity and policy), in order."""
+    reqs = [SimRequest(order=i, session=p.session, index=p.request_index, source=p.source, record=p.record,
+                       model=None, now=p.now, num_tokens=len(p.ids), tokens=p.ids) for i, p in enumerate(prompts)]
+    spec = CacheSpec(cache="vllm", policy=config.policy, block_size=config.block_size)
+    return [f.cached_tokens for f in simulate(reqs, spec, capacity_blocks)]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    """Cache and verification settings shared by the passes.
+
+    ``capacity_blocks`` / ``capacity_bytes`` bound the KV cache (bytes are turned
+    into blocks with the model's KV bytes per token); None = unbounded. ``verify``:
+    ``none``, ``sample`` (every ``verify_every``-th cache hit, starting with the
+    first) or ``all`` (every hit). ``tol``: max |Δlogit| allowed (None = by dtype).
+    """
+
+    passes: tuple[str, ...] = PASSES
+    block_size: int = 16
+    capacity_blocks: int | None = None
+    capacity_bytes: int | None = None
+    policy: str = "lru"
+    max_new_tokens: int = 1
+    verify: str = "sample"
+    verify_every: int = 4
+    tol: float | None = None
+
+    def __post_init__(self) -> None:
+        bad = [p for p in self.passes if p not in PASSES]
+        if bad or not self.passes:
+            raise ConfigError(f"--pass {','.join(bad) or '(none)'}: choose from {', '.join(PASSES)}")
+        if self.verify not in VERIFY_MODES:
+            raise ConfigError(f"--verify {self.verify}: choose from {', '.join(VERIFY_MODES)}")
+        if self.max_new_tokens < 1:
+            raise ConfigError("--max-new-tokens must be ≥ 1")
+
+    def capacity_for(self, engine: HFEngine) -> int | None:
+        """Capacity in blocks for ``engine`` (bytes / (KV bytes per token × block size))."""
+        if self.capacity_bytes is None:
+            return self.capacity_blocks
+        blocks = self.capacity_bytes // (engine.kv_bytes_per_token * self.block_size)
+        return blocks if self.capacity_blocks is None else min(blocks, self.capacity_blocks)
+
+
+def _digest(ids: Sequence[int]) -> bytes:
+    return hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=16).digest()
+
+
+class Replay:
+    """Runs the passes over ``prompts`` (``{"original": [...], "canonical": [...]}``).
+
+    ``done`` are results of an earlier, interrupted run (``--resume``): cold requests
+    already done are skipped; a cache pass replays its done requests again without
+    recording them, to rebuild the same cache state. ``results`` grows as requests
+    finish (each one also goes to ``writer``), so an interrupted run keeps them.
+    """
+
+    def __init__(self, engine: HFEngine, config: ReplayConfig, prompts: dict[str, list[Prompt]],
+                 writer: ResultWriter | None = None, done: Sequence[RequestResult] = ()) -> None:
+        self.engine, self.config, self.prompts = engine, config, prompts
+        self.writer = writer or ResultWriter(None)
+        self.results: list[RequestResult] = list(done)
+        self._done = {(r.pass_name, r.position): r for r in done}
+        self._refs: dict[bytes, Generation] = {}
+        self._ref_bytes = 0
+        self.dtype = str(engine.loaded.dtype).split(".")[-1]
+        self.tol = config.tol if config.tol is not None else DEFAULT_TOL.get(self.dtype, 1e-3)
+        self._check()
+
+    def _check(self) -> None:
+        for name in self.config.passes:
+            source = self.prompts.get("canonical" if name == "canonical" else "original")
+            if source is None:
+                raise ConfigError(f"pass {name}: no prompts were prepared for it")
+            for pos, p in enumerate(source):
+                if len(p.ids) + self.config.max_new_tokens > self.engine.max_context:
+                    raise EngineError(f"{p.source}:{p.record}: prompt of {len(p.ids)} tokens exceeds the model's "
+                                      f"context of {self.engine.max_context} tokens (use --max-prompt-tokens)")
+                if not p.ids:
+                    raise InputError("request renders to an empty prompt", p.source, p.record)
+                old = self._done.get((name, pos))
+                if old is not None and old.prompt_tokens != len(p.ids):
+                    raise InputError(f"--resume: results are from a different run ({name} #{pos} had "
+                                     f"{old.prompt_tokens} tokens, now {len(p.ids)})", str(self.writer.path or ""))
+
+    def total(self) -> int:
+        """Requests to run in all passes (including rebuilds of resumed cache passes)."""
+        n = 0
+        for name in self.config.passes:
+            count = len(self.prompts["canonical" if name == "canonical" else "original"])
+            n += count - (sum(1 for (p, _) in self._done if p == name) if name == "cold" else 0)
+        return n
+
+    def warmup(self) -> None:
+        """One short forward pass so the first timed request does not pay one-time setup."""
+        first = next(iter(self.prompts.get("original") or self.prompts.get("canonical") or []), None)
+        if first is not None:
+            self.engine.generate(first.ids[:32], max_new_tokens=1)
+
+    def run(self, on_request: Callable[[str, RequestResult | None], None] | None = None) -> list[RequestResult]:
+        """Run every pass; ``on_request(pass, result)`` after each request (result None
+        for a replayed, already recorded one). Returns all results."""
+        for name in self.config.passes:
+            self._run_pass(name, on_request)
+        return self.results
+
+    def _run_pass(self, name: str, on_request: Callable | None) -> None:
+        prompts = self.prompts["canonical" if name == "canonical" else "original"]
+        cap = self.config.capacity_for(self.engine)
+        cache, predicted = None, [None] * len(prompts)
+        if name != "cold":
+            index = BlockHashCache(self.config.block_size, cap, self.config.policy)
+            cache = KVPrefixCache(index, self.engine.model.config)
+            predicted = predict(prompts, self.config, cap)
+        hits = 0
+        for pos, p in enumerate(prompts):
+            old = self._done.get((name, pos))
+            if old is not None and cache is None:
+                continue
+            gen = self.engine.generate(p.ids, max_new_tokens=self.config.max_new_tokens, cache=cache, now=p.now)
+            hits += gen.cached_tokens > 0
+            if old is not None:  # resumed: replayed only to rebuild the cache state
+                if on_request:
+                    on_request(name, None)
+                continue
+            if name == "cold":
+                self._remember(p.ids, gen)
+            check = None
+            if gen.cached_tokens > 0 and self._sampled(hits):
+                check = self._verify(p.ids, gen)
+            result = self._result(name, pos, p, gen, predicted[pos], check)
+            self.results.append(result)
+            self.writer.write(result)
+            if on_request:
+                on_request(name, result)
+
+    def _sampled(self, hit_number: int) -> bool:
+        """``--verify``: all hits, every ``verify_every``-th hit from the first, or none."""
+        mode = self.config.verify
+        return mode == "all" or (mode == "sample" and (hit_number - 1) % self.config.verify_every == 0)
+
+    def _remember(self, ids: Sequence[int], gen: Generation) -> None:
+        if self._ref_bytes + gen.first_logits.nbytes <= REF_BUDGET_BYTES and self.config.passes[-1] != "cold":
+            self._refs[_digest(ids)] = gen
+            self._ref_bytes += gen.first_logits.nbytes
+
+    def _verify(self, ids: Sequence[int], gen: Generation) -> tuple[float, bool, bool, bool]:
+        """(max |Δlogit|, argmax equal, greedy tokens equal, verdict) against a cold computation."""
+        ref = self._refs.get(_digest(ids))
+        if ref is None:
+            ref = self.engine.generate(ids, max_new_tokens=self.config.max_new_tokens)
+        delta = float(np.max(np.abs(gen.first_logits - ref.first_logits)))
+        top_gen, top_ref = int(np.argmax(gen.first_logits)), int(np.argmax(ref.first_logits))
+        same_tokens = gen.output_ids == ref.output_ids
+        return delta, top_gen == top_ref, same_tokens, self._judge(delta, ref.first_logits, top_gen, top_ref, same_tokens)
+
+    def _judge(self, delta: float, ref: np.ndarray, top_gen: int, top_ref: int, same_tokens: bool) -> bool:
+        """float32: identical argmax and greedy tokens, and max |Δ| ≤ tol. Half types: max |Δ| ≤ tol,
+        and an argmax flip only counts when the cold top-1 beats the token chosen by more than
+        2·max |Δ| (a flip rounding cannot explain); greedy continuations are reported, not judged."""
+        if delta > self.tol:
+            return False
+        if self.dtype not in HALF:
+            return top_gen == top_ref and same_tokens
+        return top_gen == top_ref or float(ref[top_ref] - ref[top_gen]) <= 2 * delta
+
+    def _result(self, name: str, pos: int, p: Prompt, gen: Generation, predicted: int | None,
+                check: tuple[float, bool, bool, bool] | None) -> RequestResult:
+        delta, argmax_ok, tokens_ok, ok = check if check else (None, None, None, None)
+        return RequestResult(
+            pass_name=name, position=pos, session=p.session, request_index=p.request_index,
+            source=p.source, record=p.record, prompt_tokens=gen.prompt_tokens, original_tokens=p.original_tokens,
+            cached_tokens=gen.cached_tokens, predicted_cached=predicted, computed_tokens=gen.computed_tokens,
+            t_start=gen.t_start, t_prefill_start=gen.t_prefill_start, t_first_token=gen.t_first_token,
+            t_end=gen.t_end, store_s=gen.store_s, kv_bytes=gen.kv_bytes, output_ids=gen.output_ids,
+            max_abs_dlogit=delta, argmax_match=argmax_ok, tokens_match=tokens_ok, verify_ok=ok,
+        )
