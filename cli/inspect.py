@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def inspect(
         paths: list[str] = typer.Argument(..., help="Log files, directories (recursive), globs, or - for stdin."),
-        fmt: str = typer.Option("auto", "--format", help="Force a log format (see README); default: detect per file."),
+        fmt: str = typer.Option("auto", "--input-format", "--format", help="Force a log format (see README); default: detect per file."),
         tokenizer: str = typer.Option("auto", "--tokenizer", "--model", help="Tokenizer spec: auto, a tiktoken encoding, a HF directory, a GGUF file."),
         template: str = typer.Option("auto", "--template", help="Chat template: auto, a provider layout, a .jinja file, a HF directory or GGUF."),
         as_json: bool = typer.Option(False, "--json", help="Write JSON Lines: one object per request, then a summary line."),
