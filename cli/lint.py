@@ -11,6 +11,7 @@ report), ``text``, ``json`` (README: lint JSON schema), ``sarif`` (2.1.0),
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -20,7 +21,10 @@ from rich.markup import escape
 
 from prefixcache.analyzer.config import FORMATS, LintConfig, load_config, parse_fraction
 from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.canonical import canonicalize_requests
 from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.model import Request
+from prefixcache.analyzer.writers import write_requests
 from prefixcache.analyzer.lint import Linter, RequestResult, Waterfall, select_rules
 from prefixcache.analyzer.pipeline import Preparer
 from prefixcache.analyzer.rules import REGISTRY, Finding, severity_rank
@@ -232,6 +236,33 @@ def emit(run: LintRun) -> None:
         print_rich(console, run.linter, run.results, run.findings, run.notes)
 
 
+def fixed_copies(paths: list[str], input_format: str) -> list[str]:
+    """``lint --fix``: canonicalize every input (same engine and options as ``canonicalize``)
+    and write each file's requests, in its own format, to ``NAME.fixed.EXT`` beside it.
+
+    The originals are never touched. Returns the paths of the copies. Raises
+    ConfigError for stdin (no place for a copy) and for formats that cannot be
+    written back (block traces, usage-only logs).
+    """
+    if "-" in paths:
+        raise ConfigError("--fix writes a copy beside each input file: it cannot take stdin (use canonicalize --out)")
+    requests = list(Ingest(paths, format=input_format))
+    by_source: dict[str, list[Request]] = {}
+    for req in canonicalize_requests(requests):
+        by_source.setdefault(req.provenance.source, []).append(req)
+    copies = []
+    for source, reqs in by_source.items():
+        src = Path(source)
+        target = src.with_name(f"{src.stem}.fixed{src.suffix or '.jsonl'}")
+        tmp = target.with_name(target.name + ".part")
+        with open(tmp, "wb") as fh:  # complete before it replaces anything
+            write_requests(reqs, fh)
+        tmp.replace(target)
+        err.print(f"fixed copy: {escape(str(target))} ({len(reqs)} request(s))", highlight=False)
+        copies.append(str(target))
+    return copies
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``lint`` command to ``app``."""
 
@@ -252,6 +283,7 @@ def register(app: typer.Typer) -> None:
         template: Optional[str] = typer.Option(None, "--template", help="Chat template spec (default auto)."),
         config: Optional[str] = typer.Option(None, "--config", help=r"Config file (default: prefixcache.toml or \[tool.prefixcache] in pyproject.toml)."),
         skip_bad: bool = typer.Option(False, "--skip-bad", help="Report unreadable records and go on instead of exit 2."),
+        fix: bool = typer.Option(False, "--fix", help="Write a cache-stable copy of each input beside it (NAME.fixed.EXT, the canonicalize engine), then lint the copies."),
     ) -> None:
         """Find where each prompt's reusable prefix breaks, why, and what it costs."""
         if as_json and fmt not in (None, "json"):
@@ -261,6 +293,9 @@ def register(app: typer.Typer) -> None:
             fail_under=parse_fraction(fail_under, "--fail-under") if fail_under is not None else None,
             fail_on=fail_on, redact=redact, tokenizer=tokenizer, template=template,
         )
+        if fix:
+            paths = fixed_copies(paths, input_format)
+            input_format = "auto"
         run = lint_paths(paths, cfg, input_format)
         emit(run)
         if cfg.fail_under is not None and not run.linter.total.prompt_tokens:

@@ -216,3 +216,20 @@ def test_mixed_directory_end_to_end(tmp_path):
     assert len(formats) == 17  # 8 samples + 9 cases, every file linted
     codes = {f["code"] for f in doc["findings"]}
     assert {"PC101", "PC201", "PC203", "PC301", "PC302", "PC403", "PC404", "PC503", "PC602"} <= codes
+
+
+def test_fix_writes_a_cache_stable_copy_and_lints_it(cases, tmp_path):
+    """`lint --fix`: the canonicalize engine writes NAME.fixed.EXT beside each input; the
+    original is untouched; the copy's per-second clock no longer breaks the prefix."""
+    src = tmp_path / "timestamp_in_system.jsonl"
+    src.write_bytes((cases / "timestamp_in_system.jsonl").read_bytes())
+    before = json.loads(lint(str(src), "--format", "json").stdout)
+    res = lint("--fix", str(src), "--format", "json")
+    fixed = tmp_path / "timestamp_in_system.fixed.jsonl"
+    assert fixed.exists() and src.read_bytes() == (cases / "timestamp_in_system.jsonl").read_bytes()
+    after = json.loads(res.stdout)
+    assert {f["code"] for f in before["findings"]} >= {"PC101"}
+    assert "PC101" not in {f["code"] for f in after["findings"]}
+    assert after["summary"]["reusable_tokens"] > 2 * before["summary"]["reusable_tokens"]
+    assert len(fixed.read_text().splitlines()) == 5
+    assert lint("--fix", "-", input="{}").exit_code == 2  # no place for a copy of stdin

