@@ -28,7 +28,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.writers import write_requests
 
-from .common import EXIT_ERROR, EXIT_OK, console, err, handle_errors
+from .common import EXIT_ERROR, EXIT_OK, atomic_output, console, err, handle_errors
 
 MAX_ROWS = 40
 _QUOTED = re.compile(r"'[^']*'")
@@ -144,11 +144,8 @@ def run_canonicalize(paths: list[str], out: str, to: str | None, only: str | Non
         n = write_requests(canon, sys.stdout.buffer, to)
         sys.stdout.buffer.flush()
     else:
-        target = Path(out)
-        tmp = target.with_name(target.name + ".part")
-        with open(tmp, "wb") as fh:  # write fully before replacing, so an error leaves no half file
+        with atomic_output(Path(out)) as fh:
             n = write_requests(canon, fh, to)
-        tmp.replace(target)
     rows, total = session_rows(results, reuse(requests, template, tokenizer), reuse(canon, template, tokenizer))
     report_to = err if out == "-" else console
     if as_json:

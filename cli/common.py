@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 import sys
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from pathlib import Path
+from typing import IO, Callable, Iterator, TypeVar
 
 import typer
 from rich.console import Console
@@ -62,6 +63,16 @@ class Tracker:
     def describe(self, text: str) -> None:
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=text)
+
+
+@contextmanager
+def atomic_output(path: Path) -> Iterator[IO[bytes]]:
+    """A binary file that appears at ``path`` only once fully written (``path.part`` until then),
+    so an error midway never leaves a half-written output behind."""
+    tmp = path.with_name(path.name + ".part")
+    with open(tmp, "wb") as fh:
+        yield fh
+    tmp.replace(path)
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from prefixcache.analyzer.lint import Linter, RequestResult, Waterfall, select_r
 from prefixcache.analyzer.pipeline import Preparer
 from prefixcache.analyzer.rules import REGISTRY, Finding, severity_rank
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, console, err, fail, handle_errors, progress
+from .common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, console, err, fail, handle_errors, progress
 from .lint_report import print_rich
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -254,10 +254,8 @@ def fixed_copies(paths: list[str], input_format: str) -> list[str]:
     for source, reqs in by_source.items():
         src = Path(source)
         target = src.with_name(f"{src.stem}.fixed{src.suffix or '.jsonl'}")
-        tmp = target.with_name(target.name + ".part")
-        with open(tmp, "wb") as fh:  # complete before it replaces anything
+        with atomic_output(target) as fh:
             write_requests(reqs, fh)
-        tmp.replace(target)
         err.print(f"fixed copy: {escape(str(target))} ({len(reqs)} request(s))", highlight=False)
         copies.append(str(target))
     return copies

@@ -20,15 +20,52 @@ from ..analyzer.errors import InputError
 
 
 @dataclass(frozen=True, slots=True)
-class RequestResult:
+class RequestTiming:
+    """Raw ``time.perf_counter`` readings of one request (seconds) and what derives from them.
+
+    * ``t_start`` — the request entered the engine (before the cache lookup);
+    * ``t_prefill_start`` — lookup and KV assembly done, the forward pass starts;
+    * ``t_first_token`` — the first output token is known;
+    * ``t_end`` — decode finished; ``store_s`` is the time spent after decode
+      writing the prompt's new blocks into the KV store (not part of TTFT).
+
+    Shared by :class:`prefixcache.replay.engine.base.Generation` (what the engine
+    measured) and :class:`RequestResult` (what is streamed to JSONL), so TTFT,
+    prefill and lookup time have one definition.
+    """
+
+    t_start: float
+    t_prefill_start: float
+    t_first_token: float
+    t_end: float
+    store_s: float
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token, seconds: cache lookup + KV assembly + prefill + first sampling."""
+        return self.t_first_token - self.t_start
+
+    @property
+    def prefill_s(self) -> float:
+        """Forward pass over the uncached suffix (the computed tokens), seconds."""
+        return self.t_first_token - self.t_prefill_start
+
+    @property
+    def lookup_s(self) -> float:
+        """Cache lookup and KV assembly before the forward pass (inside TTFT), seconds."""
+        return self.t_prefill_start - self.t_start
+
+
+@dataclass(frozen=True, slots=True)
+class RequestResult(RequestTiming):
     """One request of one pass.
 
     ``position`` is the 0-based position in the pass; ``source``/``record`` point at
     the log record. Tokens: ``prompt_tokens`` replayed (after ``--max-prompt-tokens``;
     ``original_tokens`` before), ``cached_tokens`` served from the KV prefix cache,
     ``predicted_cached`` the simulator's prediction for the same configuration,
-    ``computed_tokens`` prefilled. Times are raw seconds (see
-    :class:`prefixcache.replay.engine.base.Generation`). ``kv_bytes``: KV held by the
+    ``computed_tokens`` prefilled. Times are the raw seconds of
+    :class:`RequestTiming` (its fields come first in the JSONL row). ``kv_bytes``: KV held by the
     cache after the request. ``max_abs_dlogit`` / ``argmax_match`` / ``tokens_match``
     compare with a cold recomputation (None when not verified); ``verify_ok`` is the
     verdict (:meth:`prefixcache.replay.runner.Replay._judge`: in float32, same argmax and
@@ -46,32 +83,12 @@ class RequestResult:
     cached_tokens: int
     predicted_cached: int | None
     computed_tokens: int
-    t_start: float
-    t_prefill_start: float
-    t_first_token: float
-    t_end: float
-    store_s: float
     kv_bytes: int
     output_ids: tuple[int, ...]
     max_abs_dlogit: float | None = None
     argmax_match: bool | None = None
     tokens_match: bool | None = None
     verify_ok: bool | None = None
-
-    @property
-    def ttft_s(self) -> float:
-        """Time to first token (lookup + prefill + first token), seconds."""
-        return self.t_first_token - self.t_start
-
-    @property
-    def prefill_s(self) -> float:
-        """Forward pass over the computed tokens, seconds."""
-        return self.t_first_token - self.t_prefill_start
-
-    @property
-    def lookup_s(self) -> float:
-        """Cache lookup + KV assembly inside TTFT, seconds."""
-        return self.t_prefill_start - self.t_start
 
     @property
     def prefill_tok_s(self) -> float:

@@ -50,7 +50,7 @@ from ..model import Message, Provenance, Request, Skipped, Usage
 from .anthropic import message_of
 from .base import RecordsSeen, Source
 from .detect import first_object
-from .jsonio import FieldError, expect, field, iter_jsonl, parse_time, parse_usage, skip
+from .jsonio import FieldError, field, parse_time, parse_usage, read_lines, skip
 
 #: Line types that are records but never a model call nor prompt content (reference/formats.md §4).
 _QUIET_TYPES = frozenset({"summary", "system", "file-history-snapshot", "queue-operation", "progress"})
@@ -181,22 +181,7 @@ class ClaudeCodeReader:
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         """Stream the lines, then yield one request per ``requestId`` in file order."""
         state = _State(source.name)
-        records = 0
-        for item in iter_jsonl(source):
-            records += 1
-            if isinstance(item, Skipped):
-                yield item
-                continue
-            line, rec = item
-            try:
-                expect(rec, dict, "")
-                out = state.add(line, rec)
-            except FieldError as e:
-                out = skip(source.name, line, e)
-            if out is not None:
-                yield out
-        yield from state.requests()
-        yield RecordsSeen(source.name, records)
+        yield from read_lines(source, state.add, finish=state.requests)
 
 
 class _State:
@@ -211,21 +196,23 @@ class _State:
         self.latest: dict[str, str] = {}  # session → its memo key
         self.stem = Path(source).stem if source != "-" else "stdin"
 
-    def add(self, line: int, rec: dict[str, Any]) -> Skipped | None:
-        """Record one line; a Skipped when it is deliberately not a call."""
+    def add(self, line: int, rec: dict[str, Any]) -> Iterator[Skipped]:
+        """Record one line; yields a Skipped when it is deliberately not a call. FieldError on a bad shape."""
         kind = field(rec, "type", str, required=True)
         if kind in _QUIET_TYPES:
             self._thread(line, rec, None, ())
-            return None
+            return
         if kind not in ("user", "assistant"):
             self._thread(line, rec, None, ())  # keep the thread walkable through it
-            return skip(self.source, line, f"unknown Claude Code line type {kind!r}", field="type", bad=False)
+            yield skip(self.source, line, f"unknown Claude Code line type {kind!r}", field="type", bad=False)
+            return
         message = field(rec, "message", dict, required=True)
         if kind == "assistant" and (rec.get("isApiErrorMessage") or rec.get("error") and not rec.get("requestId")):
             self._thread(line, rec, None, ())
             status = rec.get("apiErrorStatus") or rec.get("error") or "error"
-            return skip(self.source, line, f"synthetic API error message ({status}): no completed model call",
-                        field="isApiErrorMessage", bad=False)
+            yield skip(self.source, line, f"synthetic API error message ({status}): no completed model call",
+                       field="isApiErrorMessage", bad=False)
+            return
         try:
             msgs = tuple(message_of({"role": kind, "content": message.get("content", "")}, f"line {line}: message"))
         except FieldError as e:  # keep the line in the thread (its children stay reachable), without content
@@ -233,11 +220,12 @@ class _State:
             raise FieldError(e.field.split(": ", 1)[-1], e.reason) from None
         node = self._thread(line, rec, kind, msgs)
         if kind == "user":
-            return None
+            return
         rid = rec.get("requestId") or ""
         if not isinstance(rid, str) or not rid:
-            return skip(self.source, line, f"assistant line without requestId (model {message.get('model')!r}): "
-                        "not an API call", field="requestId", bad=False)
+            yield skip(self.source, line, f"assistant line without requestId (model {message.get('model')!r}): "
+                       "not an API call", field="requestId", bad=False)
+            return
         call = self.calls.get(rid)
         if call is None:
             model = message.get("model")
@@ -246,8 +234,7 @@ class _State:
         try:  # an unreadable usage spoils only the usage: the blocks stay in the thread
             call.usage = parse_usage(message.get("usage"), "message.usage") or call.usage
         except FieldError as e:
-            return skip(self.source, line, f"{e.reason} (the call keeps its other lines' usage)", field=e.field)
-        return None
+            yield skip(self.source, line, f"{e.reason} (the call keeps its other lines' usage)", field=e.field)
 
     def _thread(self, line: int, rec: dict[str, Any], role: str | None, msgs: tuple[Message, ...]) -> _Node:
         uuid, parent = rec.get("uuid"), rec.get("parentUuid")

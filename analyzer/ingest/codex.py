@@ -31,7 +31,7 @@ from typing import Any, Iterator
 from ..model import ContentPart, Message, Provenance, Request, Skipped, ToolCall, Usage
 from .base import RecordsSeen, Source
 from .detect import first_object
-from .jsonio import FieldError, digest, expect, field, iter_jsonl, parse_time, skip
+from .jsonio import FieldError, digest, expect, field, parse_time, read_lines, skip
 
 _OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
 #: Record types this reader models; others (e.g. newer ``world_state``) are reported, not guessed at.
@@ -165,20 +165,7 @@ class CodexReader:
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         """One request per model call, yielded once its usage (a later token_count) can be attached."""
         st = _Rollout(source.name)
-        records = 0
-        for item in iter_jsonl(source):
-            records += 1
-            if isinstance(item, Skipped):
-                yield item
-                continue
-            line, rec = item
-            try:
-                expect(rec, dict, "")
-                yield from st.add(line, rec)
-            except FieldError as e:
-                yield skip(source.name, line, e)
-        yield from st.flush()
-        yield RecordsSeen(source.name, records)
+        yield from read_lines(source, st.add, finish=st.flush)
 
 
 class _Rollout:

@@ -3,8 +3,10 @@
 Readers never touch ``orjson`` or raw bytes directly: they call :func:`iter_jsonl`
 (one JSON value per line, streamed, 1-based line numbers) or :func:`load_json`
 (one whole JSON document), and validate fields with :func:`expect` /
-:func:`field`, which raise :class:`FieldError`; the reader turns that into a
-:class:`~prefixcache.analyzer.model.Skipped` for the record with :func:`skip`.
+:func:`field`, which raise :class:`FieldError`. :func:`parse_records` (through
+:func:`read_records` for body formats, :func:`read_lines` for JSONL logs) runs the
+per-record loop and turns that into a :class:`~prefixcache.analyzer.model.Skipped`
+for the record (:func:`skip` does it by hand).
 
 Errors always name file, record (line) and field, in the format of
 :class:`~prefixcache.analyzer.errors.InputError`::
@@ -247,29 +249,63 @@ def iter_records(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
         yield item if isinstance(item, Skipped) else (item[0], "", item[1])
 
 
-def read_records(source: Source, parse: Callable[[Any, Provenance], Iterable[Request | Skipped]],
-                 ) -> Iterator[Request | Skipped | RecordsSeen]:
-    """Run ``parse`` on every record of :func:`iter_records`; the common loop of body readers.
+def parse_records(source: Source, items: Iterable[tuple[Any, ...] | Skipped],
+                  parse: Callable[..., Iterable[Request | Skipped]], *,
+                  finish: Callable[[], Iterable[Request | Skipped]] | None = None,
+                  ) -> Iterator[Request | Skipped | RecordsSeen]:
+    """The common loop of every reader: each record of ``items`` is counted and parsed once.
 
-    ``parse(value, provenance)`` returns the record's requests (or skips); a
-    :class:`FieldError` it raises becomes a bad ``Skipped`` for that record. Ends
-    with :class:`RecordsSeen`.
+    ``items`` yields ``(record, ...)`` tuples (record number first, as
+    :func:`iter_jsonl` and :func:`iter_records` do) or a :class:`Skipped`, passed
+    through. ``parse(*item)`` returns the record's requests / skips, streamed; a
+    :class:`FieldError` it raises becomes a bad ``Skipped`` naming the record and
+    field. Then ``finish()`` (requests held back until the file is read), then
+    :class:`RecordsSeen` with the count.
     """
     n = 0
-    for item in iter_records(source):
+    for item in items:
         n += 1
         if isinstance(item, Skipped):
             yield item
             continue
-        record, pointer, value = item
         try:
-            line = record if not pointer else None  # JSONL line / document start; None inside a list
-            out = list(parse(value, Provenance(source.name, record, pointer, line)))
+            yield from parse(*item)
         except FieldError as e:
-            yield Skipped(source.name, record, e.reason, e.field, True)
-            continue
-        yield from out
+            yield skip(source.name, item[0], e)
+    if finish is not None:
+        yield from finish()
     yield RecordsSeen(source.name, n)
+
+
+def read_records(source: Source, parse: Callable[[Any, Provenance], Iterable[Request | Skipped]],
+                 ) -> Iterator[Request | Skipped | RecordsSeen]:
+    """Run ``parse`` on every record of :func:`iter_records`; the loop of body readers.
+
+    ``parse(value, provenance)`` returns the record's requests (or skips); a
+    :class:`FieldError` it raises becomes a bad ``Skipped`` for that record and
+    drops what it returned before. Ends with :class:`RecordsSeen`.
+    """
+    def one(record: int, pointer: str, value: Any) -> list[Request | Skipped]:
+        line = record if not pointer else None  # JSONL line / document start; None inside a list
+        return list(parse(value, Provenance(source.name, record, pointer, line)))
+
+    return parse_records(source, iter_records(source), one)
+
+
+def read_lines(source: Source, parse: Callable[[int, dict[str, Any]], Iterable[Request | Skipped]], *,
+               finish: Callable[[], Iterable[Request | Skipped]] | None = None,
+               ) -> Iterator[Request | Skipped | RecordsSeen]:
+    """Run ``parse(line, obj)`` on every line of a JSONL log whose lines are JSON objects.
+
+    The loop of stateful line readers (Claude Code, Codex, block traces): a line that
+    is not an object, or whose ``parse`` raises :class:`FieldError`, is a bad
+    ``Skipped``; ``parse``'s output is streamed as it comes. ``finish`` and the
+    ending :class:`RecordsSeen` as in :func:`parse_records`.
+    """
+    def one(line: int, value: Any) -> Iterable[Request | Skipped]:
+        return parse(line, expect(value, dict, ""))
+
+    return parse_records(source, iter_jsonl(source), one, finish=finish)
 
 
 def parse_time(value: Any, path: str = "timestamp") -> float | None:

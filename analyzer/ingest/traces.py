@@ -34,7 +34,7 @@ from ..errors import InputError
 from ..model import BlockTrace, Provenance, Request, Skipped, Usage
 from .base import RecordsSeen, Source
 from .detect import first_object
-from .jsonio import FieldError, expect, field, iter_jsonl, load_json, skip
+from .jsonio import FieldError, expect, field, load_json, read_lines, skip
 
 #: Subagent hash ids are shifted by ``k * SUBAGENT_ID_STRIDE`` (k = 1, 2, ...).
 SUBAGENT_ID_STRIDE = 1 << 40
@@ -93,24 +93,17 @@ class MooncakeReader:
 
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         """One request per line, ``timestamp`` ms → seconds; bad lines are bad Skipped."""
-        session, index, records = _stem(source.name), 0, 0
+        session, index = _stem(source.name), 0
         note = ("Mooncake trace: no session ids; the whole file is one session in arrival order",)
-        for item in iter_jsonl(source):
-            records += 1
-            if isinstance(item, Skipped):
-                yield item
-                continue
-            line, rec = item
-            try:
-                expect(rec, dict, "")
-                req = _block_request(source.name, line, rec, fmt=self.format, session=session, index=index,
-                                     block_size=self.block_size, ts_scale=1e-3, extra={}, notes=note)
-            except FieldError as e:
-                yield skip(source.name, line, e)
-                continue
-            yield req
+
+        def one(line: int, rec: dict[str, Any]) -> tuple[Request]:
+            nonlocal index
+            req = _block_request(source.name, line, rec, fmt=self.format, session=session, index=index,
+                                 block_size=self.block_size, ts_scale=1e-3, extra={}, notes=note)
             index += 1
-        yield RecordsSeen(source.name, records)
+            return (req,)
+
+        yield from read_lines(source, one)
 
 
 class BailianReader:
@@ -134,31 +127,23 @@ class BailianReader:
         """
         m = re.search(r"blksz_(\d+)", Path(source.name).name)
         block_size = int(m.group(1)) if m else self.block_size
-        stem, records = _stem(source.name), 0
+        stem = _stem(source.name)
         root_of: dict[int, int] = {}
         count: dict[int, int] = {}
-        for item in iter_jsonl(source):
-            records += 1
-            if isinstance(item, Skipped):
-                yield item
-                continue
-            line, rec = item
-            try:
-                expect(rec, dict, "")
-                chat = field(rec, "chat_id", int, required=True)
-                parent = field(rec, "parent_chat_id", int, required=True)
-                root, notes = _chain_root(chat, parent, root_of)
-                extra = {"chat_id": chat, "parent_chat_id": parent, **{k: rec[k] for k in ("turn", "type") if k in rec}}
-                req = _block_request(source.name, line, rec, fmt=self.format, session=f"{stem}/chat-{root}",
-                                     index=count.get(root, 0), block_size=block_size, ts_scale=1.0, extra=extra,
-                                     notes=notes)
-            except FieldError as e:
-                yield skip(source.name, line, e)
-                continue
+
+        def one(line: int, rec: dict[str, Any]) -> tuple[Request]:
+            chat = field(rec, "chat_id", int, required=True)
+            parent = field(rec, "parent_chat_id", int, required=True)
+            root, notes = _chain_root(chat, parent, root_of)
+            extra = {"chat_id": chat, "parent_chat_id": parent, **{k: rec[k] for k in ("turn", "type") if k in rec}}
+            req = _block_request(source.name, line, rec, fmt=self.format, session=f"{stem}/chat-{root}",
+                                 index=count.get(root, 0), block_size=block_size, ts_scale=1.0, extra=extra,
+                                 notes=notes)
             root_of[chat] = root
             count[root] = req.index + 1
-            yield req
-        yield RecordsSeen(source.name, records)
+            return (req,)
+
+        yield from read_lines(source, one)
 
 
 def _chain_root(chat: int, parent: int, root_of: dict[int, int]) -> tuple[int, tuple[str, ...]]:

@@ -4,8 +4,8 @@ An engine runs one request at a time. It may hold a KV prefix cache
 (:class:`prefixcache.replay.kv.KVPrefixCache`) that decides, with the analyzer's
 cache index, which leading tokens are served from cache; the engine then computes
 only the rest (the prefill suffix). Every timing is a raw ``time.perf_counter``
-reading in seconds, so summaries derive TTFT and percentiles from one source
-(:mod:`prefixcache.replay.results`).
+reading in seconds (:class:`prefixcache.replay.results.RequestTiming`), so results
+and summaries derive TTFT and percentiles from one source.
 """
 
 from __future__ import annotations
@@ -15,18 +15,16 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from ..results import RequestTiming
+
 
 @dataclass(frozen=True, slots=True)
-class Generation:
+class Generation(RequestTiming):
     """What one request did in the engine.
 
-    Token counts are tokens; times are ``perf_counter`` seconds:
-
-    * ``t_start`` — the request entered the engine (before the cache lookup);
-    * ``t_prefill_start`` — lookup and KV assembly done, the forward pass starts;
-    * ``t_first_token`` — the first output token is known (TTFT = this − ``t_start``);
-    * ``t_end`` — decode finished; ``store_s`` is the time spent after decode
-      writing the prompt's new blocks into the KV store (not part of TTFT).
+    Token counts are tokens; the raw ``perf_counter`` timestamps (seconds) and the
+    TTFT / prefill / lookup times derived from them come from
+    :class:`prefixcache.replay.results.RequestTiming`.
 
     ``first_logits`` is the next-token logit vector after the prompt, float32, shape
     ``(vocab,)``; ``output_ids`` the greedy tokens (``max_new_tokens`` of them);
@@ -36,29 +34,9 @@ class Generation:
     prompt_tokens: int
     cached_tokens: int
     computed_tokens: int
-    t_start: float
-    t_prefill_start: float
-    t_first_token: float
-    t_end: float
-    store_s: float
     output_ids: tuple[int, ...]
     first_logits: np.ndarray
     kv_bytes: int = 0
-
-    @property
-    def ttft_s(self) -> float:
-        """Time to first token, seconds (cache lookup + prefill + first sampling)."""
-        return self.t_first_token - self.t_start
-
-    @property
-    def prefill_s(self) -> float:
-        """Forward pass over the uncached suffix, seconds."""
-        return self.t_first_token - self.t_prefill_start
-
-    @property
-    def lookup_s(self) -> float:
-        """Cache lookup and KV assembly before the forward pass, seconds."""
-        return self.t_prefill_start - self.t_start
 
 
 class Engine(Protocol):
