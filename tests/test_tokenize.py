@@ -77,6 +77,7 @@ def test_hf_dir_with_chat_template_file(tmp_path) -> None:
 
 
 def test_gguf_tokenizer_is_cached(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("PREFIXCACHE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     path, meta = cached_gguf_tokenizer(smollm2_gguf())
     assert path.is_relative_to(tmp_path / "prefixcache" / "gguf") and path.is_file()

@@ -142,7 +142,12 @@ def read_gguf_tokenizer(path: str | os.PathLike[str]) -> tuple[dict[str, Any], d
 
 
 def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/prefixcache`` (``~/.cache/prefixcache`` by default)."""
+    """The one cache folder of prefixcache: ``$PREFIXCACHE_CACHE``, else
+    ``$XDG_CACHE_HOME/prefixcache`` (``~/.cache/prefixcache`` by default).
+    Holds tokenizers built from GGUF files and (replay) converted models."""
+    env = os.environ.get("PREFIXCACHE_CACHE")
+    if env:
+        return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "prefixcache"
 

@@ -29,6 +29,7 @@ import torch
 import xxhash
 
 from ...analyzer.errors import EngineError
+from ...analyzer.tokenize.gguf import cache_dir
 from .base import Generation
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -36,11 +37,8 @@ DEFAULT_MODEL = "smollm2"
 
 
 def cache_root() -> Path:
-    """The user cache dir for converted models (``$PREFIXCACHE_CACHE`` or XDG cache)."""
-    env = os.environ.get("PREFIXCACHE_CACHE")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "prefixcache"
+    """The user cache dir for converted models (the analyzer's one cache folder)."""
+    return cache_dir()
 
 
 def default_gguf() -> Path:
@@ -89,7 +87,11 @@ def convert_gguf(path: Path) -> Path:
     try:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except OSError:  # another process converted the same file first: use its folder
+            if not (out / "config.json").exists():
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
