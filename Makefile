@@ -22,11 +22,13 @@ $(STAMP): pyproject.toml
 
 # The main job on the embedded default (SmolLM2-135M-Instruct, CPU): what each request holds, where its
 # reusable prefix breaks and why (lint exits 1 because it finds the per-second clock), then the
-# measured effect: cold, warm and canonicalized replays through the local engine.
+# measured effect: cold, warm and canonicalized replays through the local engine. SmolLM2's own chat
+# template ignores tools, so the demo renders with chatml_tools, which keeps them in the prompt.
+DEMO := examples/agent_session.jsonl
 demo: setup
-	$(VENV)/bin/prefixcache inspect examples/agent_session.jsonl
-	$(VENV)/bin/prefixcache lint examples/agent_session.jsonl; test $$? -le 1
-	$(VENV)/bin/prefixcache replay examples/agent_session.jsonl --pass cold,warm,canonical --out build/replay-demo.jsonl
+	$(VENV)/bin/prefixcache inspect $(DEMO) --template chatml_tools
+	$(VENV)/bin/prefixcache lint $(DEMO) --template chatml_tools; test $$? -le 1
+	$(VENV)/bin/prefixcache replay $(DEMO) --template chatml_tools --pass cold,warm,canonical --out build/replay-demo.jsonl
 
 test: setup
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider
