@@ -17,6 +17,7 @@ from typing import Optional
 
 import orjson
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from prefixcache.analyzer.errors import ConfigError
@@ -92,13 +93,14 @@ def run_replay(paths: list[str], opts: dict) -> int:
     """Load the model, prepare the prompts, run the passes, print the summary."""
     from prefixcache.replay.engine.hf import HFEngine, load_model
     from prefixcache.replay.results import ResultWriter, load_results, summarize
-    from prefixcache.replay.runner import Replay, ReplayConfig, to_prompts
+    from prefixcache.replay.runner import Replay, ReplayConfig, at_least_one, run_key, to_prompts
 
     passes = tuple(p.strip() for p in opts["passes"].split(",") if p.strip())
     config = ReplayConfig(passes=passes, block_size=opts["block_size"], capacity_blocks=opts["capacity_blocks"],
                           capacity_bytes=parse_bytes(opts["capacity_bytes"]), policy=opts["policy"],
                           max_new_tokens=opts["max_new_tokens"], verify=opts["verify"],
-                          verify_every=opts["verify_every"], tol=opts["tol"])
+                          verify_every=opts["verify_every"], tol=opts["tol"], repeat=opts["repeat"])
+    at_least_one(("--max-requests", opts["max_requests"]), ("--max-prompt-tokens", opts["max_prompt_tokens"]))
     requests, ingest = _requests(paths, opts["fmt"], opts["max_requests"])
     with console.status("loading model"):
         loaded = load_model(opts["model"], device=opts["device"], dtype=opts["dtype"])
@@ -110,10 +112,17 @@ def run_replay(paths: list[str], opts: dict) -> int:
     if "canonical" in passes:
         canon = Preparer(template=spec, tokenizer=loaded.path)
         prompts["canonical"] = to_prompts((canon.prepare(r) for r in _canonical(requests)), bound)
+    run = run_key(model=loaded.path, dtype=opts["dtype"], device=loaded.device.type, block_size=config.block_size,
+                  capacity=config.capacity_for(engine), policy=config.policy, template=spec, tokenizer=loaded.path,
+                  max_prompt_tokens=bound, max_new_tokens=config.max_new_tokens)
     out = Path(opts["out"]) if opts["out"] else None
     done = load_results(out) if opts["resume"] and out is not None and out.exists() else []
-    writer = ResultWriter(out, append=bool(done))
-    replay = Replay(engine, config, prompts, writer, done)
+    writer = ResultWriter(out, append=bool(done))  # appending: a torn last line is cut first
+    try:
+        replay = Replay(engine, config, prompts, writer, done, run=run)  # refuses another run's rows
+    except BaseException:
+        writer.close()
+        raise
     interrupted = False
     try:
         replay.warmup()
@@ -124,7 +133,10 @@ def run_replay(paths: list[str], opts: dict) -> int:
     finally:
         writer.close()
     summaries = summarize(replay.results, passes)
-    _report(summaries, prompts, loaded, preparer, opts, out, interrupted, ingest)
+    facts = _facts(prompts, ingest, config.capacity_for(engine), bound, run, opts)
+    own = f"template {Path(loaded.path).name}:chat_template"  # the analyzer names it by the (cache) folder
+    facts["warnings"] = [w.replace(own, "the model's own chat template") for w in facts["warnings"]]
+    _report(summaries, facts, loaded, preparer, opts, out, interrupted, ingest)
     for r in replay.results:
         if r.mismatch:
             err.print(f"[red]mismatch:[/] {r.source}:{r.record} pass {r.pass_name}: {r.cached_tokens} cached tokens, "
@@ -139,7 +151,35 @@ def run_replay(paths: list[str], opts: dict) -> int:
     return EXIT_FINDINGS if bad else EXIT_OK
 
 
-def _report(summaries, prompts, loaded, preparer, opts, out, interrupted, ingest) -> None:
+def _facts(prompts, ingest, capacity, bound, run, opts) -> dict:
+    """What bounded or changed the replayed prompts (printed and in ``--json``)."""
+    every = [p for ps in prompts.values() for p in ps]
+    warned: dict[str, str] = {}  # one per kind of warning (numbers folded): its last instance
+    for p in every:
+        for w in p.warnings:
+            warned[re.sub(r"\d+", "N", w)] = w
+    orig = prompts["original"]
+    return {"requests": len(orig), "run": run, "template": opts["template"], "repeat": opts["repeat"], "capacity_blocks": capacity,
+            "max_prompt_tokens": bound, "truncated_prompts": sum(p.truncated for p in orig),
+            "truncated_canonical_prompts": sum(p.truncated for p in prompts.get("canonical", [])),
+            "dropped_hidden_prefixes": sum(1 for p in orig if p.dropped_opaque),
+            "skipped_records": len(ingest.summary.skipped), "warnings": list(warned.values())}
+
+
+def _notes(loaded, preparer, opts) -> list[str]:
+    """How prompts were rendered and tokenized, and what the model is, said once."""
+    how = "the model's own chat template" if opts["template"] == "model" else f"template {opts['template']}"
+    exact = all(preparer.pipeline(m).renderer.exact and preparer.pipeline(m).tokenizer.exact for m in preparer.notes)
+    lines = [f"prompts rendered with {how} and tokenized with {loaded.name}'s tokenizer "
+             f"(token counts {'exact' if exact else 'approximate'})"]
+    if loaded.gguf is not None:
+        then = "" if opts["dtype"] == "float32" else f", then cast to {opts['dtype']}"
+        lines.append(f"{loaded.gguf.name} is dequantized to float32 for replay (converted once{then}): timings are "
+                     "those of an unquantized model")
+    return lines
+
+
+def _report(summaries, facts, loaded, preparer, opts, out, interrupted, ingest) -> None:
     for sk in ingest.summary.skipped:
         where = f"{sk.source}:{sk.record}" + (f" field {sk.field}" if sk.field else "")
         err.print(f"[yellow]skipped:[/] {where}: {sk.reason}", highlight=False)
@@ -147,27 +187,35 @@ def _report(summaries, prompts, loaded, preparer, opts, out, interrupted, ingest
         rows = [{**asdict(s), "avoided_prefill": s.avoided_prefill,
                  "hit_rate": s.hit_rate} for s in summaries]
         sys.stdout.write(orjson.dumps({"model": loaded.name, "device": str(loaded.device), "dtype": opts["dtype"],
-                                       "block_size": opts["block_size"], "policy": opts["policy"],
+                                       "block_size": opts["block_size"], "policy": opts["policy"], **facts,
                                        "passes": rows, "interrupted": interrupted}).decode() + "\n")
         return
     console.print(_table(summaries, loaded.name, f"{loaded.device} {opts['dtype']}"))
-    orig = prompts["original"]
-    cut = sum(1 for p in orig if len(p.ids) < p.original_tokens)
-    opaque = sum(1 for p in orig if p.dropped_opaque)
-    console.print(f"[dim]{len(orig)} request(s) from {ingest.summary.files} file(s); block {opts['block_size']} tokens, "
-                  f"policy {opts['policy']}; TTFT = cache lookup + prefill + first token (greedy)[/]")
-    if cut:
-        console.print(f"[dim]{cut} prompt(s) truncated to --max-prompt-tokens {opts['max_prompt_tokens']} (prefix kept)[/]")
-    if opaque:
-        console.print(f"[dim]{opaque} prompt(s) had a hidden (opaque) prefix the log does not contain; replayed without it[/]")
-    for model, note in preparer.notes.items():
-        console.print(f"[dim]rendering for {model or 'unknown model'}: {note}[/]")
+    console.print(f"[dim]{facts['requests']} request(s) from {ingest.summary.files} file(s); "
+                  f"block {opts['block_size']} tokens, policy {opts['policy']}, capacity "
+                  f"{facts['capacity_blocks'] or 'unbounded'}{'' if facts['capacity_blocks'] is None else ' blocks'}; "
+                  f"TTFT = cache lookup + prefill + first token (greedy), median of {facts['repeat']}; "
+                  "canonical speedup is against cold runs of the original prompts[/]", highlight=False)
+    if facts["truncated_prompts"] or facts["truncated_canonical_prompts"]:
+        console.print(f"[yellow]note:[/] {facts['truncated_prompts']} prompt(s) truncated to --max-prompt-tokens "
+                      f"{facts['max_prompt_tokens']} (prefix kept): in long append-only sessions this inflates the "
+                      "hit rate (each prompt repeats the previous one and appends; the cut keeps mostly the repeated part)", highlight=False)
+    if facts["dropped_hidden_prefixes"]:
+        console.print(f"[dim]{facts['dropped_hidden_prefixes']} prompt(s) had a hidden (opaque) prefix the log does "
+                      "not contain; replayed without it[/]")
+    for line in _notes(loaded, preparer, opts):
+        console.print(f"[dim]{escape(line)}[/]")
+    for w in facts["warnings"]:
+        console.print(f"[yellow]warning:[/] {escape(w)} (latest instance; lint rule PC503)")
+    if facts["warnings"] and opts["template"] == "model":
+        console.print("[dim]the model's own template is what its engine would render; "
+                      "--template chatml_tools renders tools and tool calls[/]")
     if loaded.device.type == "cuda":
         import torch
 
         console.print(f"[dim]peak GPU memory allocated: {torch.cuda.max_memory_allocated(loaded.device) / 2**20:,.0f} MiB[/]")
     if out is not None:
-        console.print(f"[dim]per-request results: {out}[/]")
+        console.print(f"[dim]per-request results: {out} (run {facts['run']})[/]")
     if interrupted:
         err.print("[yellow]interrupted:[/] the summary covers the requests that finished; rerun with --resume to continue")
 
@@ -192,7 +240,8 @@ def register(app: typer.Typer) -> None:
         max_new_tokens: int = typer.Option(1, "--max-new-tokens", help="Greedy tokens to decode (1 = measure TTFT only)."),
         verify: str = typer.Option("sample", "--verify", help="Recompute cache hits cold and compare: none, sample, all."),
         verify_every: int = typer.Option(4, "--verify-every", help="With --verify sample: every N-th cache hit."),
-        tol: Optional[float] = typer.Option(None, "--tol", help="Max |Δlogit| allowed (default 1e-3 float32, 0.25 bf16)."),
+        tol: Optional[float] = typer.Option(None, "--tol", help="Max |Δlogit| allowed (default 1e-3 float32, 1.0 bfloat16, 0.25 float16)."),
+        repeat: int = typer.Option(1, "--repeat", help="Time each request's prefill N times on the same cache state; TTFT = the median."),
         out: Optional[str] = typer.Option(None, "--out", help="Stream per-request results to this JSONL file."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --out."),
         max_requests: Optional[int] = typer.Option(None, "--max-requests", help="Replay only the first N requests."),
@@ -206,5 +255,5 @@ def register(app: typer.Typer) -> None:
                     block_size=block_size, capacity_blocks=capacity_blocks, capacity_bytes=capacity_bytes,
                     policy=policy, max_new_tokens=max_new_tokens, verify=verify, verify_every=verify_every, tol=tol,
                     out=out, resume=resume, max_requests=max_requests, max_prompt_tokens=max_prompt_tokens,
-                    as_json=as_json)
+                    as_json=as_json, repeat=repeat)
         raise typer.Exit(run_replay(paths, opts))

@@ -69,7 +69,10 @@ class RequestResult(RequestTiming):
     cache after the request. ``max_abs_dlogit`` / ``argmax_match`` / ``tokens_match``
     compare with a cold recomputation (None when not verified); ``verify_ok`` is the
     verdict (:meth:`prefixcache.replay.runner.Replay._judge`: in float32, same argmax and
-    greedy tokens and max |Δlogit| within the tolerance).
+    greedy tokens and max |Δlogit| within the tolerance). ``run`` is the digest of the
+    run's settings (:func:`prefixcache.replay.runner.run_key`; ``--resume`` refuses rows of
+    another run); ``ttft_samples`` the TTFTs (seconds) of the ``--repeat`` prefills, whose
+    median run's timestamps are the row's.
     """
 
     pass_name: str
@@ -89,6 +92,8 @@ class RequestResult(RequestTiming):
     argmax_match: bool | None = None
     tokens_match: bool | None = None
     verify_ok: bool | None = None
+    run: str = ""
+    ttft_samples: tuple[float, ...] = ()
 
     @property
     def prefill_tok_s(self) -> float:
@@ -113,34 +118,65 @@ class RequestResult(RequestTiming):
 _FIELDS = {f.name for f in fields(RequestResult)}
 
 
+def _parse(line: bytes) -> RequestResult:
+    row = orjson.loads(line)
+    row = {k: v for k, v in row.items() if k in _FIELDS}
+    row["output_ids"] = tuple(row["output_ids"])
+    row["ttft_samples"] = tuple(row.get("ttft_samples") or ())
+    return RequestResult(**row)
+
+
+def _read(path: Path) -> tuple[list[RequestResult], int]:
+    """Results of a JSONL file and the byte length of its intact part (a torn last
+    line, from a run killed mid-write, is excluded). Raises InputError for any other bad line."""
+    data = path.read_bytes()
+    out: list[RequestResult] = []
+    lines = data.split(b"\n")
+    offset = 0
+    for n, line in enumerate(lines, 1):
+        end = offset + len(line) + (1 if n < len(lines) else 0)
+        if line.strip():
+            try:
+                out.append(_parse(line))
+            except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
+                if all(not rest.strip() for rest in lines[n:]):
+                    return out, offset
+                raise InputError(f"not a replay result ({exc})", str(path), n) from exc
+        offset = end
+    return out, len(data)
+
+
 def load_results(path: Path) -> list[RequestResult]:
     """Read a results JSONL file (for ``--resume``). A torn last line (the run was
     killed mid-write) is dropped; any other bad line raises InputError."""
-    out: list[RequestResult] = []
-    lines = path.read_bytes().splitlines()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-            row = {k: v for k, v in row.items() if k in _FIELDS}
-            row["output_ids"] = tuple(row["output_ids"])
-            out.append(RequestResult(**row))
-        except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
-            if n == len(lines):
-                break
-            raise InputError(f"not a replay result ({exc})", str(path), n) from exc
-    return out
+    return _read(path)[0]
+
+
+def repair_tail(path: Path) -> int:
+    """Cut a torn last line off ``path`` (and end an intact last line with a newline)
+    so rows appended by ``--resume`` start on a line of their own. Returns the bytes cut."""
+    _, keep = _read(path)
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        f.truncate(keep)
+        if keep:
+            f.seek(keep - 1)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+    return size - keep
 
 
 class ResultWriter:
-    """Appends results to a JSONL file, one flushed line per request."""
+    """Appends results to a JSONL file, one flushed line per request. With ``append``
+    a torn last line of the existing file is cut first (:func:`repair_tail`)."""
 
     def __init__(self, path: Path | None, append: bool = False) -> None:
         self.path = path
         self._f: IO[bytes] | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if append and path.exists():
+                repair_tail(path)
             self._f = path.open("ab" if append else "wb")
 
     def write(self, result: RequestResult) -> None:

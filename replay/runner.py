@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
+import orjson
 
 from ..analyzer.cache.block_hash import BlockHashCache
 from ..analyzer.cache.simulator import CacheSpec, SimRequest, simulate
@@ -50,7 +51,8 @@ class Prompt:
     """One request as the engine sees it: token ids (bounded by ``--max-prompt-tokens``,
     truncated from the end so the prefix is kept), and where it came from.
     ``original_tokens`` is the length before truncation; ``dropped_opaque`` the
-    hidden-prefix pseudo tokens (Claude Code) left out because no model can run them."""
+    hidden-prefix pseudo tokens (Claude Code) left out because no model can run them;
+    ``warnings`` the renderer's (content the chat template dropped, lint rule PC503)."""
 
     session: str
     request_index: int
@@ -60,6 +62,11 @@ class Prompt:
     original_tokens: int
     dropped_opaque: int = 0
     now: float = 0.0
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.ids) < self.original_tokens
 
 
 def to_prompts(prepared: Iterable["Prepared"], max_prompt_tokens: int | None = None) -> list[Prompt]:
@@ -76,7 +83,9 @@ def to_prompts(prepared: Iterable["Prepared"], max_prompt_tokens: int | None = N
         ids = ids[opaque:]
         kept = ids[:max_prompt_tokens] if max_prompt_tokens else ids
         r = p.request
-        prompt = Prompt(r.session, r.index, r.provenance.source, r.provenance.record, tuple(kept), len(ids), opaque)
+        warned = tuple(p.rendered.warnings) if p.rendered is not None else ()
+        prompt = Prompt(r.session, r.index, r.provenance.source, r.provenance.record, tuple(kept), len(ids), opaque,
+                        warnings=warned)
         staged.append((r.timestamp, pos, prompt))
     timed = all(t is not None for t, _, _ in staged)
     if timed:
@@ -101,6 +110,8 @@ class ReplayConfig:
     into blocks with the model's KV bytes per token); None = unbounded. ``verify``:
     ``none``, ``sample`` (every ``verify_every``-th cache hit, starting with the
     first) or ``all`` (every hit). ``tol``: max |Δlogit| allowed (None = by dtype).
+    ``repeat``: prefills timed per request (TTFT = their median). Raises ConfigError
+    for unknown names and counts below 1, before any work is done.
     """
 
     passes: tuple[str, ...] = PASSES
@@ -112,6 +123,7 @@ class ReplayConfig:
     verify: str = "sample"
     verify_every: int = 4
     tol: float | None = None
+    repeat: int = 1
 
     def __post_init__(self) -> None:
         bad = [p for p in self.passes if p not in PASSES]
@@ -119,8 +131,11 @@ class ReplayConfig:
             raise ConfigError(f"--pass {','.join(bad) or '(none)'}: choose from {', '.join(PASSES)}")
         if self.verify not in VERIFY_MODES:
             raise ConfigError(f"--verify {self.verify}: choose from {', '.join(VERIFY_MODES)}")
-        if self.max_new_tokens < 1:
-            raise ConfigError("--max-new-tokens must be ≥ 1")
+        at_least_one(("--max-new-tokens", self.max_new_tokens), ("--verify-every", self.verify_every),
+                     ("--block-size", self.block_size), ("--capacity-blocks", self.capacity_blocks),
+                     ("--capacity-bytes", self.capacity_bytes), ("--repeat", self.repeat))
+        if self.tol is not None and not self.tol >= 0:
+            raise ConfigError(f"--tol {self.tol}: must be ≥ 0")
 
     def capacity_for(self, engine: HFEngine) -> int | None:
         """Capacity in blocks for ``engine`` (bytes / (KV bytes per token × block size))."""
@@ -128,6 +143,21 @@ class ReplayConfig:
             return self.capacity_blocks
         blocks = self.capacity_bytes // (engine.kv_bytes_per_token * self.block_size)
         return blocks if self.capacity_blocks is None else min(blocks, self.capacity_blocks)
+
+
+def at_least_one(*options: tuple[str, int | None]) -> None:
+    """Raise ConfigError naming the first ``(option, value)`` whose value is below 1 (None = unset)."""
+    for name, value in options:
+        if value is not None and value < 1:
+            raise ConfigError(f"{name} {value}: must be ≥ 1")
+
+
+def run_key(**settings: object) -> str:
+    """A short digest (12 hex digits) of the settings that decide a run's figures: model,
+    dtype, device kind, block size, capacity, policy, template, tokenizer, max prompt and
+    new tokens. Every result row carries it; ``--resume`` refuses rows of another run."""
+    blob = orjson.dumps({k: str(v) for k, v in sorted(settings.items())})
+    return hashlib.blake2b(blob, digest_size=6).hexdigest()
 
 
 def _digest(ids: Sequence[int]) -> bytes:
@@ -144,8 +174,8 @@ class Replay:
     """
 
     def __init__(self, engine: HFEngine, config: ReplayConfig, prompts: dict[str, list[Prompt]],
-                 writer: ResultWriter | None = None, done: Sequence[RequestResult] = ()) -> None:
-        self.engine, self.config, self.prompts = engine, config, prompts
+                 writer: ResultWriter | None = None, done: Sequence[RequestResult] = (), run: str = "") -> None:
+        self.engine, self.config, self.prompts, self.run_id = engine, config, prompts, run
         self.writer = writer or ResultWriter(None)
         self.results: list[RequestResult] = list(done)
         self._done = {(r.pass_name, r.position): r for r in done}
@@ -156,6 +186,12 @@ class Replay:
         self._check()
 
     def _check(self) -> None:
+        other = sorted({r.run or "(none)" for r in self._done.values() if r.run != self.run_id})
+        if other:
+            raise ConfigError(f"--resume: {self.writer.path or 'the results file'} holds results of another run "
+                              f"(run {', '.join(other)}; this run is {self.run_id}): model, dtype, device, block size, "
+                              "capacity, policy, template, tokenizer, --max-prompt-tokens or --max-new-tokens "
+                              "differ; rerun with the same settings, or write to another --out")
         for name in self.config.passes:
             source = self.prompts.get("canonical" if name == "canonical" else "original")
             if source is None:
@@ -205,7 +241,8 @@ class Replay:
             old = self._done.get((name, pos))
             if old is not None and cache is None:
                 continue
-            gen = self.engine.generate(p.ids, max_new_tokens=self.config.max_new_tokens, cache=cache, now=p.now)
+            gen = self.engine.generate(p.ids, max_new_tokens=self.config.max_new_tokens, cache=cache, now=p.now,
+                                       repeat=1 if old is not None else self.config.repeat)
             hits += gen.cached_tokens > 0
             if old is not None:  # resumed: replayed only to rebuild the cache state
                 if on_request:
@@ -262,4 +299,5 @@ class Replay:
             t_start=gen.t_start, t_prefill_start=gen.t_prefill_start, t_first_token=gen.t_first_token,
             t_end=gen.t_end, store_s=gen.store_s, kv_bytes=gen.kv_bytes, output_ids=gen.output_ids,
             max_abs_dlogit=delta, argmax_match=argmax_ok, tokens_match=tokens_ok, verify_ok=ok,
+            run=self.run_id, ttft_samples=gen.ttft_samples,
         )

@@ -49,13 +49,26 @@ def test_examples_three_passes_then_resume(tmp_path):
     log = str(EXAMPLES / "agent_session.jsonl")
     out = tmp_path / "r.jsonl"
     base = [log, "--max-prompt-tokens", "192", "--out", str(out)]
-    res, first = _replay([*base, "--max-requests", "3"])
+    res, first = _replay([*base, "--max-requests", "3", "--repeat", "2"])
     assert res.exit_code == 0, res.output
     passes = {p["pass_name"]: p for p in first["passes"]}
+    # the model's own template drops the tools and tool calls the requests carry: said, once per kind
+    assert [w.split(":")[0] for w in first["warnings"]] == ["the model's own chat template drops tools",
+                                                           "the model's own chat template drops tool calls"]
+    assert first["truncated_prompts"] == 2 and first["max_prompt_tokens"] == 192 and first["repeat"] == 2
     # the per-second clock in the system prompt breaks the warm prefix a few tokens in;
     # canonicalization moves it out and the prefix is reused
     assert passes["canonical"]["cached_tokens"] > 5 * passes["warm"]["cached_tokens"] > 0
-    assert len(_rows(out)) == 9
+    rows = _rows(out)
+    assert len(rows) == 9 and {r["run"] for r in rows} == {first["run"]}
+    for r in rows:  # TTFT is the median (low) of the repeated prefills; the row keeps that run's stamps
+        assert len(r["ttft_samples"]) == 2 and r["ttft_s"] == pytest.approx(min(r["ttft_samples"]))
+    kept = out.read_bytes()
+    res, _ = _replay([*base, "--max-requests", "4", "--resume", "--block-size", "64"])
+    assert res.exit_code == 2 and "holds results of another run" in _err(res)
+    assert out.read_bytes() == kept
+    with out.open("ab") as f:
+        f.write(orjson.dumps(rows[-1])[:30])  # a torn last line, as from a run killed mid-write
     res, second = _replay([*base, "--max-requests", "4", "--resume"])
     assert res.exit_code == 0, res.output
     rows = _rows(out)
@@ -99,3 +112,12 @@ def test_unusable_model_is_a_clear_error(tmp_path):
     assert res.exit_code == 2 and "not a model folder" in _err(res)
     res = runner.invoke(app, ["replay", str(EXAMPLES / "agent_session.jsonl"), "--pass", "cold,hot"])
     assert res.exit_code == 2 and "--pass hot" in _err(res)
+    res = runner.invoke(app, ["replay", str(EXAMPLES / "agent_session.jsonl"), "--model", str(tmp_path / "no" / "model")])
+    assert res.exit_code == 2 and "no such model folder or file" in _err(res)
+
+
+@pytest.mark.parametrize("args", [["--verify-every", "0", "--verify", "sample"], ["--max-requests", "0"],
+                                  ["--max-prompt-tokens", "0"], ["--repeat", "0"]])
+def test_counts_below_one_fail_before_any_work(args):
+    res = runner.invoke(app, ["replay", str(EXAMPLES / "agent_session.jsonl"), *args])
+    assert res.exit_code == 2 and f"{args[0]} 0: must be ≥ 1" in _err(res)

@@ -129,3 +129,15 @@ def test_block_extraction_paths_agree(engine, text_ids):
         assert a.blocks[h].shape == (30, 2, 1, 3, B, 64) and a.blocks[h].is_contiguous()
         assert torch.equal(a.blocks[h], b.blocks[h])
     assert a.kv_bytes == b.kv_bytes == len(a) * B * engine.kv_bytes_per_token
+
+
+def test_repeat_times_the_same_cache_state_and_keeps_the_median_run(engine, text_ids):
+    """``repeat``: N lookups + prefills on one cache state, stored once; TTFT is the median run's."""
+    a, b = text_ids[:160], text_ids[:160] + text_ids[300:340]
+    kv = _cache(engine)
+    engine.generate(a, cache=kv, now=0)
+    gen = engine.generate(b, cache=kv, now=1, repeat=3)
+    assert gen.cached_tokens == 160 and len(gen.ttft_samples) == 3
+    assert gen.ttft_s == pytest.approx(sorted(gen.ttft_samples)[1])
+    assert len(kv) == len(kv.index) == 200 // B  # stored once, after the repeats
+    _same_as_cold(engine, b, gen)

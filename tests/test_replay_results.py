@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from prefixcache.analyzer.errors import ConfigError, InputError
-from prefixcache.replay.results import PassSummary, RequestResult, ResultWriter, load_results, percentile, summarize
-from prefixcache.replay.runner import ReplayConfig
+from prefixcache.replay.results import (PassSummary, RequestResult, ResultWriter, load_results, percentile,
+                                        repair_tail, summarize)
+from prefixcache.replay.runner import ReplayConfig, run_key
 
 
 def _r(pass_name: str, pos: int, ttft: float, cached: int = 0, prompt: int = 100, **kw) -> RequestResult:
@@ -81,3 +82,32 @@ def test_capacity_bytes_units():
     assert parse_bytes("1000") == 1000 and parse_bytes(None) is None
     with pytest.raises(ConfigError, match="512 parsecs"):
         parse_bytes("512 parsecs")
+
+
+def test_resume_cuts_a_torn_tail_before_appending(tmp_path):
+    path = tmp_path / "replay.jsonl"
+    rows = [_r("cold", 0, 0.5, run="abc"), _r("cold", 1, 0.4, run="abc", ttft_samples=(0.4, 0.5, 0.3))]
+    path.write_bytes(rows[0].to_json() + b"\n" + rows[1].to_json()[:40])  # killed mid-write
+    w = ResultWriter(path, append=True)
+    w.write(rows[1])
+    w.close()
+    assert load_results(path) == rows and path.read_bytes().count(b"\n") == 2
+    path.write_bytes(rows[0].to_json())  # intact last line without its newline
+    assert repair_tail(path) == 0 and path.read_bytes() == rows[0].to_json() + b"\n"
+    path.write_bytes(rows[0].to_json() + b"\n" + b'{"pass_na\n\n')
+    assert repair_tail(path) == len(b'{"pass_na\n\n') and load_results(path) == rows[:1]
+
+
+def test_counts_below_one_are_rejected_up_front():
+    for kw, flag in ((dict(verify_every=0), "--verify-every 0"), (dict(repeat=0), "--repeat 0"),
+                     (dict(block_size=0), "--block-size 0"), (dict(capacity_blocks=0), "--capacity-blocks 0")):
+        with pytest.raises(ConfigError, match=flag):
+            ReplayConfig(**kw)
+
+
+def test_run_key_names_the_settings():
+    base = dict(model="m", dtype="float32", device="cpu", block_size=16, capacity=12, policy="lru",
+                template="model", tokenizer="m", max_prompt_tokens=None, max_new_tokens=1)
+    key = run_key(**base)
+    assert len(key) == 12 and key == run_key(**dict(reversed(list(base.items()))))
+    assert all(run_key(**{**base, k: "other"}) != key for k in base)

