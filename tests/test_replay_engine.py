@@ -141,3 +141,30 @@ def test_repeat_times_the_same_cache_state_and_keeps_the_median_run(engine, text
     assert gen.ttft_s == pytest.approx(sorted(gen.ttft_samples)[1])
     assert len(kv) == len(kv.index) == 200 // B  # stored once, after the repeats
     _same_as_cold(engine, b, gen)
+
+
+def test_short_hit_attention_equals_masked_sdpa_and_cold(engine, text_ids):
+    """A prefill after a short cached prefix (2·P ≤ S) runs the padded ``is_causal`` kernel:
+    the same values as transformers' masked SDPA, and the same logits as a cold prefill."""
+    from types import SimpleNamespace
+
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from prefixcache.replay.engine.hf import ATTN, prefix_sdpa_forward
+
+    assert engine.model.config._attn_implementation == ATTN
+    torch.manual_seed(0)
+    module = SimpleNamespace(num_key_value_groups=3, is_causal=True)
+    for p, s in ((16, 200), (100, 200), (150, 200)):  # padded, padded (2·P = S), masked
+        q, k, v = torch.randn(1, 9, s, 64), torch.randn(1, 3, p + s, 64), torch.randn(1, 3, p + s, 64)
+        mask = torch.ones(s, p + s, dtype=torch.bool).tril(p)[None, None]  # bottom-right causal
+        want, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.125)
+        got, _ = prefix_sdpa_forward(module, q, k, v, mask, scaling=0.125)
+        assert got.shape == want.shape == (1, s, 9, 64)
+        assert float((got - want).abs().max()) < 1e-5
+    ids = text_ids[:400]
+    kv = _cache(engine)
+    engine.generate(ids[:40], cache=kv, now=0)  # 2 blocks stored: 32 cached, 368 computed
+    gen = engine.generate(ids, max_new_tokens=3, cache=kv, now=1)
+    assert gen.cached_tokens == 32
+    _same_as_cold(engine, ids, gen, new_tokens=3)
