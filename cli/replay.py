@@ -194,7 +194,8 @@ def _report(summaries, facts, loaded, preparer, opts, out, interrupted, ingest) 
     console.print(f"[dim]{facts['requests']} request(s) from {ingest.summary.files} file(s); "
                   f"block {opts['block_size']} tokens, policy {opts['policy']}, capacity "
                   f"{facts['capacity_blocks'] or 'unbounded'}{'' if facts['capacity_blocks'] is None else ' blocks'}; "
-                  f"TTFT = cache lookup + prefill + first token (greedy), median of {facts['repeat']}; "
+                  f"TTFT = cache lookup + prefill + first token (greedy)"
+                  f"{', median of ' + str(facts['repeat']) + ' runs' if facts['repeat'] > 1 else ''}; "
                   "canonical speedup is against cold runs of the original prompts[/]", highlight=False)
     if facts["truncated_prompts"] or facts["truncated_canonical_prompts"]:
         console.print(f"[yellow]note:[/] {facts['truncated_prompts']} prompt(s) truncated to --max-prompt-tokens "
