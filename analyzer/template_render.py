@@ -17,7 +17,6 @@ chat-template convention); ``tojson`` follows transformers' semantics
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +28,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import ConfigError
 from .template_static import BOUNDARY_RE
+from .render.jinja_template import tojson
 
 _MARK, _END, _BOUNDARY = "\ue000", "\ue001", "\ue002"
 _TRACE = re.compile(f"{_MARK}(\\d+){_END}|{_BOUNDARY}")
@@ -122,15 +122,10 @@ def _wrap_expression(tag: str, marker: str) -> str:
     return f'{tag[:head]} "{marker}" ~ ({tag[head:-tail]}) {tag[-tail:]}'
 
 
-def _tojson(value: Any, indent: int | None = None, sort_keys: bool = False, ensure_ascii: bool = False,
-            separators: tuple[str, str] | None = None) -> str:
-    return json.dumps(value, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii, separators=separators)
-
-
 def make_env(searchpath: Sequence[str], trace: bool) -> ImmutableSandboxedEnvironment:
     """The sandboxed environment ``check`` renders with (see module docstring)."""
     env = ImmutableSandboxedEnvironment(loader=TracingLoader(searchpath, trace), keep_trailing_newline=True)
-    env.filters["tojson"] = _tojson
+    env.filters["tojson"] = tojson
     return env
 
 

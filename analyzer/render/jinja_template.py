@@ -34,7 +34,10 @@ from ..model import Message, Request, ToolDef
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
-def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
+def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
+    """The ``tojson`` filter as transformers defines it for chat templates: ``json.dumps``
+    with non-ASCII kept and keys in insertion order unless ``sort_keys`` (Jinja's own
+    ``tojson`` sorts keys and HTML-escapes, which no engine does)."""
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
@@ -65,7 +68,7 @@ def compile_template(source: str) -> Any:
         raise jinja2.exceptions.TemplateError(message)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, jinja2.ext.loopcontrols])
-    env.filters["tojson"] = _tojson
+    env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["dict"] = dict
     env.globals["namespace"] = jinja2.utils.Namespace
