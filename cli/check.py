@@ -122,7 +122,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def check(
         templates: list[str] = typer.Argument(..., help="Jinja2 prompt templates to check."),
-        context: list[str] = typer.Option([], "--context", "-c", help="JSON context file (repeat for several)."),
+        context: list[str] = typer.Option([], "--context", "-c", help="JSON context file, required (repeat for several)."),
         tokenizer: str = typer.Option("auto", "--tokenizer", help="Tokenizer spec: auto, a tiktoken encoding, a HF directory, a GGUF file."),
         min_stable_tokens: int = typer.Option(0, "--min-stable-tokens", help="Fail when the stable prefix is shorter (tokens)."),
         min_stable_fraction: float = typer.Option(0.0, "--min-stable-fraction", help="Fail when the stable prefix is a smaller share of the prompt (0-1)."),

@@ -70,8 +70,12 @@ def atomic_output(path: Path) -> Iterator[IO[bytes]]:
     """A binary file that appears at ``path`` only once fully written (``path.part`` until then),
     so an error midway never leaves a half-written output behind."""
     tmp = path.with_name(path.name + ".part")
-    with open(tmp, "wb") as fh:
-        yield fh
+    try:
+        with open(tmp, "wb") as fh:
+            yield fh
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(path)
 
 

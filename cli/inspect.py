@@ -76,16 +76,17 @@ def _print_tables(rows: list[dict]) -> None:
         by_session.setdefault((rec["source"], rec["session"]), []).append(rec)
     for (source, session), recs in by_session.items():
         table = Table(title=f"{source} · session {session} · {recs[0]['format']}", title_justify="left")
-        for col in ("#", "record", "model", "prompt", "system", "tools", "messages", "other", "reported", "cached"):
+        for col in ("#", "record", "model", "prompt", "hidden", "system", "tools", "messages", "other", "reported",
+                    "cached"):
             table.add_column(col, justify="right" if col not in ("model",) else "left")
         for rec in recs:
             g = _group_tokens(rec)
-            other = g["opaque"] + g["generation_prompt"] + g["template"]
+            parts = [g["opaque"], g["system"], g["tool"], g["message"], g["generation_prompt"] + g["template"]]
+            shown = [_fmt(n) for n in parts] if rec["segments"] else ["—"] * len(parts)  # no content logged
             table.add_row(
                 str(rec["index"]), str(rec["record"]), str(rec["model"] or "—"),
                 f"{rec['prompt_tokens']:,}" + ("" if rec["exact"] else "~") + ("!" if rec["warnings"] else ""),
-                _fmt(g["system"]), _fmt(g["tool"]), _fmt(g["message"]), _fmt(other),
-                _fmt(rec["reported_prompt_tokens"]), _fmt(rec["reported_cached_tokens"]),
+                *shown, _fmt(rec["reported_prompt_tokens"]), _fmt(rec["reported_cached_tokens"]),
             )
         console.print(table)
 

@@ -206,6 +206,15 @@ def text_lines(run: LintRun) -> list[str]:
     return out
 
 
+def below_fail_under(run: LintRun) -> str | None:
+    """The message when the run's reusable fraction is below ``--fail-under``, else None."""
+    total = run.linter.total
+    if run.config.fail_under is None or not total.prompt_tokens or total.reusable_fraction >= run.config.fail_under:
+        return None
+    return (f"{total.reusable_fraction:.1%} of prompt tokens reusable, below --fail-under "
+            f"{run.config.fail_under:.1%}")
+
+
 def exit_code(run: LintRun) -> int:
     """1 when a finding reaches ``fail_on`` or reuse is below ``fail_under``, else 0.
 
@@ -215,10 +224,7 @@ def exit_code(run: LintRun) -> int:
     threshold = severity_rank(run.config.fail_on)
     if any(severity_rank(f.severity) >= threshold for f in run.findings):
         return EXIT_FINDINGS
-    total = run.linter.total
-    if run.config.fail_under is not None and total.prompt_tokens and total.reusable_fraction < run.config.fail_under:
-        return EXIT_FINDINGS
-    return EXIT_OK
+    return EXIT_FINDINGS if below_fail_under(run) else EXIT_OK
 
 
 def emit(run: LintRun) -> None:
@@ -246,7 +252,8 @@ def fixed_copies(paths: list[str], input_format: str) -> list[str]:
     """
     if "-" in paths:
         raise ConfigError("--fix writes a copy beside each input file: it cannot take stdin (use canonicalize --out)")
-    requests = list(Ingest(paths, format=input_format))
+    ingest = Ingest(paths, format=input_format)
+    requests = [r for r in ingest if ".fixed." not in Path(r.provenance.source).name]  # never re-fix a copy
     by_source: dict[str, list[Request]] = {}
     for req in canonicalize_requests(requests):
         by_source.setdefault(req.provenance.source, []).append(req)
@@ -254,8 +261,12 @@ def fixed_copies(paths: list[str], input_format: str) -> list[str]:
     for source, reqs in by_source.items():
         src = Path(source)
         target = src.with_name(f"{src.stem}.fixed{src.suffix or '.jsonl'}")
-        with atomic_output(target) as fh:
-            write_requests(reqs, fh)
+        try:
+            with atomic_output(target) as fh:
+                write_requests(reqs, fh)
+        except ConfigError as exc:
+            raise ConfigError(f"--fix cannot write {src.name} back in its own format ({exc}); "
+                              "use prefixcache canonicalize --to openai") from None
         err.print(f"fixed copy: {escape(str(target))} ({len(reqs)} request(s))", highlight=False)
         copies.append(str(target))
     return copies
@@ -279,7 +290,7 @@ def register(app: typer.Typer) -> None:
         redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Show lengths and hashes instead of prompt text."),
         tokenizer: Optional[str] = typer.Option(None, "--tokenizer", "--model", help="Tokenizer spec (default auto)."),
         template: Optional[str] = typer.Option(None, "--template", help="Chat template spec (default auto)."),
-        config: Optional[str] = typer.Option(None, "--config", help=r"Config file (default: prefixcache.toml or \[tool.prefixcache] in pyproject.toml)."),
+        config: Optional[str] = typer.Option(None, "--config", help="Config file (default: prefixcache.toml or [tool.prefixcache] in pyproject.toml)."),
         skip_bad: bool = typer.Option(False, "--skip-bad", help="Report unreadable records and go on instead of exit 2."),
         fix: bool = typer.Option(False, "--fix", help="Write a cache-stable copy of each input beside it (NAME.fixed.EXT, the canonicalize engine), then lint the copies."),
     ) -> None:
@@ -307,4 +318,9 @@ def register(app: typer.Typer) -> None:
             err.print(f"[{style}]{label}:[/] {escape(where)}: {escape(s.reason)}", highlight=False)
         if bad and not skip_bad:
             raise typer.Exit(EXIT_ERROR)
+        gate = below_fail_under(run)
+        if gate:
+            if cfg.format == "github":
+                sys.stdout.write(f"::error title=prefixcache fail-under::{_gh_escape(gate)}\n")
+            err.print(f"[red]fail:[/] {escape(gate)}", highlight=False)
         raise typer.Exit(exit_code(run))

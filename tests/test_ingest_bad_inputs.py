@@ -103,7 +103,7 @@ def test_unknown_format(tmp_path) -> None:
     _, s = _run(tmp_path / "other.jsonl", _jsonl({"foo": 1}, {"foo": 2}))
     (k,) = s.skipped
     assert k.record == 0 and k.bad and k.reason.startswith("unknown format (starts with '{\"foo\":1} {\"foo\":2}")
-    assert "--format" in k.reason
+    assert "--input-format" in k.reason
 
 
 def test_truncated_json_document_names_its_line(tmp_path) -> None:

@@ -233,3 +233,18 @@ def test_fix_writes_a_cache_stable_copy_and_lints_it(cases, tmp_path):
     assert after["summary"]["reusable_tokens"] > 2 * before["summary"]["reusable_tokens"]
     assert len(fixed.read_text().splitlines()) == 5
     assert lint("--fix", "-", input="{}").exit_code == 2  # no place for a copy of stdin
+
+
+def test_fail_under_says_why_it_failed(cases):
+    res = lint(str(cases / "clean_append_only.jsonl"), "--fail-under", "80%", "--format", "github")
+    assert res.exit_code == 1
+    assert "below --fail-under 80.0%" in res.stderr
+    assert "::error title=prefixcache fail-under::" in res.stdout
+
+
+def test_fix_never_refixes_its_own_copies(cases, tmp_path):
+    src = tmp_path / "timestamp_in_system.jsonl"
+    src.write_bytes((cases / "timestamp_in_system.jsonl").read_bytes())
+    lint("--fix", str(src), "--format", "json")
+    lint("--fix", str(tmp_path), "--format", "json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["timestamp_in_system.fixed.jsonl", "timestamp_in_system.jsonl"]

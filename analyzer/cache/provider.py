@@ -84,7 +84,8 @@ ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
     ("opus-4-5", 4096), ("opus-4-6", 4096), ("haiku-4-5", 4096),
     ("sonnet-4-6", 2048), ("haiku-3-5", 2048), ("3-5-haiku", 2048), ("haiku-3", 2048), ("3-haiku", 2048),
     ("sonnet-4-5", 1024), ("sonnet-4", 1024), ("opus-4-1", 1024), ("opus-4", 1024),
-    ("sonnet-3-7", 1024), ("3-7-sonnet", 1024), ("-5-", 512),
+    ("sonnet-3-7", 1024), ("3-7-sonnet", 1024), ("3-5-sonnet", 1024), ("sonnet-3-5", 1024),
+    ("opus-5", 512), ("sonnet-5", 512), ("haiku-5", 512),
 )
 #: Anthropic write multiplier for the 1-hour TTL.
 ANTHROPIC_WRITE_1H = 2.0

@@ -73,7 +73,7 @@ def detect_reader(source: Source, head: str) -> Reader:
     best, fmt = scores(head, source.name)[0]
     if best <= 0:
         start = head.lstrip()[:40].replace("\n", " ")
-        raise InputError(f"unknown format (starts with {start!r}); pass --format", source.name, 0)
+        raise InputError(f"unknown format (starts with {start!r}); name the reader with --input-format", source.name, 0)
     return registry()[fmt]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterable
 
+from ..cache.provider import rules_for
 from ..prefix import common_prefix_len
 from ..volatile import TIME_KINDS
 from .base import Finding, PairContext, Rule, origin
@@ -18,19 +19,15 @@ from .base import Finding, PairContext, Rule, origin
 if TYPE_CHECKING:
     from ..pipeline import Prepared
 
-#: (model-name pattern, minimum cacheable prompt tokens, provider). First match wins.
-#: Sources: Anthropic prompt-caching docs (per-model minimums: Opus 4.5/4.6 and
-#: Haiku 4.5 4,096; Sonnet 4.6 and Haiku 3/3.5 2,048; other Claude 3.7/4.x 1,024),
-#: OpenAI prompt caching (prompts of 1,024 tokens or more), DeepSeek context
-#: caching (64-token units), Gemini implicit caching (1,024).
-PROVIDER_MINIMUMS: tuple[tuple[re.Pattern[str], int, str], ...] = tuple(
-    (re.compile(p, re.I), n, prov) for p, n, prov in (
-        (r"claude-(opus-4-[56]|haiku-4-5|4-5-haiku|opus-4-5)", 4096, "Anthropic"),
-        (r"claude-(sonnet-4-6|3-5-haiku|3-haiku|haiku-3)", 2048, "Anthropic"),
-        (r"claude", 1024, "Anthropic"),
-        (r"^(gpt-|o1|o3|o4|chatgpt|codex)", 1024, "OpenAI"),
-        (r"deepseek", 64, "DeepSeek"),
-        (r"gemini", 1024, "Google"),
+#: Hosted model families whose provider caches have a minimum length: (name pattern,
+#: provider key in the simulator's table, provider name). The minimums themselves come
+#: from that one table (:data:`prefixcache.analyzer.cache.provider.PROVIDERS` and
+#: ``ANTHROPIC_MIN_TOKENS``), so lint and simulate never disagree.
+HOSTED_FAMILIES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
+    (re.compile(p, re.I), key, label) for p, key, label in (
+        (r"claude", "anthropic", "Anthropic"),
+        (r"^(gpt-|o1|o3|o4|chatgpt|codex)", "openai", "OpenAI"),
+        (r"deepseek", "deepseek", "DeepSeek"),
     )
 )
 
@@ -45,9 +42,9 @@ def provider_minimum(model: str | None) -> tuple[int, str] | None:
     if not model:
         return None
     name = model.rsplit("/", 1)[-1]
-    for pattern, minimum, provider in PROVIDER_MINIMUMS:
+    for pattern, key, provider in HOSTED_FAMILIES:
         if pattern.search(name):
-            return minimum, provider
+            return rules_for(key, name).min_tokens, provider
     return None
 
 
