@@ -28,7 +28,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.writers import write_requests
 
-from .common import EXIT_ERROR, EXIT_OK, atomic_output, console, err, handle_errors
+from .common import EXIT_ERROR, EXIT_OK, atomic_output, console, err, handle_errors, report_skipped
 
 MAX_ROWS = 40
 _QUOTED = re.compile(r"'[^']*'")
@@ -130,11 +130,7 @@ def run_canonicalize(paths: list[str], out: str, to: str | None, only: str | Non
                                strip_volatile)
     ingest = Ingest(paths, format=fmt, stdin=sys.stdin.buffer if "-" in paths else None)
     requests = list(ingest)
-    bad = [s for s in ingest.summary.skipped if s.bad]
-    for s in ingest.summary.skipped:
-        where = f"{s.source}:{s.record}" + (f" field {s.field}" if s.field else "")
-        err.print(f"[{'red' if s.bad else 'yellow'}]skipped:[/] {escape(where)}: {escape(s.reason)}")
-    if bad and not skip_bad:
+    if report_skipped(ingest.summary.skipped, skip_bad):
         return EXIT_ERROR
     if not requests:
         raise ConfigError("no requests to canonicalize in the input")

@@ -8,16 +8,20 @@ stderr and exit 2 — never a traceback.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Callable, Iterator, TypeVar
+from typing import IO, Callable, Iterable, Iterator, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from prefixcache.analyzer.errors import PrefixcacheError
+from prefixcache.analyzer.ingest import skipped_message
+from prefixcache.analyzer.model import Skipped
 
 # Wide when not a terminal (pipes, CI logs, tests): rich would otherwise cut tables to 80 columns.
 console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
@@ -63,6 +67,29 @@ class Tracker:
     def describe(self, text: str) -> None:
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=text)
+
+
+def report_skipped(skipped: Iterable[Skipped], skip_bad: bool) -> bool:
+    """Print every skipped input record on stderr (``file:line field F: reason``).
+
+    Unreadable records (``bad``) print as errors unless ``skip_bad``; returns True
+    when there were such records and the command must exit 2.
+    """
+    fatal = False
+    for s in skipped:
+        is_error = s.bad and not skip_bad
+        fatal |= is_error
+        label = "[red]error:[/]" if is_error else "[yellow]skipped:[/]"
+        err.print(f"{label} {escape(skipped_message(s))}", highlight=False)
+    return fatal
+
+
+def one_per_kind(warnings: Iterable[str]) -> list[str]:
+    """Renderer warnings folded to one per kind (numbers ignored), keeping each kind's last instance."""
+    kinds: dict[str, str] = {}
+    for w in warnings:
+        kinds[re.sub(r"\d+", "N", w)] = w
+    return list(kinds.values())
 
 
 @contextmanager

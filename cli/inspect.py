@@ -3,21 +3,20 @@ tokens per segment, and the provider-reported usage where logged."""
 
 from __future__ import annotations
 
-import re
 import sys
 from collections import Counter
-from typing import Iterable, Optional
+from typing import Optional
 
 import orjson
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from prefixcache.analyzer.ingest import Ingest, skipped_message
+from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.pipeline import Prepared, Preparer
 
-from .common import EXIT_ERROR, console, err, handle_errors, progress
+from .common import EXIT_ERROR, console, handle_errors, one_per_kind, progress, report_skipped
 
 SEGMENT_GROUPS = ("opaque", "system", "tool", "message", "generation_prompt", "template")
 
@@ -105,7 +104,6 @@ def run_inspect(paths: list[str], fmt: str, tokenizer: str, template: str, as_js
             else:
                 rows.append(rec)
     summary = ingest.summary
-    bad = [s for s in summary.skipped if s.bad]
     if as_json:
         sys.stdout.write(orjson.dumps({"summary": {
             "files": summary.files, "records": summary.records, "requests": summary.requests,
@@ -116,22 +114,14 @@ def run_inspect(paths: list[str], fmt: str, tokenizer: str, template: str, as_js
         _print_tables(rows)
         for note in preparer.notes.values():
             console.print(f"[dim]{escape(note)}[/]")
-        warned: dict[str, str] = {}  # one line per kind of warning: its last (largest) instance
-        for rec in rows:
-            for w in rec["warnings"]:
-                warned[re.sub(r"\d+", "N", w)] = w
-        for w in warned.values():
+        for w in one_per_kind(w for rec in rows for w in rec["warnings"]):
             console.print(f"[yellow]warning:[/] {escape(w)} (latest instance; lint rule PC503)")
         console.print(
             f"{summary.files} file(s), {summary.records} record(s), {summary.requests} request(s), "
             f"{summary.sessions} session(s), {len(summary.skipped)} skipped. "
             "[dim]~ approximate tokenizer or layout; ! the template dropped content (see warnings)[/]"
         )
-    for s in summary.skipped:
-        style = "red" if s.bad else "yellow"
-        label = "error" if s.bad and not skip_bad else "skipped"
-        err.print(f"[{style}]{label}:[/] {escape(skipped_message(s))}", highlight=False)
-    return EXIT_ERROR if bad and not skip_bad else 0
+    return EXIT_ERROR if report_skipped(summary.skipped, skip_bad) else 0
 
 
 def register(app: typer.Typer) -> None:

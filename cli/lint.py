@@ -29,7 +29,7 @@ from prefixcache.analyzer.lint import Linter, RequestResult, Waterfall, select_r
 from prefixcache.analyzer.pipeline import Preparer
 from prefixcache.analyzer.rules import REGISTRY, Finding, severity_rank
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, console, err, fail, handle_errors, progress
+from .common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, console, err, fail, handle_errors, progress, report_skipped
 from .lint_report import print_rich
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -310,13 +310,7 @@ def register(app: typer.Typer) -> None:
         if cfg.fail_under is not None and not run.linter.total.prompt_tokens:
             err.print("[yellow]note:[/] --fail-under not applied: no request of the run has a logged prompt "
                       "(usage-only logs), so there is no reusable fraction to judge", highlight=False)
-        bad = [s for s in run.skipped if s.bad]
-        for s in run.skipped:
-            where = f"{s.source}:{s.record}" + (f" field {s.field}" if s.field else "")
-            style = "red" if s.bad and not skip_bad else "yellow"
-            label = "error" if s.bad and not skip_bad else "skipped"
-            err.print(f"[{style}]{label}:[/] {escape(where)}: {escape(s.reason)}", highlight=False)
-        if bad and not skip_bad:
+        if report_skipped(run.skipped, skip_bad):
             raise typer.Exit(EXIT_ERROR)
         gate = below_fail_under(run)
         if gate:

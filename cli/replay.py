@@ -24,7 +24,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.pipeline import Preparer
 
-from .common import EXIT_FINDINGS, EXIT_OK, console, err, handle_errors, progress
+from .common import EXIT_FINDINGS, EXIT_OK, console, err, handle_errors, one_per_kind, progress, report_skipped
 
 EXIT_INTERRUPTED = 130
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.I)
@@ -154,16 +154,12 @@ def run_replay(paths: list[str], opts: dict) -> int:
 def _facts(prompts, ingest, capacity, bound, run, opts) -> dict:
     """What bounded or changed the replayed prompts (printed and in ``--json``)."""
     every = [p for ps in prompts.values() for p in ps]
-    warned: dict[str, str] = {}  # one per kind of warning (numbers folded): its last instance
-    for p in every:
-        for w in p.warnings:
-            warned[re.sub(r"\d+", "N", w)] = w
     orig = prompts["original"]
     return {"requests": len(orig), "run": run, "template": opts["template"], "repeat": opts["repeat"], "capacity_blocks": capacity,
             "max_prompt_tokens": bound, "truncated_prompts": sum(p.truncated for p in orig),
             "truncated_canonical_prompts": sum(p.truncated for p in prompts.get("canonical", [])),
             "dropped_hidden_prefixes": sum(1 for p in orig if p.dropped_opaque),
-            "skipped_records": len(ingest.summary.skipped), "warnings": list(warned.values())}
+            "skipped_records": len(ingest.summary.skipped), "warnings": one_per_kind(w for p in every for w in p.warnings)}
 
 
 def _notes(loaded, preparer, opts) -> list[str]:
@@ -180,9 +176,7 @@ def _notes(loaded, preparer, opts) -> list[str]:
 
 
 def _report(summaries, facts, loaded, preparer, opts, out, interrupted, ingest) -> None:
-    for sk in ingest.summary.skipped:
-        where = f"{sk.source}:{sk.record}" + (f" field {sk.field}" if sk.field else "")
-        err.print(f"[yellow]skipped:[/] {where}: {sk.reason}", highlight=False)
+    report_skipped(ingest.summary.skipped, skip_bad=True)  # replay runs what it can read
     if opts["as_json"]:
         rows = [{**asdict(s), "avoided_prefill": s.avoided_prefill,
                  "hit_rate": s.hit_rate} for s in summaries]

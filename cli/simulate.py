@@ -30,7 +30,7 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.metrics import CAUSES, Prices, calibrated_cached, cost_usd, reported_usage, totals
 from prefixcache.analyzer.pipeline import Preparer
 
-from .common import EXIT_ERROR, console, err, handle_errors, progress
+from .common import EXIT_ERROR, console, handle_errors, progress, report_skipped
 
 
 def _row(cache: str, policy: str, cap_text: str, cap_blocks, unit: int, bpt, rows) -> dict:
@@ -114,7 +114,6 @@ def run_simulate(paths, fmt, tokenizer, template, cache, policies, capacity, blo
     calls, agree = _calls(first_rows or [], unit, max(unit, 64), min_tok)
     reported = reported_usage(p.request.usage for p in items)
     summary = ingest.summary
-    bad = [s for s in summary.skipped if s.bad]
     usage_only = sum(p.usage_only for p in items)
     doc = {"cache": cache, "block_size": unit, "unique_blocks": uniq, "kv_bytes_per_token": bpt,
            "results": results, "calls": calls, "agreement": agree,
@@ -133,10 +132,7 @@ def run_simulate(paths, fmt, tokenizer, template, cache, policies, capacity, blo
         sys.stdout.write(orjson.dumps(doc).decode() + "\n")
     else:
         _print(doc, first_rows if per_request else None)
-    for s in summary.skipped:
-        where = f"{s.source}:{s.record}" + (f" field {s.field}" if s.field else "")
-        err.print(f"[{'red' if s.bad else 'yellow'}]skipped:[/] {where}: {s.reason}", highlight=False)
-    return EXIT_ERROR if bad and not skip_bad else 0
+    return EXIT_ERROR if report_skipped(summary.skipped, skip_bad) else 0
 
 
 def _run_policies(items, reqs, spec: CacheSpec, pols, caps, ttl, bpt) -> tuple[list[dict], list | None, int]:
