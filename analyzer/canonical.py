@@ -44,9 +44,9 @@ from typing import Any, Iterable, Mapping
 
 import xxhash
 
-from .model import Message, Request, ToolDef
-from .render.jinja_template import message_dict
-from .volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
+from prefixcache.analyzer.model import Message, Request, ToolDef
+from prefixcache.analyzer.render.jinja_template import message_dict
+from prefixcache.analyzer.volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
 
 #: Codes of the rewrites this module applies (``only`` / ``skip`` filter on them).
 APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302")

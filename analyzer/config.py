@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import ConfigError
-from .rules import SEVERITIES
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.rules import SEVERITIES
 
 FORMATS = ("rich", "text", "json", "sarif", "github")
 

@@ -38,10 +38,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from .pipeline import Prepared
-from .prefix import PrefixIndex, block_aligned, common_prefix_len, locate
-from .rules import RULES, Finding, PairContext, Rule, classify
-from .rules.provider import static_end_tokens
+from prefixcache.analyzer.pipeline import Prepared
+from prefixcache.analyzer.prefix import PrefixIndex, block_aligned, common_prefix_len, locate
+from prefixcache.analyzer.rules import RULES, Finding, PairContext, Rule, classify
+from prefixcache.analyzer.rules.provider import static_end_tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from .model import RenderedPrompt, Request, TokenizedPrompt
-from .render import Pipeline, opaque_prefix_for, resolve
-from .tokenize import SessionTokenizer, with_opaque_prefix
+from prefixcache.analyzer.model import RenderedPrompt, Request, TokenizedPrompt
+from prefixcache.analyzer.render import Pipeline, opaque_prefix_for, resolve
+from prefixcache.analyzer.tokenize import SessionTokenizer, with_opaque_prefix
 
 
 @dataclass(frozen=True, slots=True)

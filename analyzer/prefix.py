@@ -21,7 +21,7 @@ from typing import Hashable, Sequence
 
 import xxhash
 
-from .model import RenderedPrompt, Request, Segment, TokenizedPrompt
+from prefixcache.analyzer.model import RenderedPrompt, Request, Segment, TokenizedPrompt
 
 
 class _Node:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .model import Request
+from prefixcache.analyzer.model import Request
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +42,8 @@ def reuse(requests: Iterable[Request], template: str = "auto", tokenizer: str = 
     traces count their logged ``input_length`` and shared leading blocks.
     Raises ConfigError for unusable template/tokenizer specs.
     """
-    from .pipeline import prepare
-    from .prefix import PrefixIndex
+    from prefixcache.analyzer.pipeline import prepare
+    from prefixcache.analyzer.prefix import PrefixIndex
 
     index, out = PrefixIndex(), []
     for n, p in enumerate(prepare(requests, template=template, tokenizer=tokenizer)):

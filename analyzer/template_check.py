@@ -33,11 +33,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .errors import ConfigError
-from .prefix import common_prefix_len
-from .template_render import Trace, TracingLoader, make_env, render
-from .template_static import StaticFinding, boundary_line, static_findings
-from .template_vary import VARIATIONS, meta, vary
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.prefix import common_prefix_len
+from prefixcache.analyzer.template_render import Trace, TracingLoader, make_env, render
+from prefixcache.analyzer.template_static import StaticFinding, boundary_line, static_findings
+from prefixcache.analyzer.template_vary import VARIATIONS, meta, vary
 
 _VARIATION_CODE = {"clock+90s": "PC101", "clock+1d": "PC101", "ids": "PC102", "order": "PC402", "whitespace": "PC302"}
 

@@ -26,9 +26,9 @@ from jinja2 import FileSystemLoader, TemplateNotFound
 from jinja2.exceptions import TemplateError, TemplateSyntaxError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import ConfigError
-from .template_static import BOUNDARY_RE
-from .render.jinja_template import tojson
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.template_static import BOUNDARY_RE
+from prefixcache.analyzer.render.jinja_template import tojson
 
 _MARK, _END, _BOUNDARY = "\ue000", "\ue001", "\ue002"
 _TRACE = re.compile(f"{_MARK}(\\d+){_END}|{_BOUNDARY}")

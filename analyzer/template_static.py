@@ -25,8 +25,8 @@ from typing import Iterator
 from jinja2 import Environment, nodes
 from jinja2.exceptions import TemplateNotFound, TemplateSyntaxError
 
-from .errors import ConfigError
-from .volatile import find_volatile
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.volatile import find_volatile
 
 BOUNDARY_RE = re.compile(r"\{#-?\s*prefixcache:\s*dynamic-below\s*-?#\}")
 #: Free functions (``now()``) and methods (``datetime.utcnow()``) that read the clock.

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Mapping
 
-from .volatile import ID_KINDS, TIME_KINDS, VolatileSpan, find_volatile
+from prefixcache.analyzer.volatile import ID_KINDS, TIME_KINDS, VolatileSpan, find_volatile
 
 #: Default base clock when the context does not declare ``_prefixcache.now``.
 BASE_NOW = datetime(2026, 3, 2, 10, 31, 2, 123000, tzinfo=timezone.utc)

@@ -23,10 +23,10 @@ from typing import IO, Any, Iterable, Iterator
 
 import orjson
 
-from .errors import ConfigError
-from .ingest.base import Source
-from .ingest.jsonio import iter_records
-from .model import Message, Request, ToolDef
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.ingest.base import Source
+from prefixcache.analyzer.ingest.jsonio import iter_records
+from prefixcache.analyzer.model import Message, Request, ToolDef
 
 WRITABLE = ("openai-chat", "anthropic-messages")
 _INDEX = re.compile(r"^(\w+)\[(\d+)\]")

@@ -28,7 +28,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.writers import write_requests
 
-from .common import EXIT_ERROR, EXIT_OK, atomic_output, console, err, handle_errors, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, atomic_output, console, err, handle_errors, report_skipped
 
 MAX_ROWS = 40
 _QUOTED = re.compile(r"'[^']*'")

@@ -21,7 +21,7 @@ from prefixcache.analyzer.template_check import TemplateChecker, TemplateReport,
 from prefixcache.analyzer.template_vary import VARIATIONS
 from prefixcache.analyzer.tokenize import get_tokenizer
 
-from .common import EXIT_FINDINGS, EXIT_OK, console, handle_errors
+from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, handle_errors
 
 
 def report_record(r: TemplateReport) -> dict:

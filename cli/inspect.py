@@ -16,7 +16,7 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.pipeline import Prepared, Preparer
 
-from .common import EXIT_ERROR, console, handle_errors, one_per_kind, progress, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, console, handle_errors, one_per_kind, progress, report_skipped
 
 SEGMENT_GROUPS = ("opaque", "system", "tool", "message", "generation_prompt", "template")
 

@@ -29,8 +29,8 @@ from prefixcache.analyzer.lint import Linter, RequestResult, Waterfall, select_r
 from prefixcache.analyzer.pipeline import Preparer
 from prefixcache.analyzer.rules import REGISTRY, Finding, severity_rank
 
-from .common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, console, err, fail, handle_errors, progress, report_skipped
-from .lint_report import print_rich
+from prefixcache.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, console, err, fail, handle_errors, progress, report_skipped
+from prefixcache.cli.lint_report import print_rich
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 

@@ -24,7 +24,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.pipeline import Preparer
 
-from .common import EXIT_FINDINGS, EXIT_OK, console, err, handle_errors, one_per_kind, progress, report_skipped
+from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, err, handle_errors, one_per_kind, progress, report_skipped
 
 EXIT_INTERRUPTED = 130
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.I)

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from prefixcache.analyzer.rules import RULES, SECTIONS, Rule, get_rule
 
-from .common import console, fail, handle_errors
+from prefixcache.cli.common import console, fail, handle_errors
 
 
 def rule_dict(rule: Rule) -> dict:

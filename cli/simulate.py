@@ -30,7 +30,7 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.metrics import CAUSES, Prices, calibrated_cached, cost_usd, reported_usage, totals
 from prefixcache.analyzer.pipeline import Preparer
 
-from .common import EXIT_ERROR, console, handle_errors, progress, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, console, handle_errors, progress, report_skipped
 
 
 def _row(cache: str, policy: str, cap_text: str, cap_blocks, unit: int, bpt, rows) -> dict:

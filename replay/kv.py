@@ -21,9 +21,9 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from ..analyzer.cache.base import BlockHash, PrefixCache, hit_cap_tokens
-from ..analyzer.cache.block_hash import hash_blocks
-from ..analyzer.errors import ConfigError, EngineError
+from prefixcache.analyzer.cache.base import BlockHash, PrefixCache, hit_cap_tokens
+from prefixcache.analyzer.cache.block_hash import hash_blocks
+from prefixcache.analyzer.errors import ConfigError, EngineError
 
 
 class KVPrefixCache:

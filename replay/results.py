@@ -16,7 +16,7 @@ from typing import IO, Iterable, Sequence
 import numpy as np
 import orjson
 
-from ..analyzer.errors import InputError
+from prefixcache.analyzer.errors import InputError
 
 
 @dataclass(frozen=True, slots=True)

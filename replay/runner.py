@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 import numpy as np
 import orjson
 
-from ..analyzer.cache.block_hash import BlockHashCache
-from ..analyzer.cache.simulator import CacheSpec, SimRequest, simulate
-from ..analyzer.errors import ConfigError, EngineError, InputError
-from .engine.base import Generation
-from .engine.hf import HFEngine
-from .kv import KVPrefixCache
-from .results import RequestResult, ResultWriter
+from prefixcache.analyzer.cache.block_hash import BlockHashCache
+from prefixcache.analyzer.cache.simulator import CacheSpec, SimRequest, simulate
+from prefixcache.analyzer.errors import ConfigError, EngineError, InputError
+from prefixcache.replay.engine.base import Generation
+from prefixcache.replay.engine.hf import HFEngine
+from prefixcache.replay.kv import KVPrefixCache
+from prefixcache.replay.results import RequestResult, ResultWriter
 
 if TYPE_CHECKING:
-    from ..analyzer.pipeline import Prepared
+    from prefixcache.analyzer.pipeline import Prepared
 
 PASSES = ("cold", "warm", "canonical")
 VERIFY_MODES = ("none", "sample", "all")

@@ -4,8 +4,8 @@ All share :class:`~.base.PrefixCache` (``match`` / ``insert`` / ``evict`` with t
 results); the replay engine's KV store is built on :class:`~.block_hash.BlockHashCache`.
 """
 
-from .base import BlockHash, EvictResult, InsertResult, MatchResult, PrefixCache, hit_cap_tokens
-from .block_hash import BlockHashCache, hash_blocks
+from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult, PrefixCache, hit_cap_tokens
+from prefixcache.analyzer.cache.block_hash import BlockHashCache, hash_blocks
 
 __all__ = [
     "BlockHash", "BlockHashCache", "EvictResult", "InsertResult", "MatchResult",

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .sweep import ChainRequest
+from prefixcache.analyzer.cache.sweep import ChainRequest
 
 _NEVER = (1 << 62, 0)
 

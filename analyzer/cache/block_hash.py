@@ -29,9 +29,9 @@ from typing import Sequence
 
 import xxhash
 
-from ..errors import ConfigError
-from .base import BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens
-from .eviction import make_policy
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens
+from prefixcache.analyzer.cache.eviction import make_policy
 
 #: Seed of the first block's parent (vLLM's ``NONE_HASH`` analogue).
 NONE_HASH = xxhash.xxh3_64_intdigest(b"prefixcache-none-hash")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import ConfigError
+from prefixcache.analyzer.errors import ConfigError
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
                "float8": 1, "fp8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1}

@@ -32,7 +32,7 @@ import heapq
 from collections import OrderedDict
 from typing import Hashable, Protocol
 
-from ..errors import ConfigError
+from prefixcache.analyzer.errors import ConfigError
 
 #: Context length (tokens) at which attention FLOPs per token equal the linear
 #: (weight) FLOPs per token: ~2·params / (4·layers·d_model); Llama-3-8B ≈ 32k.

@@ -31,9 +31,9 @@ from typing import Sequence
 import xxhash
 from array import array
 
-from ..errors import ConfigError
-from .base import BlockHash, EvictResult, InsertResult, MatchResult
-from .block_hash import BlockHashCache
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult
+from prefixcache.analyzer.cache.block_hash import BlockHashCache
 
 
 @dataclass(frozen=True, slots=True)

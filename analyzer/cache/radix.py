@@ -24,8 +24,8 @@ from __future__ import annotations
 import heapq
 from typing import Sequence
 
-from ..errors import ConfigError
-from .base import BlockHash, EvictResult, InsertResult, MatchResult
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult
 
 RADIX_POLICIES = ("lru", "lfu", "fifo", "slru", "mru")
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
-from ..errors import ConfigError
-from ..metrics import Levels, RequestFigures, lost_by_cause
-from .base import hit_cap_tokens
-from .belady import belady_hits
-from .block_hash import hash_blocks
-from .simulator import Baseline, CacheSpec, SimRequest, _figures, _granular, baseline, simulate
-from .sweep import ChainRequest, stack_profile
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.metrics import Levels, RequestFigures, lost_by_cause
+from prefixcache.analyzer.cache.base import hit_cap_tokens
+from prefixcache.analyzer.cache.belady import belady_hits
+from prefixcache.analyzer.cache.block_hash import hash_blocks
+from prefixcache.analyzer.cache.simulator import Baseline, CacheSpec, SimRequest, _figures, _granular, baseline, simulate
+from prefixcache.analyzer.cache.sweep import ChainRequest, stack_profile
 
 
 def chains(reqs: Sequence[SimRequest], spec: CacheSpec, unit: int) -> list[ChainRequest]:
@@ -82,7 +82,7 @@ def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = 
     """Name the rule behind each request's drift, from the lint helper's
     :class:`~prefixcache.analyzer.lint.Linter` (its ``lost_code``, e.g. ``PC101``):
     request order → code. Empty when the rules cannot run on this input."""
-    from ..lint import Linter  # rules are optional for simulate: imported on use
+    from prefixcache.analyzer.lint import Linter  # rules are optional for simulate: imported on use
 
     codes: dict[tuple[str, int], str] = {}
     linter = Linter(block_size=block_size)

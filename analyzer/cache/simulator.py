@@ -24,13 +24,13 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import ConfigError
-from ..metrics import RequestFigures, hits_by_segment, lost_by_cause, Levels
-from ..model import Request
-from .base import hit_cap_tokens
-from .block_hash import BlockHashCache, hash_blocks
-from .provider import AnthropicCache, Breakpoint, ProviderRules, UnitPrefixCache, rules_for
-from .radix import RadixCache
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.metrics import RequestFigures, hits_by_segment, lost_by_cause, Levels
+from prefixcache.analyzer.model import Request
+from prefixcache.analyzer.cache.base import hit_cap_tokens
+from prefixcache.analyzer.cache.block_hash import BlockHashCache, hash_blocks
+from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint, ProviderRules, UnitPrefixCache, rules_for
+from prefixcache.analyzer.cache.radix import RadixCache
 
 CACHES = ("vllm", "blocks", "sglang", "openai", "anthropic", "deepseek")
 TTL_CODES = {"5m": 300.0, "1h": 3600.0}

@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
+from prefixcache.analyzer.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,13 +18,13 @@ import os
 from dataclasses import dataclass
 from typing import IO, Iterator, Sequence
 
-from ..errors import InputError
-from ..model import Request, Skipped
-from .base import Reader, RecordsSeen, Source
-from .detect import detect_reader, formats, get_reader, single_document
-from .jsonio import HEAD_BYTES, FieldError, check_head, skipped_message
-from .sessions import SessionGrouper
-from .sources import expand_inputs
+from prefixcache.analyzer.errors import InputError
+from prefixcache.analyzer.model import Request, Skipped
+from prefixcache.analyzer.ingest.base import Reader, RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import detect_reader, formats, get_reader, single_document
+from prefixcache.analyzer.ingest.jsonio import HEAD_BYTES, FieldError, check_head, skipped_message
+from prefixcache.analyzer.ingest.sessions import SessionGrouper
+from prefixcache.analyzer.ingest.sources import expand_inputs
 
 __all__ = ["Ingest", "IngestSummary", "formats", "skipped_message"]
 

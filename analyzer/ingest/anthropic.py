@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from ..model import ContentPart, Message, Provenance, Request, ToolCall, ToolDef
-from .base import RecordsSeen, Source
-from .detect import head_fields, is_array
-from .jsonio import FieldError, digest, expect, field, read_records
-from .openai_chat import common, sniff_body, ttl, unwrap
+from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall, ToolDef
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import head_fields, is_array
+from prefixcache.analyzer.ingest.jsonio import FieldError, digest, expect, field, read_records
+from prefixcache.analyzer.ingest.openai_chat import common, sniff_body, ttl, unwrap
 
 FORMAT = "anthropic-messages"
 _TEXTLIKE = {"text"}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import IO, Callable, Iterator, Protocol
 
-from ..model import Request, Skipped
+from prefixcache.analyzer.model import Request, Skipped
 
 
 @dataclass(frozen=True)

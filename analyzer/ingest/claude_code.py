@@ -46,11 +46,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..model import Message, Provenance, Request, Skipped, Usage
-from .anthropic import message_of
-from .base import RecordsSeen, Source
-from .detect import first_object
-from .jsonio import FieldError, field, parse_time, parse_usage, read_lines, skip
+from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, Usage
+from prefixcache.analyzer.ingest.anthropic import message_of
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.jsonio import FieldError, field, parse_time, parse_usage, read_lines, skip
 
 #: Line types that are records but never a model call nor prompt content (reference/formats.md §4).
 _QUIET_TYPES = frozenset({"summary", "system", "file-history-snapshot", "queue-operation", "progress"})

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field as dc_field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..model import ContentPart, Message, Provenance, Request, Skipped, ToolCall, Usage
-from .base import RecordsSeen, Source
-from .detect import first_object
-from .jsonio import FieldError, digest, expect, field, parse_time, read_lines, skip
+from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, Skipped, ToolCall, Usage
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.jsonio import FieldError, digest, expect, field, parse_time, read_lines, skip
 
 _OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
 #: Record types this reader models; others (e.g. newer ``world_state``) are reported, not guessed at.

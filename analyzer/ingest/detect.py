@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..errors import ConfigError, InputError
-from .base import Reader, Source
+from prefixcache.analyzer.errors import ConfigError, InputError
+from prefixcache.analyzer.ingest.base import Reader, Source
 
 #: Reader modules, in tie-break order (more specific formats first).
 READER_MODULES = (

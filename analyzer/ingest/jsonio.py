@@ -26,9 +26,9 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import orjson
 import xxhash
 
-from ..errors import InputError
-from ..model import Provenance, Request, Skipped, Usage
-from .base import RecordsSeen, Source
+from prefixcache.analyzer.errors import InputError
+from prefixcache.analyzer.model import Provenance, Request, Skipped, Usage
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 
 #: How many leading bytes detection and the binary check look at.
 HEAD_BYTES = 64 * 1024

@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterator
 
-from ..model import Message, Provenance, Request, Skipped, Usage
-from .anthropic import system_of
-from .base import RecordsSeen, Source
-from .detect import head_fields
-from .jsonio import expect, field, parse_time, parse_usage, read_records, skip
-from .openai_chat import EXTRA_KEYS, messages_of, notes_for, tool_of
+from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, Usage
+from prefixcache.analyzer.ingest.anthropic import system_of
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import head_fields
+from prefixcache.analyzer.ingest.jsonio import expect, field, parse_time, parse_usage, read_records, skip
+from prefixcache.analyzer.ingest.openai_chat import EXTRA_KEYS, messages_of, notes_for, tool_of
 
 FORMAT = "litellm"
 #: StandardLoggingPayload fields that, with ``call_type``, identify a LiteLLM payload.

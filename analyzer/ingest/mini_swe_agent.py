@@ -28,12 +28,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import InputError
-from ..model import Message, Provenance, Request, Skipped, ToolDef
-from .base import RecordsSeen, Source
-from .detect import first_object
-from .jsonio import FieldError, load_json, parse_usage, skip
-from .swe_agent import chat_message
+from prefixcache.analyzer.errors import InputError
+from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, ToolDef
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.jsonio import FieldError, load_json, parse_usage, skip
+from prefixcache.analyzer.ingest.swe_agent import chat_message
 
 NOTE_TOOLS = "tools inferred: mini-swe-agent's constant bash tool schema is added at send time, not saved"
 

@@ -18,10 +18,10 @@ from typing import Any, Iterator
 
 import orjson
 
-from ..model import ContentPart, Message, Provenance, Request, ToolCall, ToolDef
-from .base import RecordsSeen, Source
-from .detect import head_fields, is_array
-from .jsonio import FieldError, decode_error, digest, expect, field, parse_time, parse_usage, read_records
+from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall, ToolDef
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import head_fields, is_array
+from prefixcache.analyzer.ingest.jsonio import FieldError, decode_error, digest, expect, field, parse_time, parse_usage, read_records
 
 FORMAT = "openai-chat"
 

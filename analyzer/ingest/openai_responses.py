@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from ..model import ContentPart, Message, Provenance, Request, ToolCall
-from .base import RecordsSeen, Source
-from .detect import head_fields, is_array
-from .jsonio import FieldError, digest, expect, field, read_records
-from .openai_chat import EXTRA_KEYS, common, content_of, sniff_body, tool_of, unwrap
+from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import head_fields, is_array
+from prefixcache.analyzer.ingest.jsonio import FieldError, digest, expect, field, read_records
+from prefixcache.analyzer.ingest.openai_chat import EXTRA_KEYS, common, content_of, sniff_body, tool_of, unwrap
 
 FORMAT = "openai-responses"
 _EXTRA = EXTRA_KEYS + ("previous_response_id", "conversation", "store", "include", "reasoning", "text", "truncation")

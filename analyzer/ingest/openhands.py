@@ -25,11 +25,11 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from ..model import Provenance, Request, Skipped
-from .base import RecordsSeen, Source
-from .detect import Cut, first_object, head_fields, is_array, is_list_document
-from .jsonio import FieldError, expect, field, load_json, parse_time, parse_usage, read_records, type_name
-from .openai_chat import EXTRA_KEYS, messages_of, notes_for, tool_of
+from prefixcache.analyzer.model import Provenance, Request, Skipped
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import Cut, first_object, head_fields, is_array, is_list_document
+from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, load_json, parse_time, parse_usage, read_records, type_name
+from prefixcache.analyzer.ingest.openai_chat import EXTRA_KEYS, messages_of, notes_for, tool_of
 
 TRAJECTORY = "openhands-trajectory"
 COMPLETIONS = "openhands-completions"

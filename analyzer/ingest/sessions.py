@@ -47,7 +47,7 @@ from typing import Any
 
 import xxhash
 
-from ..model import Message, Request
+from prefixcache.analyzer.model import Message, Request
 
 #: Extra keys that name a session, in priority order (``metadata`` is Anthropic's object).
 SESSION_KEYS = ("prompt_cache_key", "user", "metadata.user_id")

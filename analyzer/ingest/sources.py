@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import IO, Iterator, Sequence
 
-from ..errors import InputError
-from .base import Source
+from prefixcache.analyzer.errors import InputError
+from prefixcache.analyzer.ingest.base import Source
 
 _GLOB_CHARS = set("*?[")
 #: File suffixes a directory walk picks up (lower-cased comparison).

@@ -27,11 +27,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..errors import InputError
-from ..model import Message, Provenance, Request, Skipped
-from .base import RecordsSeen, Source
-from .jsonio import FieldError, expect, field, load_json, skip
-from .openai_chat import message_of
+from prefixcache.analyzer.errors import InputError
+from prefixcache.analyzer.model import Message, Provenance, Request, Skipped
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, load_json, skip
+from prefixcache.analyzer.ingest.openai_chat import message_of
 
 #: SWE-agent model names that are not LLMs (replays, humans, tests).
 _NOT_MODELS = frozenset({"replay", "human", "human_thought", "instant_empty_submit"})

@@ -30,11 +30,11 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import InputError
-from ..model import BlockTrace, Provenance, Request, Skipped, Usage
-from .base import RecordsSeen, Source
-from .detect import first_object
-from .jsonio import FieldError, expect, field, load_json, read_lines, skip
+from prefixcache.analyzer.errors import InputError
+from prefixcache.analyzer.model import BlockTrace, Provenance, Request, Skipped, Usage
+from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, load_json, read_lines, skip
 
 #: Subagent hash ids are shifted by ``k * SUBAGENT_ID_STRIDE`` (k = 1, 2, ...).
 SUBAGENT_ID_STRIDE = 1 << 40

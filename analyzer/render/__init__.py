@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import ConfigError
-from ..model import RenderedPrompt, Request
-from ..tokenize import Tokenizer, choose_auto, get_tokenizer
-from ..tokenize.backends import HFTokenizer
-from .provider import ProviderLayout
-from .renderer import JinjaRenderer
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.model import RenderedPrompt, Request
+from prefixcache.analyzer.tokenize import Tokenizer, choose_auto, get_tokenizer
+from prefixcache.analyzer.tokenize.backends import HFTokenizer
+from prefixcache.analyzer.render.provider import ProviderLayout
+from prefixcache.analyzer.render.renderer import JinjaRenderer
 
 __all__ = ["Pipeline", "Renderer", "JinjaRenderer", "ProviderLayout", "load_template", "opaque_prefix_for", "resolve"]
 

@@ -29,7 +29,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from ..model import Message, Request, ToolDef
+from prefixcache.analyzer.model import Message, Request, ToolDef
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 

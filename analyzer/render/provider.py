@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 
-from ..model import Message, RenderedPrompt, Request, Segment, ToolDef
-from .segments import paint
+from prefixcache.analyzer.model import Message, RenderedPrompt, Request, Segment, ToolDef
+from prefixcache.analyzer.render.segments import paint
 
 
 def _compact(obj: object) -> str:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from ..errors import InputError
-from ..model import RenderedPrompt, Request, Segment
-from .jinja_template import JinjaChat, request_dicts
-from .segments import boundary, common_prefix_len, common_suffix_len, monotone, paint
+from prefixcache.analyzer.errors import InputError
+from prefixcache.analyzer.model import RenderedPrompt, Request, Segment
+from prefixcache.analyzer.render.jinja_template import JinjaChat, request_dicts
+from prefixcache.analyzer.render.segments import boundary, common_prefix_len, common_suffix_len, monotone, paint
 
 
 def _dumps(obj: Any) -> bytes:

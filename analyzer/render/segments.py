@@ -17,8 +17,8 @@ result covers the text in order without overlaps.
 
 from __future__ import annotations
 
-from ..model import Segment
-from ..tokenize.session import common_prefix_len
+from prefixcache.analyzer.model import Segment
+from prefixcache.analyzer.tokenize.session import common_prefix_len
 
 #: Paint priority: later kinds win where spans overlap.
 _PRIORITY = {"template": 0, "generation_prompt": 1, "message": 2, "system": 2, "tool": 3, "tools": 3}

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
-from ..model import Message, Request
-from ..prefix import Divergence
-from ..volatile import VolatileSpan, find_volatile
+from prefixcache.analyzer.model import Message, Request
+from prefixcache.analyzer.prefix import Divergence
+from prefixcache.analyzer.volatile import VolatileSpan, find_volatile
 
 if TYPE_CHECKING:
-    from ..pipeline import Prepared
+    from prefixcache.analyzer.pipeline import Prepared
 
 #: Severities, lowest first.
 SEVERITIES = ("info", "warning", "error")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import orjson
 
-from ..model import Message
-from .base import Finding, PairContext, Rule, whitespace_only
+from prefixcache.analyzer.model import Message
+from prefixcache.analyzer.rules.base import Finding, PairContext, Rule, whitespace_only
 
 
 def _decode(text: str) -> object:

@@ -13,10 +13,10 @@ import re
 
 import orjson
 
-from .base import Finding, PairContext, Rule, message_key, origin
+from prefixcache.analyzer.rules.base import Finding, PairContext, Rule, message_key, origin
 
 if TYPE_CHECKING:
-    from ..pipeline import Prepared
+    from prefixcache.analyzer.pipeline import Prepared
 
 _INDEXES = re.compile(r"\[\d+\](?:, \w+\[\d+\])*|\d+")
 #: The renderers' warning for reasoning whose text the log does not hold.

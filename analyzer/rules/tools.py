@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..model import ToolDef
-from .base import Finding, PairContext, Rule
+from prefixcache.analyzer.model import ToolDef
+from prefixcache.analyzer.rules.base import Finding, PairContext, Rule
 
 TOOL_PARTS = frozenset({"tool", "system", "template"})
 

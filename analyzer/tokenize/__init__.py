@@ -6,9 +6,9 @@ Public API: :func:`get_tokenizer`, :class:`Tokenizer`, :class:`SessionTokenizer`
 
 from __future__ import annotations
 
-from .backends import HFTokenizer, Seam, TiktokenTokenizer, Tokenizer
-from .registry import AutoChoice, choose_auto, deepseek_dir, get_tokenizer, smollm2_gguf
-from .session import SessionTokenizer, common_prefix_len, map_segments, pseudo_ids, with_opaque_prefix
+from prefixcache.analyzer.tokenize.backends import HFTokenizer, Seam, TiktokenTokenizer, Tokenizer
+from prefixcache.analyzer.tokenize.registry import AutoChoice, choose_auto, deepseek_dir, get_tokenizer, smollm2_gguf
+from prefixcache.analyzer.tokenize.session import SessionTokenizer, common_prefix_len, map_segments, pseudo_ids, with_opaque_prefix
 
 __all__ = [
     "AutoChoice", "HFTokenizer", "Seam", "SessionTokenizer", "TiktokenTokenizer", "Tokenizer",

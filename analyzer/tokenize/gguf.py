@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from prefixcache.analyzer.errors import ConfigError
 
 _LLAMA3 = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"

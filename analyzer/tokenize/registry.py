@@ -31,8 +31,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
-from .backends import HFTokenizer, TiktokenTokenizer, Tokenizer
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.tokenize.backends import HFTokenizer, TiktokenTokenizer, Tokenizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +204,7 @@ def hf_from_gguf(path: Path, name: str | None = None) -> HFTokenizer:
     """An :class:`HFTokenizer` built from a GGUF's metadata (cached, see :mod:`.gguf`)."""
     from tokenizers import Tokenizer as _Tok
 
-    from .gguf import cached_gguf_tokenizer
+    from prefixcache.analyzer.tokenize.gguf import cached_gguf_tokenizer
 
     tj, meta = cached_gguf_tokenizer(path)
     return HFTokenizer(_Tok.from_file(str(tj)), name=name or Path(path).stem, config=meta)

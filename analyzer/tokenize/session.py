@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import RenderedPrompt, Segment, TokenizedPrompt
-from .backends import Tokenizer
+from prefixcache.analyzer.model import RenderedPrompt, Segment, TokenizedPrompt
+from prefixcache.analyzer.tokenize.backends import Tokenizer
 
 
 @dataclass(slots=True)

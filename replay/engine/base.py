@@ -15,7 +15,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from ..results import RequestTiming
+from prefixcache.replay.results import RequestTiming
 
 
 @dataclass(frozen=True, slots=True)

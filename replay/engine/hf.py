@@ -44,9 +44,9 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from ...analyzer.errors import EngineError
-from ...analyzer.tokenize.gguf import cache_dir
-from .base import Generation
+from prefixcache.analyzer.errors import EngineError
+from prefixcache.analyzer.tokenize.gguf import cache_dir
+from prefixcache.replay.engine.base import Generation
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEFAULT_MODEL = "smollm2"
