@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.lint import Linter
-from prefixcache.analyzer.pipeline import Preparer
+from prefixcache.analyzer.lint.engine import Linter
+from prefixcache.analyzer.prepare import Preparer
 
 SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "samples"
 TRACES = ("mooncake", "kvcache_tester")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request, ToolDef
-from prefixcache.analyzer.render import resolve
+from prefixcache.analyzer.prepare import resolve
 from prefixcache.analyzer.tokenize import SessionTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent

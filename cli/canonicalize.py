@@ -20,13 +20,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from prefixcache.analyzer.canonical import (
+from prefixcache.analyzer.canonical.rewrite import (
     APPLIED_CODES, REPORTED_CODES, CanonicalOptions, Canonicalized, canonicalize_all,
 )
-from prefixcache.analyzer.reuse import Reuse, reuse
+from prefixcache.analyzer.cache.reuse import Reuse, reuse
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.writers import write_requests
+from prefixcache.analyzer.canonical.writers import write_requests
 
 from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, atomic_output, console, err, handle_errors, report_skipped
 

@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.template_check import TemplateChecker, TemplateReport, load_context
-from prefixcache.analyzer.template_vary import VARIATIONS
+from prefixcache.analyzer.check.checker import TemplateChecker, TemplateReport, load_context
+from prefixcache.analyzer.check.vary import VARIATIONS
 from prefixcache.analyzer.tokenize import get_tokenizer
 
 from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, handle_errors

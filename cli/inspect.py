@@ -14,7 +14,7 @@ from rich.table import Table
 
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Skipped
-from prefixcache.analyzer.pipeline import Prepared, Preparer
+from prefixcache.analyzer.prepare import Prepared, Preparer
 
 from prefixcache.cli.common import EXIT_ERROR, console, handle_errors, one_per_kind, progress, report_skipped
 

@@ -19,15 +19,15 @@ import orjson
 import typer
 from rich.markup import escape
 
-from prefixcache.analyzer.config import FORMATS, LintConfig, load_config, parse_fraction
+from prefixcache.analyzer.lint.config import FORMATS, LintConfig, load_config, parse_fraction
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.canonical import canonicalize_requests
+from prefixcache.analyzer.canonical.rewrite import canonicalize_requests
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request
-from prefixcache.analyzer.writers import write_requests
-from prefixcache.analyzer.lint import Linter, RequestResult, Waterfall, select_rules
-from prefixcache.analyzer.pipeline import Preparer
-from prefixcache.analyzer.rules import REGISTRY, Finding, severity_rank
+from prefixcache.analyzer.canonical.writers import write_requests
+from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, select_rules
+from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
 
 from prefixcache.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, console, err, fail, handle_errors, progress, report_skipped
 from prefixcache.cli.lint_report import print_rich

@@ -8,8 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from prefixcache.analyzer.lint import Linter, RequestResult, Waterfall
-from prefixcache.analyzer.rules import REGISTRY, Finding
+from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall
+from prefixcache.analyzer.lint.rules import REGISTRY, Finding
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 BAR = 40

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.pipeline import Preparer
+from prefixcache.analyzer.prepare import Preparer
 
 from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, err, handle_errors, one_per_kind, progress, report_skipped
 
@@ -53,7 +53,7 @@ def _requests(paths: list[str], fmt: str, max_requests: Optional[int]) -> tuple[
 
 def _canonical(requests: list) -> list:
     """The canonicalized requests (#5), in the same order."""
-    from prefixcache.analyzer.canonical import canonicalize_requests
+    from prefixcache.analyzer.canonical.rewrite import canonicalize_requests
 
     return list(canonicalize_requests(requests))
 

@@ -12,7 +12,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from prefixcache.analyzer.rules import RULES, SECTIONS, Rule, get_rule
+from prefixcache.analyzer.lint.rules import RULES, SECTIONS, Rule, get_rule
 
 from prefixcache.cli.common import console, fail, handle_errors
 

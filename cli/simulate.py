@@ -23,12 +23,13 @@ from rich.table import Table
 
 from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
 from prefixcache.analyzer.cache.eviction import POLICIES
-from prefixcache.analyzer.cache.runs import drift_causes, sweep_block_cache, unique_blocks
+from prefixcache.analyzer.cache.runs import sweep_block_cache, unique_blocks
+from prefixcache.analyzer.lint.engine import drift_causes
 from prefixcache.analyzer.cache.simulator import CACHES, CacheSpec, baseline, simulate, to_sim_requests
 from prefixcache.analyzer.errors import ConfigError, PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.metrics import CAUSES, Prices, calibrated_cached, cost_usd, reported_usage, totals
-from prefixcache.analyzer.pipeline import Preparer
+from prefixcache.analyzer.cache.figures import CAUSES, Prices, calibrated_cached, cost_usd, reported_usage, totals
+from prefixcache.analyzer.prepare import Preparer
 
 from prefixcache.cli.common import EXIT_ERROR, console, handle_errors, progress, report_skipped
 

@@ -32,7 +32,7 @@ from prefixcache.replay.kv import KVPrefixCache
 from prefixcache.replay.results import RequestResult, ResultWriter
 
 if TYPE_CHECKING:
-    from prefixcache.analyzer.pipeline import Prepared
+    from prefixcache.analyzer.prepare import Prepared
 
 PASSES = ("cold", "warm", "canonical")
 VERIFY_MODES = ("none", "sample", "all")

@@ -107,7 +107,7 @@ def test_swe_agent_sweep_matches_replay_above_unique_and_total(cache):
     from prefixcache.analyzer.cache.runs import chains, sweep_block_cache
     from prefixcache.analyzer.cache.simulator import CacheSpec, baseline, simulate, to_sim_requests
     from prefixcache.analyzer.ingest import Ingest
-    from prefixcache.analyzer.pipeline import Preparer
+    from prefixcache.analyzer.prepare import Preparer
 
     path = need(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
     prep = Preparer()

@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from prefixcache.analyzer.canonical import (
+from prefixcache.analyzer.canonical.rewrite import (
     CanonicalOptions, SessionMemory, canonical_arguments, canonicalize, canonicalize_all, canonicalize_requests,
     sort_keys,
 )
-from prefixcache.analyzer.reuse import reuse
+from prefixcache.analyzer.cache.reuse import reuse
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.volatile import find_volatile
 from tests.conftest import CASES, need

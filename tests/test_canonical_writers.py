@@ -12,10 +12,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from prefixcache.analyzer.canonical import canonicalize_requests
+from prefixcache.analyzer.canonical.rewrite import canonicalize_requests
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.writers import write_requests
+from prefixcache.analyzer.canonical.writers import write_requests
 from prefixcache.cli import canonicalize as canonicalize_cli
 from tests.conftest import CASES, need
 

@@ -13,9 +13,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from typer.testing import CliRunner
 
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.template_check import TemplateChecker, load_context
-from prefixcache.analyzer.template_static import static_findings
-from prefixcache.analyzer.template_vary import vary
+from prefixcache.analyzer.check.checker import TemplateChecker, load_context
+from prefixcache.analyzer.check.static import static_findings
+from prefixcache.analyzer.check.vary import vary
 from prefixcache.analyzer.tokenize import get_tokenizer
 from prefixcache.cli import check as check_cli
 from tests.conftest import EXAMPLES

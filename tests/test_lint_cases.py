@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.lint import Linter
-from prefixcache.analyzer.pipeline import prepare
-from prefixcache.analyzer.rules import REGISTRY
+from prefixcache.analyzer.lint.engine import Linter
+from prefixcache.analyzer.prepare import prepare
+from prefixcache.analyzer.lint.rules import REGISTRY
 from tests.conftest import CASES
 
 #: Findings about one request alone (risks, template/provider notes), not breaks.

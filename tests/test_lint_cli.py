@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from prefixcache.analyzer.config import LintConfig, load_config
+from prefixcache.analyzer.lint.config import LintConfig, load_config
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.cli.app import app
 from tests.conftest import CASES, SAMPLES, need

@@ -8,8 +8,8 @@ from functools import lru_cache
 import pytest
 
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.lint import Linter
-from prefixcache.analyzer.pipeline import prepare
+from prefixcache.analyzer.lint.engine import Linter
+from prefixcache.analyzer.prepare import prepare
 from tests.conftest import SAMPLES, need
 
 SWE = "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"

@@ -6,8 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.pipeline import prepare
-from prefixcache.analyzer.prefix import PrefixIndex, block_aligned, common_prefix_len, locate
+from prefixcache.analyzer.prepare import prepare
+from prefixcache.analyzer.cache.base import block_aligned
+from prefixcache.analyzer.cache.radix import PrefixIndex
+from prefixcache.analyzer.lint.locate import locate
+from prefixcache.analyzer.sequence import common_prefix_len
 
 
 def brute(seqs: list[tuple[int, ...]], ids: tuple[int, ...]) -> tuple[int, set[int]]:

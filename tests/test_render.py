@@ -9,7 +9,8 @@ import pytest
 from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Message, Provenance, Request, ToolCall, ToolDef, Usage
-from prefixcache.analyzer.render import JinjaRenderer, opaque_prefix_for, resolve
+from prefixcache.analyzer.prepare import opaque_prefix_for, resolve
+from prefixcache.analyzer.render import JinjaRenderer
 from prefixcache.analyzer.tokenize import SessionTokenizer, with_opaque_prefix
 from tests.conftest import SAMPLES, need
 

@@ -14,7 +14,8 @@ import pytest
 
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request, ToolDef
-from prefixcache.analyzer.render import load_template, resolve
+from prefixcache.analyzer.prepare import resolve
+from prefixcache.analyzer.render import load_template
 from prefixcache.analyzer.render.jinja_template import request_dicts
 from prefixcache.analyzer.tokenize import SessionTokenizer, deepseek_dir, smollm2_gguf
 from tests.conftest import SAMPLES, need

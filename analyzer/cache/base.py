@@ -86,3 +86,17 @@ def hit_cap_tokens(num_tokens: int, block_size: int, cap_last_token: bool = True
     if n <= 0:
         return 0
     return (n // block_size) * block_size
+
+
+def block_aligned(shared: int, prompt_tokens: int, block_size: int = 16) -> int:
+    """Tokens a block-granular prefix cache can serve (tokens).
+
+    vLLM v1 rule: only full blocks are cached, and at least the last prompt token is
+    always computed, so a hit is at most ``⌊(n−1)/B⌋·B`` tokens:
+    ``⌊min(shared, n−1)/B⌋·B``. ``block_size`` must be ≥ 1 (ValueError otherwise).
+    """
+    if block_size < 1:
+        raise ValueError(f"block size must be >= 1, got {block_size}")
+    if prompt_tokens <= 0:
+        return 0
+    return (min(shared, prompt_tokens - 1) // block_size) * block_size

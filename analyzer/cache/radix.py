@@ -22,9 +22,11 @@ logical clock; ties break on node creation order, so runs are deterministic.
 from __future__ import annotations
 
 import heapq
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Hashable, Sequence
 
 from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult
 
 RADIX_POLICIES = ("lru", "lfu", "fifo", "slru", "mru")
@@ -197,3 +199,84 @@ class RadixCache:
                 stack.extend(n.children.values())
             else:
                 yield n
+
+
+class _OwnerNode:
+    """A radix-tree node: the edge into it is ``src[lo:hi]``; ``owner`` is the most
+    recent request whose prompt covers the whole edge."""
+
+    __slots__ = ("src", "lo", "hi", "children", "owner")
+
+    def __init__(self, src: Sequence[int], lo: int, hi: int, owner: Hashable) -> None:
+        self.src, self.lo, self.hi = src, lo, hi
+        self.children: dict[int, _OwnerNode] = {}
+        self.owner = owner
+
+    def split(self, at: int) -> None:
+        """Cut the edge after ``at`` tokens: self keeps the head, a new child the tail."""
+        tail = _OwnerNode(self.src, self.lo + at, self.hi, self.owner)
+        tail.children = self.children
+        self.children = {self.src[self.lo + at]: tail}
+        self.hi = self.lo + at
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixMatch:
+    """Result of a lookup: ``length`` leading tokens (tokens) are shared with the
+    earlier request ``owner`` (the most recent one sharing that many; None when
+    ``length`` is 0)."""
+
+    length: int
+    owner: Hashable | None
+
+
+class PrefixIndex:
+    """Radix tree over token-id sequences with the owner of every path.
+
+    Memory holds a reference to each inserted sequence (edges are slices into them,
+    never copies). A lookup or insert costs O(n) token comparisons, done as tuple
+    slice comparisons in C plus a binary search at the one mismatching edge.
+    """
+
+    def __init__(self) -> None:
+        self._root = _OwnerNode((), 0, 0, None)
+        self.requests = 0
+        self.tokens = 0
+
+    def _walk(self, ids: Sequence[int]) -> tuple[list[_OwnerNode], int, int]:
+        """Follow ``ids``: the nodes whose edge was entered, matched length, and how
+        far into the last node's edge the match got."""
+        node, i, n, path, used = self._root, 0, len(ids), [], 0
+        while i < n:
+            child = node.children.get(ids[i])
+            if child is None:
+                break
+            span = min(child.hi - child.lo, n - i)
+            used = common_prefix_len(ids, child.src, i, child.lo, span)
+            path.append(child)
+            i += used
+            if used < child.hi - child.lo:
+                break
+            node = child
+        return path, i, used
+
+    def match(self, ids: Sequence[int]) -> PrefixMatch:
+        """Longest prefix of ``ids`` shared with any inserted sequence (read-only)."""
+        path, length, _ = self._walk(ids)
+        return PrefixMatch(length, path[-1].owner if path and length else None)
+
+    def insert(self, ids: Sequence[int], owner: Hashable) -> PrefixMatch:
+        """Look ``ids`` up, then add it under ``owner``; returns the match found
+        *before* insertion (so a request never matches itself)."""
+        path, length, used = self._walk(ids)
+        found = PrefixMatch(length, path[-1].owner if path and length else None)
+        if path and used < path[-1].hi - path[-1].lo:
+            path[-1].split(used)  # cut at the mismatch, or where ``ids`` ends
+        for node in path:
+            node.owner = owner
+        if length < len(ids):
+            parent = path[-1] if path else self._root
+            parent.children[ids[length]] = _OwnerNode(ids, length, len(ids), owner)
+        self.requests += 1
+        self.tokens += len(ids)
+        return found

@@ -3,8 +3,8 @@
 :func:`sweep_block_cache` gives per-request figures at many capacities: one LRU
 stack-distance pass (:mod:`.sweep`) when the policy allows it, Belady MIN replays
 (:mod:`.belady`), else one replay per capacity (:func:`.simulator.simulate`).
-Also: the block chains those passes consume, the distinct-block count behind
-``N%`` capacities, and the lint rules' names for drift.
+Also: the block chains those passes consume and the distinct-block count behind
+``N%`` capacities.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.metrics import Levels, RequestFigures, lost_by_cause
+from prefixcache.analyzer.cache.figures import Levels, RequestFigures, lost_by_cause
 from prefixcache.analyzer.cache.base import hit_cap_tokens
 from prefixcache.analyzer.cache.belady import belady_hits
 from prefixcache.analyzer.cache.block_hash import hash_blocks
@@ -76,23 +76,6 @@ def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: S
 
 def _ideal_tokens(reqs: Sequence[SimRequest], toks, unit: int) -> list[int]:
     return [min(r.num_tokens, int(t)) for r, t in zip(reqs, toks)]
-
-
-def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = 16) -> dict[int, str]:
-    """Name the rule behind each request's drift, from the lint helper's
-    :class:`~prefixcache.analyzer.lint.Linter` (its ``lost_code``, e.g. ``PC101``):
-    request order → code. Empty when the rules cannot run on this input."""
-    from prefixcache.analyzer.lint import Linter  # rules are optional for simulate: imported on use
-
-    codes: dict[tuple[str, int], str] = {}
-    linter = Linter(block_size=block_size)
-    for p in items:
-        if p.tokens is None:
-            continue
-        res = linter.feed(p)
-        if res.lost_code and res.lost_tokens:
-            codes[(res.session, res.index)] = res.lost_code
-    return {r.order: codes[(r.session, r.index)] for r in reqs if (r.session, r.index) in codes}
 
 
 def unique_blocks(reqs: Sequence[SimRequest], unit: int) -> int:

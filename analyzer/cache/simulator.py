@@ -1,6 +1,6 @@
 """Replay a request stream through a cache model and measure every request.
 
-Input: :class:`~prefixcache.analyzer.pipeline.Prepared` requests (token prompts
+Input: :class:`~prefixcache.analyzer.prepare.Prepared` requests (token prompts
 from logs, or block-hash traces). They are ordered by logged timestamp (stable:
 equal or missing times keep input order); ``now`` is the logged time in seconds,
 or the request's position when a log has no times — a logical clock, so the same
@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.metrics import RequestFigures, hits_by_segment, lost_by_cause, Levels
+from prefixcache.analyzer.cache.figures import RequestFigures, hits_by_segment, lost_by_cause, Levels
 from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.cache.base import hit_cap_tokens
 from prefixcache.analyzer.cache.block_hash import BlockHashCache, hash_blocks

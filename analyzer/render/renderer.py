@@ -20,7 +20,8 @@ from typing import Any
 from prefixcache.analyzer.errors import InputError
 from prefixcache.analyzer.model import RenderedPrompt, Request, Segment
 from prefixcache.analyzer.render.jinja_template import JinjaChat, request_dicts
-from prefixcache.analyzer.render.segments import boundary, common_prefix_len, common_suffix_len, monotone, paint
+from prefixcache.analyzer.render.segments import boundary, monotone, paint
+from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
 
 
 def _dumps(obj: Any) -> bytes:

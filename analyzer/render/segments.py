@@ -18,29 +18,10 @@ result covers the text in order without overlaps.
 from __future__ import annotations
 
 from prefixcache.analyzer.model import Segment
-from prefixcache.analyzer.tokenize.session import common_prefix_len
+from prefixcache.analyzer.sequence import common_prefix_len
 
 #: Paint priority: later kinds win where spans overlap.
 _PRIORITY = {"template": 0, "generation_prompt": 1, "message": 2, "system": 2, "tool": 3, "tools": 3}
-
-
-def common_suffix_len(a: str, b: str, floor: int = 0) -> int:
-    """Length of the longest common suffix of ``a[floor:]`` and ``b[floor:]``."""
-    n = min(len(a), len(b)) - floor
-    if n <= 0:
-        return 0
-    lo, hi = 0, n  # a[-lo:] == b[-lo:] (lo=0 trivially), suffix of length hi unknown
-    if a[len(a) - n:] == b[len(b) - n:]:
-        return n
-    while hi - lo > 32:
-        mid = (lo + hi) // 2
-        if a[len(a) - mid:] == b[len(b) - mid:]:
-            lo = mid
-        else:
-            hi = mid
-    while lo < hi and a[len(a) - lo - 1] == b[len(b) - lo - 1]:
-        lo += 1
-    return lo
 
 
 def boundary(prefix_render: str, full: str) -> int:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from prefixcache.analyzer.tokenize.backends import HFTokenizer, Seam, TiktokenTokenizer, Tokenizer
 from prefixcache.analyzer.tokenize.registry import AutoChoice, choose_auto, deepseek_dir, get_tokenizer, smollm2_gguf
-from prefixcache.analyzer.tokenize.session import SessionTokenizer, common_prefix_len, map_segments, pseudo_ids, with_opaque_prefix
+from prefixcache.analyzer.tokenize.session import SessionTokenizer, map_segments, pseudo_ids, with_opaque_prefix
 
 __all__ = [
     "AutoChoice", "HFTokenizer", "Seam", "SessionTokenizer", "TiktokenTokenizer", "Tokenizer",
-    "choose_auto", "common_prefix_len", "deepseek_dir", "get_tokenizer", "map_segments", "pseudo_ids", "smollm2_gguf",
+    "choose_auto", "deepseek_dir", "get_tokenizer", "map_segments", "pseudo_ids", "smollm2_gguf",
     "with_opaque_prefix",
 ]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prefixcache.analyzer.model import RenderedPrompt, Segment, TokenizedPrompt
+from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.tokenize.backends import Tokenizer
 
 
@@ -32,23 +33,6 @@ class _State:
     ids: list[int]
     arr: np.ndarray  # the same ids, int64
     starts: np.ndarray  # int64, start char of each token
-
-
-def common_prefix_len(a: str, b: str) -> int:
-    """Length (chars) of the longest common prefix of ``a`` and ``b``; O(n) with C-speed slice compares."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
-    while hi - lo > 32:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    while lo < hi and a[lo] == b[lo]:
-        lo += 1
-    return lo
 
 
 def pseudo_ids(key: str, n: int) -> list[int]:

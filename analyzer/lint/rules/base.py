@@ -21,11 +21,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
 from prefixcache.analyzer.model import Message, Request
-from prefixcache.analyzer.prefix import Divergence
+from prefixcache.analyzer.lint.locate import Divergence
 from prefixcache.analyzer.volatile import VolatileSpan, find_volatile
 
 if TYPE_CHECKING:
-    from prefixcache.analyzer.pipeline import Prepared
+    from prefixcache.analyzer.prepare import Prepared
 
 #: Severities, lowest first.
 SEVERITIES = ("info", "warning", "error")

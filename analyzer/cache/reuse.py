@@ -1,7 +1,7 @@
 """Reusable prompt tokens per request: the before/after figures of ``canonicalize``.
 
-Each request is rendered and tokenized by :func:`prefixcache.analyzer.pipeline.prepare`
-and looked up in one :class:`~prefixcache.analyzer.prefix.PrefixIndex`: the tokens it
+Each request is rendered and tokenized by :func:`prefixcache.analyzer.prepare.prepare`
+and looked up in one :class:`~prefixcache.analyzer.cache.radix.PrefixIndex`: the tokens it
 shares with any earlier request of the input, i.e. what an unbounded ideal prefix
 cache (token granularity, across sessions) could serve.
 """
@@ -36,14 +36,14 @@ class Reuse:
 def reuse(requests: Iterable[Request], template: str = "auto", tokenizer: str = "auto") -> list[Reuse]:
     """Per request (input order): prompt tokens and tokens reusable from earlier requests.
 
-    Requests are rendered and tokenized by :func:`prefixcache.analyzer.pipeline.prepare`
-    and looked up in one :class:`~prefixcache.analyzer.prefix.PrefixIndex` (an
+    Requests are rendered and tokenized by :func:`prefixcache.analyzer.prepare.prepare`
+    and looked up in one :class:`~prefixcache.analyzer.cache.radix.PrefixIndex` (an
     unbounded ideal prefix cache at token granularity, across sessions). Block-hash
     traces count their logged ``input_length`` and shared leading blocks.
     Raises ConfigError for unusable template/tokenizer specs.
     """
-    from prefixcache.analyzer.pipeline import prepare
-    from prefixcache.analyzer.prefix import PrefixIndex
+    from prefixcache.analyzer.prepare import prepare
+    from prefixcache.analyzer.cache.radix import PrefixIndex
 
     index, out = PrefixIndex(), []
     for n, p in enumerate(prepare(requests, template=template, tokenizer=tokenizer)):

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.rules import SEVERITIES
+from prefixcache.analyzer.lint.rules import SEVERITIES
 
 FORMATS = ("rich", "text", "json", "sarif", "github")
 

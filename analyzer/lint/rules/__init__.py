@@ -9,9 +9,9 @@ Each rule has pass/fail cases in ``cases/PCnnn.json`` (package data).
 
 from __future__ import annotations
 
-from prefixcache.analyzer.rules import history, provider, serialization, template, tools, volatile
-from prefixcache.analyzer.rules.base import SECTIONS, SEVERITIES, Finding, PairContext, Rule, severity_rank
-from prefixcache.analyzer.rules.classify import UNCLASSIFIED, classify
+from prefixcache.analyzer.lint.rules import history, provider, serialization, template, tools, volatile
+from prefixcache.analyzer.lint.rules.base import SECTIONS, SEVERITIES, Finding, PairContext, Rule, severity_rank
+from prefixcache.analyzer.lint.rules.classify import UNCLASSIFIED, classify
 
 #: Every rule, ordered by code.
 RULES: tuple[Rule, ...] = tuple(sorted(

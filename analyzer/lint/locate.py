@@ -1,12 +1,4 @@
-"""Longest shared token prefix over all earlier requests, and where it breaks.
-
-:class:`PrefixIndex` is a radix tree (compressed trie) over the token ids of every
-request seen so far in a run. Each node remembers the most recent request whose
-prompt passes through it, so one walk answers "how many leading tokens does this
-prompt share with ANY earlier prompt, and with which one" — the ideal prefix hit of
-an unbounded prefix cache (SGLang's radix cache without eviction), at token
-granularity. :func:`block_aligned` turns that into what a block-granular engine can
-serve (vLLM v1: full blocks only, and never the last prompt token).
+"""Where a prompt's reusable prefix breaks: the first differing token, mapped back to the request.
 
 :func:`locate` maps the first differing token back to the request: the rendered
 segment (system, ``tools[i]``, ``messages[j]``, generation prompt), a JSON path, the
@@ -17,127 +9,11 @@ before/after excerpt (or lengths and hashes with ``redact``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import xxhash
 
 from prefixcache.analyzer.model import RenderedPrompt, Request, Segment, TokenizedPrompt
-
-
-class _Node:
-    """A radix-tree node: the edge into it is ``src[lo:hi]``; ``owner`` is the most
-    recent request whose prompt covers the whole edge."""
-
-    __slots__ = ("src", "lo", "hi", "children", "owner")
-
-    def __init__(self, src: Sequence[int], lo: int, hi: int, owner: Hashable) -> None:
-        self.src, self.lo, self.hi = src, lo, hi
-        self.children: dict[int, _Node] = {}
-        self.owner = owner
-
-    def split(self, at: int) -> None:
-        """Cut the edge after ``at`` tokens: self keeps the head, a new child the tail."""
-        tail = _Node(self.src, self.lo + at, self.hi, self.owner)
-        tail.children = self.children
-        self.children = {self.src[self.lo + at]: tail}
-        self.hi = self.lo + at
-
-
-@dataclass(frozen=True, slots=True)
-class PrefixMatch:
-    """Result of a lookup: ``length`` leading tokens (tokens) are shared with the
-    earlier request ``owner`` (the most recent one sharing that many; None when
-    ``length`` is 0)."""
-
-    length: int
-    owner: Hashable | None
-
-
-def _mismatch(a: Sequence[int], a0: int, b: Sequence[int], b0: int, n: int) -> int:
-    """Number of equal leading items of ``a[a0:a0+n]`` and ``b[b0:b0+n]``."""
-    if a[a0 : a0 + n] == b[b0 : b0 + n]:
-        return n
-    lo, hi = 0, n  # invariant: first lo equal, mismatch before hi
-    while hi - lo > 32:
-        mid = (lo + hi) // 2
-        if a[a0 + lo : a0 + mid] == b[b0 + lo : b0 + mid]:
-            lo = mid
-        else:
-            hi = mid
-    while lo < hi and a[a0 + lo] == b[b0 + lo]:
-        lo += 1
-    return lo
-
-
-class PrefixIndex:
-    """Radix tree over token-id sequences with the owner of every path.
-
-    Memory holds a reference to each inserted sequence (edges are slices into them,
-    never copies). A lookup or insert costs O(n) token comparisons, done as tuple
-    slice comparisons in C plus a binary search at the one mismatching edge.
-    """
-
-    def __init__(self) -> None:
-        self._root = _Node((), 0, 0, None)
-        self.requests = 0
-        self.tokens = 0
-
-    def _walk(self, ids: Sequence[int]) -> tuple[list[_Node], int, int]:
-        """Follow ``ids``: the nodes whose edge was entered, matched length, and how
-        far into the last node's edge the match got."""
-        node, i, n, path, used = self._root, 0, len(ids), [], 0
-        while i < n:
-            child = node.children.get(ids[i])
-            if child is None:
-                break
-            span = min(child.hi - child.lo, n - i)
-            used = _mismatch(ids, i, child.src, child.lo, span)
-            path.append(child)
-            i += used
-            if used < child.hi - child.lo:
-                break
-            node = child
-        return path, i, used
-
-    def match(self, ids: Sequence[int]) -> PrefixMatch:
-        """Longest prefix of ``ids`` shared with any inserted sequence (read-only)."""
-        path, length, _ = self._walk(ids)
-        return PrefixMatch(length, path[-1].owner if path and length else None)
-
-    def insert(self, ids: Sequence[int], owner: Hashable) -> PrefixMatch:
-        """Look ``ids`` up, then add it under ``owner``; returns the match found
-        *before* insertion (so a request never matches itself)."""
-        path, length, used = self._walk(ids)
-        found = PrefixMatch(length, path[-1].owner if path and length else None)
-        if path and used < path[-1].hi - path[-1].lo:
-            path[-1].split(used)  # cut at the mismatch, or where ``ids`` ends
-        for node in path:
-            node.owner = owner
-        if length < len(ids):
-            parent = path[-1] if path else self._root
-            parent.children[ids[length]] = _Node(ids, length, len(ids), owner)
-        self.requests += 1
-        self.tokens += len(ids)
-        return found
-
-
-def block_aligned(shared: int, prompt_tokens: int, block_size: int = 16) -> int:
-    """Tokens a block-granular prefix cache can serve (tokens).
-
-    vLLM v1 rule: only full blocks are cached, and at least the last prompt token is
-    always computed, so a hit is at most ``⌊(n−1)/B⌋·B`` tokens:
-    ``⌊min(shared, n−1)/B⌋·B``. ``block_size`` must be ≥ 1 (ValueError otherwise).
-    """
-    if block_size < 1:
-        raise ValueError(f"block size must be >= 1, got {block_size}")
-    if prompt_tokens <= 0:
-        return 0
-    return (min(shared, prompt_tokens - 1) // block_size) * block_size
-
-
-def common_prefix_len(a: Sequence, b: Sequence) -> int:
-    """Length of the longest common prefix of two sequences (str or token tuples)."""
-    return _mismatch(a, 0, b, 0, min(len(a), len(b)))
+from prefixcache.analyzer.sequence import common_prefix_len
 
 
 @dataclass(frozen=True, slots=True)

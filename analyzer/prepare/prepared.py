@@ -1,6 +1,6 @@
 """Request → rendered prompt → token ids, for every command that needs tokens.
 
-One :class:`~prefixcache.analyzer.render.Pipeline` (renderer + tokenizer) is resolved
+One :class:`~prefixcache.analyzer.prepare.resolve.Pipeline` (renderer + tokenizer) is resolved
 per logged model name, lazily; one incremental
 :class:`~prefixcache.analyzer.tokenize.SessionTokenizer` is kept per (pipeline,
 session), so each session's requests are tokenized incrementally. Block-hash trace
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from prefixcache.analyzer.model import RenderedPrompt, Request, TokenizedPrompt
-from prefixcache.analyzer.render import Pipeline, opaque_prefix_for, resolve
+from prefixcache.analyzer.prepare.resolve import Pipeline, opaque_prefix_for, resolve
 from prefixcache.analyzer.tokenize import SessionTokenizer, with_opaque_prefix
 
 
@@ -50,7 +50,7 @@ class Preparer:
     """Renders and tokenizes requests; remembers what ``auto`` chose per model.
 
     ``template`` / ``tokenizer`` are the user's specs (``auto`` or a name/path, see
-    :func:`prefixcache.analyzer.render.resolve`). Raises ``ConfigError`` for specs
+    :func:`prefixcache.analyzer.prepare.resolve.resolve`). Raises ``ConfigError`` for specs
     that cannot be resolved.
     """
 

@@ -27,7 +27,7 @@ from jinja2.exceptions import TemplateError, TemplateSyntaxError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.template_static import BOUNDARY_RE
+from prefixcache.analyzer.check.static import BOUNDARY_RE
 from prefixcache.analyzer.render.jinja_template import tojson
 
 _MARK, _END, _BOUNDARY = "\ue000", "\ue001", "\ue002"

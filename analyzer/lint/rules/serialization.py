@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 
 from prefixcache.analyzer.model import Message
-from prefixcache.analyzer.rules.base import Finding, PairContext, Rule, whitespace_only
+from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, whitespace_only
 
 
 def _decode(text: str) -> object:

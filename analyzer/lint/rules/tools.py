@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from prefixcache.analyzer.model import ToolDef
-from prefixcache.analyzer.rules.base import Finding, PairContext, Rule
+from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule
 
 TOOL_PARTS = frozenset({"tool", "system", "template"})
 

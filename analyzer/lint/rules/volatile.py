@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from prefixcache.analyzer.prefix import excerpt
+from prefixcache.analyzer.lint.locate import excerpt
 from prefixcache.analyzer.volatile import ID_KINDS, TIME_KINDS, VolatileSpan, find_volatile
-from prefixcache.analyzer.rules.base import Finding, PairContext, Rule, origin
+from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, origin
 
 if TYPE_CHECKING:
-    from prefixcache.analyzer.pipeline import Prepared
+    from prefixcache.analyzer.prepare import Prepared
 
 
 def granularity_severity(granularity_s: float | None) -> str:

@@ -2,14 +2,14 @@
 
 Each template is rendered in jinja2's :class:`ImmutableSandboxedEnvironment` with
 every given context and with automatic variations of it
-(:mod:`prefixcache.analyzer.template_vary`: clock +90 s and +1 day, ids
+(:mod:`prefixcache.analyzer.check.vary`: clock +90 s and +1 day, ids
 regenerated, mapping / unordered-list order reversed, whitespace around values).
 Every render is tokenized; the **stable prefix** is the longest token prefix the
 base render shares with all its variations (what a KV prefix cache could reuse
 across requests). The check fails when that prefix is shorter than
 ``min_stable_tokens`` or ``min_stable_fraction`` of the prompt, when any variation
 changes text before the declared boundary ``{# prefixcache: dynamic-below #}``,
-or when a static finding (:mod:`prefixcache.analyzer.template_static`) lies above
+or when a static finding (:mod:`prefixcache.analyzer.check.static`) lies above
 the boundary (anywhere, if none is declared).
 
 Lines: templates are rendered a second time with invisible line markers
@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.prefix import common_prefix_len
-from prefixcache.analyzer.template_render import Trace, TracingLoader, make_env, render
-from prefixcache.analyzer.template_static import StaticFinding, boundary_line, static_findings
-from prefixcache.analyzer.template_vary import VARIATIONS, meta, vary
+from prefixcache.analyzer.sequence import common_prefix_len
+from prefixcache.analyzer.check.render import Trace, TracingLoader, make_env, render
+from prefixcache.analyzer.check.static import StaticFinding, boundary_line, static_findings
+from prefixcache.analyzer.check.vary import VARIATIONS, meta, vary
 
 _VARIATION_CODE = {"clock+90s": "PC101", "clock+1d": "PC101", "ids": "PC102", "order": "PC402", "whitespace": "PC302"}
 

@@ -1,12 +1,12 @@
 """The streaming lint engine: reusable prefix per request, causes, and the waterfall.
 
-Feed :class:`~prefixcache.analyzer.pipeline.Prepared` requests in arrival order;
+Feed :class:`~prefixcache.analyzer.prepare.Prepared` requests in arrival order;
 each yields a :class:`RequestResult` at once (nothing waits for the end of the run).
 
 Per request ``r`` with ``n`` prompt tokens:
 
 * **Reusable prefix** ``p``: the longest token prefix ``r`` shares with ANY earlier
-  request of the run (radix index, :mod:`prefixcache.analyzer.prefix`), the request
+  request of the run (radix index, :class:`prefixcache.analyzer.cache.radix.PrefixIndex`), the request
   that was (``shared_with``), and the block-aligned figure vLLM could serve
   (``⌊min(p, n−1)/B⌋·B``).
 * **Break**: ``r`` is compared with the previous request ``q`` of its own session.
@@ -38,10 +38,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from prefixcache.analyzer.pipeline import Prepared
-from prefixcache.analyzer.prefix import PrefixIndex, block_aligned, common_prefix_len, locate
-from prefixcache.analyzer.rules import RULES, Finding, PairContext, Rule, classify
-from prefixcache.analyzer.rules.provider import static_end_tokens
+from prefixcache.analyzer.cache.simulator import SimRequest
+from prefixcache.analyzer.prepare import Prepared
+from prefixcache.analyzer.cache.base import block_aligned
+from prefixcache.analyzer.cache.radix import PrefixIndex
+from prefixcache.analyzer.lint.locate import locate
+from prefixcache.analyzer.sequence import common_prefix_len
+from prefixcache.analyzer.lint.rules import RULES, Finding, PairContext, Rule, classify
+from prefixcache.analyzer.lint.rules.provider import static_end_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,3 +328,20 @@ class Linter:
             reported_prompt_tokens=usage.prompt_tokens if usage is not None else None,
             reported_cached_tokens=usage.cached_tokens if usage is not None else None,
         )
+
+
+def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = 16) -> dict[int, str]:
+    """Name the rule behind each simulated request's drift: request order → the code
+    :class:`Linter` attributes its lost tokens to (``lost_code``, e.g. ``PC101``).
+
+    ``items`` are the prepared requests in input order, ``reqs`` the simulator's
+    requests built from them; ``block_size`` in tokens."""
+    codes: dict[tuple[str, int], str] = {}
+    linter = Linter(block_size=block_size)
+    for p in items:
+        if p.tokens is None:
+            continue
+        res = linter.feed(p)
+        if res.lost_code and res.lost_tokens:
+            codes[(res.session, res.index)] = res.lost_code
+    return {r.order: codes[(r.session, r.index)] for r in reqs if (r.session, r.index) in codes}

@@ -13,10 +13,10 @@ import re
 
 import orjson
 
-from prefixcache.analyzer.rules.base import Finding, PairContext, Rule, message_key, origin
+from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, message_key, origin
 
 if TYPE_CHECKING:
-    from prefixcache.analyzer.pipeline import Prepared
+    from prefixcache.analyzer.prepare import Prepared
 
 _INDEXES = re.compile(r"\[\d+\](?:, \w+\[\d+\])*|\d+")
 #: The renderers' warning for reasoning whose text the log does not hold.

@@ -12,12 +12,12 @@ import re
 from typing import TYPE_CHECKING, Iterable
 
 from prefixcache.analyzer.cache.provider import rules_for
-from prefixcache.analyzer.prefix import common_prefix_len
+from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.volatile import TIME_KINDS
-from prefixcache.analyzer.rules.base import Finding, PairContext, Rule, origin
+from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, origin
 
 if TYPE_CHECKING:
-    from prefixcache.analyzer.pipeline import Prepared
+    from prefixcache.analyzer.prepare import Prepared
 
 #: Hosted model families whose provider caches have a minimum length: (name pattern,
 #: provider key in the simulator's table, provider name). The minimums themselves come

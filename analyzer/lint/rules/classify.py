@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from prefixcache.analyzer.rules.base import Finding, PairContext, Rule
+from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule
 
 
 class UnclassifiedDivergence(Rule):

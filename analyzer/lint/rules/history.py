@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from prefixcache.analyzer.rules.base import Finding, PairContext, Rule, message_key, sections
+from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, message_key, sections
 
 ELISION_MARKERS = ("omitted", "elided", "truncated", "removed", "snipped", "[...]", "…", "summar")
 

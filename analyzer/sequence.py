@@ -1,0 +1,75 @@
+"""Sequence helpers of the shared kernel: the one longest-common-prefix (and suffix)
+function, and the one arrival order every command walks requests in.
+
+Both work on any sliceable sequence (``str``, tuples or lists of token ids).
+Comparisons are slice compares done in C, with a binary search only inside the
+one chunk that holds the mismatch, so a call costs O(n) element compares at C speed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+#: Below this many elements the mismatch is found by a plain scan.
+_SCAN = 32
+
+
+def common_prefix_len(a: Sequence, b: Sequence, a0: int = 0, b0: int = 0, n: int | None = None) -> int:
+    """Number of equal leading items of ``a[a0:a0+n]`` and ``b[b0:b0+n]``.
+
+    ``n`` defaults to the shorter remaining length. Items must compare with
+    ``==``; for ``str`` the unit is characters, for id tuples tokens.
+    """
+    if n is None:
+        n = min(len(a) - a0, len(b) - b0)
+    if n <= 0:
+        return 0
+    if a[a0 : a0 + n] == b[b0 : b0 + n]:
+        return n
+    lo, hi = 0, n  # invariant: the first lo items are equal, a mismatch lies before hi
+    while hi - lo > _SCAN:
+        mid = (lo + hi) // 2
+        if a[a0 + lo : a0 + mid] == b[b0 + lo : b0 + mid]:
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and a[a0 + lo] == b[b0 + lo]:
+        lo += 1
+    return lo
+
+
+def common_suffix_len(a: Sequence, b: Sequence, floor: int = 0) -> int:
+    """Length of the longest common suffix of ``a[floor:]`` and ``b[floor:]``."""
+    n = min(len(a), len(b)) - floor
+    if n <= 0:
+        return 0
+    if a[len(a) - n :] == b[len(b) - n :]:
+        return n
+    lo, hi = 0, n  # the last lo items are equal, a suffix of hi items is not
+    while hi - lo > _SCAN:
+        mid = (lo + hi) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and a[len(a) - lo - 1] == b[len(b) - lo - 1]:
+        lo += 1
+    return lo
+
+
+def arrival_order(items: Iterable[T], time: Callable[[T], float | None]) -> list[tuple[float, T]]:
+    """Items in arrival order with their logical clock ``now`` (seconds).
+
+    When every item has a logged time, items are sorted by it (stable: equal
+    times keep input order) and ``now`` is that time; when any time is missing,
+    input order is kept and ``now`` is the position (0, 1, 2, ...). This is the
+    one order ``simulate`` and ``replay`` walk requests in, so their figures
+    agree (design.md: a logical clock, never the wall clock).
+    """
+    staged = [(time(item), pos, item) for pos, item in enumerate(items)]
+    if staged and all(t is not None for t, _, _ in staged):
+        staged.sort(key=lambda x: (x[0], x[1]))
+        return [(float(t), item) for t, _, item in staged]
+    return [(float(i), item) for i, (_, _, item) in enumerate(staged)]
