@@ -12,7 +12,7 @@ prompt and tools, sized from the logged usage); "text tokens" are those the
 tokenizer actually encodes. Usage-only requests (no prompt logged) are not counted.
 
 Usage: python bench/bench_lint.py [LOG ...]   (default: the largest file in
-../shared/samples that holds prompt text, i.e. not a block-hash trace)
+tests/fixtures/samples that holds prompt text, i.e. not a block-hash trace)
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.engine import Linter
 from prefixcache.analyzer.prepare import Preparer
 
-SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "samples"
+SAMPLES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "samples"
 TRACES = ("mooncake", "kvcache_tester")
 
 

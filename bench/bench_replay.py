@@ -26,7 +26,7 @@ from prefixcache.replay.engine.hf import HFEngine, load_model  # noqa: E402
 from prefixcache.replay.kv import KVPrefixCache  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-TEXT = ROOT.parent / "shared" / "samples" / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
+TEXT = ROOT / "tests" / "fixtures" / "samples" / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ import orjson
 
 from prefixcache.analyzer.cache.sweep import ChainRequest, stack_profile
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "samples" / "mooncake_kvtrace_synthetic_trace.jsonl"
+DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples" / "mooncake_kvtrace_synthetic_trace.jsonl"
 FRACTIONS = (0.01, 0.05, 0.10, 0.25, 0.50)
 
 

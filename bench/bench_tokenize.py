@@ -23,7 +23,7 @@ from prefixcache.analyzer.prepare import resolve
 from prefixcache.analyzer.tokenize import SessionTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
-SWE = ROOT.parent / "shared" / "samples" / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
+SWE = ROOT / "tests" / "fixtures" / "samples" / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
 BASH = ToolDef(name="bash", description="Run a bash command", parameters={"type": "object", "properties": {"command": {"type": "string"}}})
 TURNS, REPEAT = 40, 9
 

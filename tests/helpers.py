@@ -26,3 +26,10 @@ def cli_app():
     from prefixcache.cli.app import app
 
     return typer.main.get_command(app)
+
+
+def existing(path: Path) -> Path:
+    """``path``, which must exist: every fixture ships with the repository, so a missing
+    one is a failure, never a skip."""
+    assert path.exists(), f"{path} is missing from the repository"
+    return path

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.helpers import SAMPLES, existing
 
 
 @pytest.fixture(scope="session")
@@ -31,8 +31,6 @@ def engine(loaded):
 @pytest.fixture(scope="session")
 def text_ids(loaded) -> list[int]:
     """~1,500 token ids of real agent-log text (a SWE-agent trajectory excerpt)."""
-    path = SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+    path = existing(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
     text = path.read_text()[:6000]
     return loaded.tokenizer(text)["input_ids"]

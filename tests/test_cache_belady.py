@@ -8,7 +8,7 @@ import orjson
 
 from prefixcache.analyzer.cache.belady import belady_hits
 from prefixcache.analyzer.cache.sweep import ChainRequest, stack_profile
-from tests.conftest import SAMPLES, need
+from tests.helpers import SAMPLES, existing
 
 
 def test_small_exact_case():
@@ -31,7 +31,7 @@ def test_never_below_lru_on_random_chains():
 
 
 def test_mooncake_belady_bounds():
-    lines = need(SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl").read_bytes().splitlines()
+    lines = existing(SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl").read_bytes().splitlines()
     reqs = [orjson.loads(x) for x in lines]
     chains = [ChainRequest(r["hash_ids"], r["input_length"], 512) for r in reqs]
     total = sum(len(r["hash_ids"]) for r in reqs)

@@ -8,7 +8,7 @@ import pytest
 from prefixcache.analyzer.cache.base import InsertResult, MatchResult, PrefixCache, hit_cap_tokens
 from prefixcache.analyzer.cache.block_hash import NONE_HASH, BlockHashCache, chain_seed, hash_blocks
 from prefixcache.analyzer.errors import ConfigError
-from tests.conftest import SAMPLES, need
+from tests.helpers import SAMPLES, existing
 
 MOONCAKE = SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl"
 
@@ -136,7 +136,7 @@ def test_every_policy_respects_capacity(policy):
 
 
 def _mooncake_lru(frac: float) -> float:
-    reqs = [orjson.loads(line) for line in need(MOONCAKE).read_bytes().splitlines()]
+    reqs = [orjson.loads(line) for line in existing(MOONCAKE).read_bytes().splitlines()]
     unique = len({h for r in reqs for h in r["hash_ids"]})
     c = BlockHashCache(512, int(frac * unique), "lru", cap_last_token=False, free_order="head-first")
     hit = total = 0

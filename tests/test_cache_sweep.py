@@ -11,7 +11,7 @@ import pytest
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
 from prefixcache.analyzer.cache.sweep import ChainRequest, stack_profile
 from prefixcache.analyzer.errors import ConfigError
-from tests.conftest import SAMPLES, need
+from tests.helpers import SAMPLES, existing
 
 MOONCAKE = SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl"
 
@@ -64,7 +64,7 @@ def test_big_hash_values_do_not_collide():
 
 
 def test_mooncake_sweep_ground_truth():
-    reqs = [orjson.loads(line) for line in need(MOONCAKE).read_bytes().splitlines()]
+    reqs = [orjson.loads(line) for line in existing(MOONCAKE).read_bytes().splitlines()]
     prof = stack_profile([ChainRequest(r["hash_ids"], r["input_length"], 512) for r in reqs],
                          "head-first")
     assert prof.unique_blocks == 43924 and len(prof.m) == 121877
@@ -109,7 +109,7 @@ def test_swe_agent_sweep_matches_replay_above_unique_and_total(cache):
     from prefixcache.analyzer.ingest import Ingest
     from prefixcache.analyzer.prepare import Preparer
 
-    path = need(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
+    path = existing(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
     prep = Preparer()
     reqs = to_sim_requests([prep.prepare(r) for r in Ingest([str(path)])])
     spec = CacheSpec(cache)

@@ -15,7 +15,7 @@ from prefixcache.analyzer.canonical.rewrite import (
 from prefixcache.analyzer.cache.reuse import reuse
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.volatile import find_volatile
-from tests.conftest import CASES, need
+from tests.helpers import CASES, existing
 
 EXPECTED = json.loads((CASES / "expected.json").read_text()) if (CASES / "expected.json").exists() else {}
 FIXABLE = {"volatile-timestamp", "volatile-id", "tool-order", "schema-key-order", "args-serialization", "whitespace"}
@@ -23,7 +23,7 @@ REPORTED = {"history-truncated": "PC403"}
 
 
 def load(case: str):
-    return list(Ingest([str(need(CASES) / case)]))
+    return list(Ingest([str(existing(CASES) / case)]))
 
 
 def sessions(reqs) -> dict[str, list[int]]:

@@ -17,7 +17,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.canonical.writers import write_requests
 from prefixcache.cli import canonicalize as canonicalize_cli
-from tests.conftest import CASES, need
+from tests.helpers import CASES, existing
 
 
 def bare(r):
@@ -29,7 +29,7 @@ def bare(r):
                                   "toolcall_args_reserialized.jsonl"])
 def test_write_back_unchanged_is_byte_identical_json(case: str) -> None:
     """Writing the requests as read reproduces every original record (fields the model lacks included)."""
-    path = need(CASES) / case
+    path = existing(CASES) / case
     buf = io.BytesIO()
     n = write_requests(Ingest([str(path)]), buf)
     lines = path.read_text().splitlines()
@@ -40,7 +40,7 @@ def test_write_back_unchanged_is_byte_identical_json(case: str) -> None:
 @pytest.mark.parametrize("case", ["session_id_in_system.jsonl", "anthropic_rolling_breakpoint.jsonl",
                                   "whitespace_drift.jsonl"])
 def test_canonical_round_trip(case: str, tmp_path) -> None:
-    reqs = list(Ingest([str(need(CASES) / case)]))
+    reqs = list(Ingest([str(existing(CASES) / case)]))
     canon = canonicalize_requests(reqs)
     out = tmp_path / "out.jsonl"
     with open(out, "wb") as fh:
@@ -80,7 +80,7 @@ def _app() -> typer.Typer:
 
 def test_cli_canonicalize_json_report(tmp_path) -> None:
     out = tmp_path / "canon.jsonl"
-    res = CliRunner().invoke(_app(), ["canonicalize", str(need(CASES) / "timestamp_in_system.jsonl"),
+    res = CliRunner().invoke(_app(), ["canonicalize", str(existing(CASES) / "timestamp_in_system.jsonl"),
                                       "--out", str(out), "--json"])
     assert res.exit_code == 0, res.output
     report = orjson.loads(res.output)
@@ -95,7 +95,7 @@ def test_cli_canonicalize_json_report(tmp_path) -> None:
 
 def test_cli_canonicalize_table_skip_and_bad_code(tmp_path) -> None:
     out = tmp_path / "canon.jsonl"
-    res = CliRunner().invoke(_app(), ["canonicalize", str(need(CASES) / "tool_order_shuffle.jsonl"),
+    res = CliRunner().invoke(_app(), ["canonicalize", str(existing(CASES) / "tool_order_shuffle.jsonl"),
                                       "--out", str(out), "--only", "PC201"])
     assert res.exit_code == 0, res.output
     assert "PC201" in res.output and "PC203" not in res.output and "total" in res.output
@@ -161,7 +161,7 @@ def _lines(reqs, to=None) -> list[str]:
 
 def test_cli_input_format_and_select_ignore_aliases(tmp_path) -> None:
     out = tmp_path / "canon.jsonl"
-    case = str(need(CASES) / "tool_order_shuffle.jsonl")
+    case = str(existing(CASES) / "tool_order_shuffle.jsonl")
     sel = CliRunner().invoke(_app(), ["canonicalize", case, "--out", str(out), "--select", "PC201",
                                       "--input-format", "openai-chat", "--json"])
     assert sel.exit_code == 0, sel.output

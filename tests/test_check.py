@@ -18,7 +18,7 @@ from prefixcache.analyzer.check.static import static_findings
 from prefixcache.analyzer.check.vary import vary
 from prefixcache.analyzer.tokenize import get_tokenizer
 from prefixcache.cli import check as check_cli
-from tests.conftest import EXAMPLES
+from tests.helpers import EXAMPLES
 
 TEMPLATES = EXAMPLES / "templates"
 CONTEXTS = sorted((TEMPLATES / "contexts").glob("*.json"))

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prefixcache.cli.app import app
-from tests.conftest import EXAMPLES, SAMPLES, need
+from tests.helpers import EXAMPLES, SAMPLES, existing
 
 runner = CliRunner()
 
@@ -40,7 +40,7 @@ def test_example_session_json_schema() -> None:
 
 
 def test_whole_samples_dir_is_accounted_for() -> None:
-    need(SAMPLES)
+    existing(SAMPLES)
     code, lines, _ = _json_lines(["--skip-bad", str(SAMPLES)])
     assert code == 0
     *reqs, last = lines

@@ -46,10 +46,8 @@ def test_detection_picks_the_agent_reader(samples, name, fmt):
 
 @pytest.fixture(scope="module")
 def claude():
-    from tests.conftest import SAMPLES
-    if not (SAMPLES / CLAUDE).exists():
-        pytest.skip("samples not present")
-    return read(claude_code.READERS[0], SAMPLES / CLAUDE)
+    from tests.helpers import SAMPLES, existing
+    return read(claude_code.READERS[0], existing(SAMPLES / CLAUDE))
 
 
 def test_claude_code_one_request_per_request_id_every_line_counted(claude):

@@ -12,7 +12,7 @@ import pytest
 from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.ingest import Ingest, IngestSummary, formats
 from prefixcache.analyzer.ingest.detect import READER_MODULES, registry
-from tests.conftest import CASES, need
+from tests.helpers import CASES, existing
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ingest"
 
@@ -35,7 +35,7 @@ SAMPLE_FORMATS = {
 
 
 def _expected() -> dict:
-    return json.loads((need(CASES) / "expected.json").read_text())
+    return json.loads((existing(CASES) / "expected.json").read_text())
 
 
 def test_registry_holds_every_agreed_format() -> None:
@@ -64,7 +64,7 @@ def test_case_file_requests_sessions_format(name: str) -> None:
 def test_whole_cases_dir_keeps_one_session_per_file() -> None:
     """Separate files are separate conversations, even though the cases share their messages."""
     exp = _expected()
-    ing = Ingest([str(need(CASES))])
+    ing = Ingest([str(existing(CASES))])
     by_file: dict[str, set[str]] = {}
     for r in ing:
         by_file.setdefault(Path(r.provenance.source).name, set()).add(r.session)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Usage
-from tests.conftest import need, CASES
+from tests.helpers import existing, CASES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ingest"
 
@@ -120,7 +120,7 @@ def test_openhands_log_completions_chain_across_files() -> None:
 
 
 def test_cases_observed_and_no_usage(cases) -> None:
-    (r, *_) = list(Ingest([str(need(CASES) / "clean_append_only.jsonl")]))
+    (r, *_) = list(Ingest([str(existing(CASES) / "clean_append_only.jsonl")]))
     assert r.usage is None and r.timestamp is None and r.model == "gpt-4.1"
     assert r.observed == frozenset({"system", "tools", "messages", "model"})
 

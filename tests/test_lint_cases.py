@@ -12,7 +12,7 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.engine import Linter
 from prefixcache.analyzer.prepare import prepare
 from prefixcache.analyzer.lint.rules import REGISTRY
-from tests.conftest import CASES
+from tests.helpers import CASES
 
 #: Findings about one request alone (risks, template/provider notes), not breaks.
 SINGLE = {code for code, rule in REGISTRY.items() if rule.scope == "request"}

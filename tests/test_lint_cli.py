@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from prefixcache.analyzer.lint.config import LintConfig, load_config
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.cli.app import app
-from tests.conftest import CASES, SAMPLES, need
+from tests.helpers import CASES, SAMPLES, existing
 
 runner = CliRunner()
 
@@ -95,7 +95,7 @@ def test_sarif_github_and_text(cases):
 def test_single_document_logs_get_no_made_up_line(tmp_path):
     """Trajectory steps live inside one JSON document: the record number is not a
     line, so github annotations are file-level and SARIF carries the JSON path."""
-    swe = need(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
+    swe = existing(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
     gh = [ln for ln in lint(str(swe), "-f", "github").stdout.splitlines() if ln.startswith("::warning")]
     assert len(gh) == 7 and all(",line=" not in ln for ln in gh)
     assert f"session {swe.stem} request 6, trajectory[5].messages[3].content:" in gh[0]
@@ -110,7 +110,7 @@ def test_single_document_logs_get_no_made_up_line(tmp_path):
 def test_usage_only_log_reports_the_providers_counts(tmp_path):
     """OpenHands trajectories: prompts not logged. Honest output: reported prompt and
     cached tokens, no findings, no reusable fraction, and --fail-under not judged."""
-    path = str(need(SAMPLES / "openhands_trajectory_events_basic_gui_mode.json"))
+    path = str(existing(SAMPLES / "openhands_trajectory_events_basic_gui_mode.json"))
     res = lint(path, "-f", "text", "--fail-under", "50%")
     assert res.exit_code == 0 and "--fail-under not applied" in res.stderr
     assert "none with a logged prompt" in res.stdout
@@ -125,7 +125,7 @@ def test_usage_only_log_reports_the_providers_counts(tmp_path):
 
 
 def test_encrypted_reasoning_does_not_fail_ci():
-    path = str(need(SAMPLES / "codex_rollout_synthetic_fixture_claude-code-log.jsonl"))
+    path = str(existing(SAMPLES / "codex_rollout_synthetic_fixture_claude-code-log.jsonl"))
     res = lint(path, "-f", "github")
     assert res.exit_code == 0 and res.stdout.startswith("::notice file=") and ",line=8," in res.stdout
     assert lint(path, "-f", "text", "--fail-on", "info").exit_code == 1
@@ -201,8 +201,8 @@ def test_rules_and_rule_commands():
 
 def test_mixed_directory_end_to_end(tmp_path):
     """A directory of mixed real logs (all samples) plus the synthetic cases, in one run."""
-    need(SAMPLES)
-    need(CASES)
+    existing(SAMPLES)
+    existing(CASES)
     res = lint(str(SAMPLES), str(CASES / "*.jsonl"), "-f", "json")
     assert res.exit_code == 1
     doc = json.loads(res.stdout)

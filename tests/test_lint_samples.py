@@ -10,7 +10,7 @@ import pytest
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.engine import Linter
 from prefixcache.analyzer.prepare import prepare
-from tests.conftest import SAMPLES, need
+from tests.helpers import SAMPLES, existing
 
 SWE = "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
 CLAUDE = "claude_code_session_v1.0.98_fe5e1c67.jsonl"
@@ -19,7 +19,7 @@ CLAUDE = "claude_code_session_v1.0.98_fe5e1c67.jsonl"
 @lru_cache(maxsize=None)
 def lint(name: str):
     """(results, linter) for one sample, linted once per test session."""
-    path = need(SAMPLES / name)
+    path = existing(SAMPLES / name)
     linter = Linter()
     results = list(linter.run(prepare(Ingest([str(path)]))))
     for r in results:
@@ -114,7 +114,7 @@ def test_usage_only_requests_do_not_distort_content_fractions():
     """Linting a usage-only log next to a logged one leaves the content figures as
     they are for the logged one alone."""
     alone, linter_alone = lint("mini_swe_agent_legacy_list_github_issue.traj.json")
-    paths = [str(need(SAMPLES / n)) for n in ("openhands_trajectory_events_basic_gui_mode.json",
+    paths = [str(existing(SAMPLES / n)) for n in ("openhands_trajectory_events_basic_gui_mode.json",
                                               "mini_swe_agent_legacy_list_github_issue.traj.json")]
     linter = Linter()
     list(linter.run(prepare(Ingest(paths))))

@@ -12,7 +12,7 @@ from prefixcache.analyzer.model import Message, Provenance, Request, ToolCall, T
 from prefixcache.analyzer.prepare import opaque_prefix_for, resolve
 from prefixcache.analyzer.render import JinjaRenderer
 from prefixcache.analyzer.tokenize import SessionTokenizer, with_opaque_prefix
-from tests.conftest import SAMPLES, need
+from tests.helpers import SAMPLES, existing
 
 MINI = "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json"
 SWE = "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
@@ -29,7 +29,7 @@ def _req(messages: tuple[Message, ...], tools: tuple[ToolDef, ...] = (), **kw) -
 
 
 def _load(name: str) -> list[Request]:
-    need(SAMPLES)
+    existing(SAMPLES)
     return list(Ingest([str(SAMPLES / name)]))
 
 

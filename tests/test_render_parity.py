@@ -18,7 +18,7 @@ from prefixcache.analyzer.prepare import resolve
 from prefixcache.analyzer.render import load_template
 from prefixcache.analyzer.render.jinja_template import request_dicts
 from prefixcache.analyzer.tokenize import SessionTokenizer, deepseek_dir, smollm2_gguf
-from tests.conftest import SAMPLES, need
+from tests.helpers import SAMPLES, existing
 
 transformers = pytest.importorskip("transformers")
 
@@ -52,7 +52,7 @@ def hf_deepseek():
 
 @pytest.fixture(scope="module")
 def requests() -> list[Request]:
-    need(SAMPLES)
+    existing(SAMPLES)
     reqs = list(Ingest([str(SAMPLES / MINI), str(SAMPLES / SWE)]))
     assert len(reqs) == 4 + 13
     return reqs

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prefixcache.cli.app import app
-from tests.conftest import EXAMPLES, SAMPLES, need
+from tests.helpers import EXAMPLES, SAMPLES, existing
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -26,7 +26,7 @@ def _rows(path) -> list[dict]:
 
 
 def test_real_sample_hits_match_simulator_and_verify(tmp_path):
-    sample = need(SAMPLES / MINI)
+    sample = existing(SAMPLES / MINI)
     out = tmp_path / "r.jsonl"
     res, summary = _replay([str(sample), "--max-requests", "2", "--max-prompt-tokens", "1024",
                             "--pass", "cold,warm", "--verify", "all", "--out", str(out)])

@@ -10,7 +10,7 @@ from prefixcache.analyzer.cache.figures import (
     CAUSES, Levels, RequestFigures, calibrated_cached, hits_by_segment, lost_by_cause, totals,
 )
 from prefixcache.cli.app import app
-from tests.conftest import SAMPLES, need
+from tests.helpers import SAMPLES, existing
 
 RESULT_KEYS = {"cache", "policy", "capacity_blocks", "capacity_tokens", "hit_ratio_tokens", "hit_ratio_blocks",
                "ideal_hit_ratio", "avoided_prefill_tokens", "lost_tokens_by_cause"}
@@ -43,7 +43,7 @@ def test_hits_by_segment_and_calibration():
 
 
 def test_mooncake_sweep_via_cli():
-    doc = _run(str(need(SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl")), "--cache", "blocks",
+    doc = _run(str(existing(SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl")), "--cache", "blocks",
                "--capacity", "5%,10%", "--policy", "lru,belady", "--kv-model", "llama-3-70b")
     rows = {(r["policy"], r["capacity"]): r for r in doc["results"]}
     assert doc["unique_blocks"] == 43924 and doc["block_size"] == 512
@@ -62,7 +62,7 @@ def test_mooncake_sweep_via_cli():
 
 
 def test_deepseek_predicted_vs_reported():
-    doc = _run(str(need(SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json")),
+    doc = _run(str(existing(SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json")),
                "--cache", "deepseek", "--per-request")
     a = doc["agreement"]
     assert a["calls"] == 4 and a["tolerance_tokens"] == 64
@@ -75,7 +75,7 @@ def test_deepseek_predicted_vs_reported():
 
 
 def test_claude_code_anthropic_agreement():
-    doc = _run(str(need(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")), "--cache", "anthropic")
+    doc = _run(str(existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")), "--cache", "anthropic")
     a = doc["agreement"]
     assert a["calls"] == 170
     assert a["calibrated_agreement"] >= 0.9  # approximate tokenizer: README has the figure (164/170, 96.5%)
@@ -86,7 +86,7 @@ def test_claude_code_anthropic_agreement():
 
 
 def test_vllm_on_text_logs_and_bad_options():
-    path = str(need(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"))
+    path = str(existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"))
     doc = _run(path, "--capacity", "50%,100%", "--policy", "lru,lfu")
     rows = doc["results"]
     assert [r["policy"] for r in rows] == ["lru", "lru", "lfu", "lfu"]
@@ -121,7 +121,7 @@ def test_in_flight_window_pins_blocks():
 
 def test_drift_named_by_lint_rules_on_rewritten_history():
     # SWE-agent elides old observations from step 5 on: the session's later prompts drift
-    doc = _run(str(need(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")))
+    doc = _run(str(existing(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")))
     r = doc["results"][0]
     assert r["lost_tokens_by_cause"]["drift"] > 0
     assert sum(r["drift_by_rule"].values()) == r["lost_tokens_by_cause"]["drift"]
@@ -134,7 +134,7 @@ OPENHANDS = "openhands_trajectory_events_basic_gui_mode.json"
 
 def test_usage_only_log_reports_usage_not_a_simulation():
     # OpenHands trajectories keep the provider's counts, not the prompts: nothing to replay
-    path = str(need(SAMPLES / OPENHANDS))
+    path = str(existing(SAMPLES / OPENHANDS))
     doc = _run(path, "--cache", "anthropic", "--input-format", "openhands-trajectory")
     assert doc["results"] == [] and doc["usage_only_requests"] == 4 and doc["calls"] == []
     rep = doc["reported"]
@@ -153,7 +153,7 @@ def test_usage_only_log_reports_usage_not_a_simulation():
 
 
 def test_text_report_names_and_reported_cost():
-    path = str(need(SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json"))
+    path = str(existing(SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json"))
     doc = _run(path, "--cache", "deepseek")
     assert doc["reported"]["cached_tokens"] == 15616 and doc["results"][0]["cached_tokens"] == 11584
     c = doc["cost"]
@@ -162,7 +162,7 @@ def test_text_report_names_and_reported_cost():
     assert "input cost the log's reported usage implies" in out and "64-token units" in out
     assert "pvlib__pvlib-python-1606" in out  # session ids are never cut
     assert "11,584" in out and "11.6k" not in out
-    swe = str(need(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"))
+    swe = str(existing(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"))
     out = CliRunner().invoke(app, ["simulate", swe, "--capacity", "5%"]).stdout
     assert "16-token blocks" in out and " size " not in out and "15,912" in out
     bad = CliRunner().invoke(app, ["simulate", swe, "--format", "swe-agent"])

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from prefixcache.analyzer.volatile import ID_KINDS, TIME_KINDS, VolatileSpan, find_volatile, rule_code
-from tests.conftest import CASES, need
+from tests.helpers import CASES, existing
 
 
 def kinds(text: str) -> list[tuple[str, float | None, str]]:
@@ -15,7 +15,7 @@ def kinds(text: str) -> list[tuple[str, float | None, str]]:
 
 
 def first_system(case: str, line: int) -> str:
-    rec = json.loads((need(CASES) / case).read_text().splitlines()[line])
+    rec = json.loads((existing(CASES) / case).read_text().splitlines()[line])
     return rec["messages"][0]["content"]
 
 
@@ -39,7 +39,7 @@ def test_session_id_case_system_prompt() -> None:
 )
 def test_clean_cases_have_no_volatile_values(case: str) -> None:
     """Rules lists, numbered items, versions (Python 3.11), paths and line ranges are not volatile."""
-    for line in (need(CASES) / case).read_text().splitlines():
+    for line in (existing(CASES) / case).read_text().splitlines():
         rec = json.loads(line)
         texts = [m.get("content") or "" for m in rec["messages"]]
         texts += [tc["function"]["arguments"] for m in rec["messages"] for tc in m.get("tool_calls") or []]
