@@ -10,6 +10,8 @@ import importlib
 
 import typer
 
+from prefixcache import __version__
+
 app = typer.Typer(
     name="prefixcache",
     help="Profile agent prompts and KV prefix caches: why the prompt cache misses, and what it costs.",
@@ -24,6 +26,20 @@ COMMANDS = ["inspect", "check", "lint", "rules", "canonicalize", "replay", "simu
 
 for _name in COMMANDS:
     importlib.import_module(f"{__package__}.{_name}").register(app)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"prefixcache {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Profile agent prompts and KV prefix caches: why the prompt cache misses, and what it costs."""
 
 
 def _plain_metavars(command) -> None:

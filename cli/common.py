@@ -8,6 +8,7 @@ stderr and exit 2 — never a traceback.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
 from contextlib import contextmanager
@@ -19,12 +20,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from prefixcache.analyzer.errors import PrefixcacheError
+from prefixcache.analyzer.errors import ConfigError, PrefixcacheError
 from prefixcache.analyzer.ingest import skipped_message
 from prefixcache.analyzer.model import Skipped
 
-# Wide when not a terminal (pipes, CI logs, tests): rich would otherwise cut tables to 80 columns.
-console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+def _width() -> int | None:
+    """Console width: the terminal's, else ``$COLUMNS`` when set (rich reads it), else 160 for pipes
+    and CI logs (rich would otherwise cut tables to 80 columns)."""
+    return None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 160
+
+
+console = Console(highlight=False, soft_wrap=False, width=_width())
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable)
@@ -90,6 +96,18 @@ def one_per_kind(warnings: Iterable[str]) -> list[str]:
     for w in warnings:
         kinds[re.sub(r"\d+", "N", w)] = w
     return list(kinds.values())
+
+
+def check_output(path: Path, inputs: Iterable[str], force: bool = False, flag: str = "--force") -> None:
+    """Refuse (ConfigError, exit 2) to write ``path`` when it is one of the ``inputs`` (never
+    overwrite an input, even with ``--force``) or exists already without ``force`` (an earlier
+    run's output); ``flag`` names the option that allows it."""
+    target = path.resolve()
+    for item in inputs:
+        if item != "-" and Path(item).exists() and Path(item).resolve() == target:
+            raise ConfigError(f"{path}: is an input of this run; write the output elsewhere")
+    if path.exists() and not force:
+        raise ConfigError(f"{path}: exists (an earlier run's output?); pass {flag} to overwrite it")
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """pytest wiring only (helpers live in :mod:`tests.helpers`): the fixture paths as
-fixtures, and strict skips.
+fixtures, the one replay model per test session, and strict skips.
 
 With ``PREFIXCACHE_STRICT_SKIPS=1`` (set by ``make test`` and therefore CI) a skipped
 test fails: every input the suite needs is in the repository, so a skip means a
@@ -24,6 +24,30 @@ def samples() -> Path:
 @pytest.fixture
 def cases() -> Path:
     return existing(CASES)
+
+
+@pytest.fixture(scope="session")
+def loaded():
+    from prefixcache.replay.engine.hf import load_model
+
+    return load_model(None, device="cpu", dtype="float32", threads=2)
+
+
+@pytest.fixture(scope="session")
+def engine(loaded):
+    from prefixcache.replay.engine.hf import HFEngine
+
+    eng = HFEngine(loaded)
+    eng.generate(list(range(100, 132)))  # one-time setup out of the way
+    return eng
+
+
+@pytest.fixture(scope="session")
+def text_ids(loaded) -> list[int]:
+    """~1,500 token ids of real agent-log text (a SWE-agent trajectory excerpt)."""
+    path = existing(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
+    text = path.read_text()[:6000]
+    return loaded.tokenizer(text)["input_ids"]
 
 
 @pytest.hookimpl(hookwrapper=True)

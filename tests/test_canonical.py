@@ -62,7 +62,8 @@ def test_case_reuse_restored_or_reported(case: str) -> None:
     else:
         for brk in exp["breaks"]:
             assert (brk["request"], REPORTED[brk["cause"]]) in reported
-        frac = lambda figs: sum(f.reusable_tokens for f in figs) / sum(f.prompt_tokens for f in figs)
+        def frac(figs):
+            return sum(f.reusable_tokens for f in figs) / sum(f.prompt_tokens for f in figs)
         assert frac(after) >= frac(before) - 0.01  # not made worse (the canonical prompt is a little shorter)
 
 
@@ -91,8 +92,9 @@ def test_meaning_preserved(case: str) -> None:
     reqs = load(case)
     for c in canonicalize_all(reqs):
         o, n = c.original, c.request
-        tools = lambda r: sorted((t.name, t.description.replace("\r\n", "\n"), json.dumps(sort_keys(t.parameters)))
-                                 for t in r.tools)
+        def tools(r):
+            return sorted((t.name, t.description.replace("\r\n", "\n"), json.dumps(sort_keys(t.parameters)))
+                          for t in r.tools)
         assert tools(o) == tools(n)
         moved = [line for m in o.system_messages for line in m.content.replace("\r\n", "\n").splitlines()
                  if find_volatile(line)]

@@ -17,7 +17,7 @@ REQUIRED = {"source", "record", "session", "index", "format", "model", "tokenize
 
 def _json_lines(args: list[str]) -> tuple[int, list[dict], str]:
     res = runner.invoke(app, ["inspect", "--json", *args])
-    lines = [orjson.loads(l) for l in res.stdout.splitlines() if l.strip()]
+    lines = [orjson.loads(line) for line in res.stdout.splitlines() if line.strip()]
     return res.exit_code, lines, res.stderr
 
 

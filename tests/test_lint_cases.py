@@ -58,7 +58,7 @@ def test_case(name, cases):
     within = [(line, f) for line, f in breaks if f.code != "PC602"]
     for b in exp["breaks"]:
         hits = [f for line, f in within if line == b["request"] and f.name == b["cause"]]
-        assert hits, f"{name}: no {b['cause']} at request {b['request']}: {[(l, f.name) for l, f in within]}"
+        assert hits, f"{name}: no {b['cause']} at request {b['request']}: {[(i, f.name) for i, f in within]}"
         assert any(where_matches(b["where"], f, requests[b["request"]]) for f in hits), \
             f"{name}: {b['cause']} at {[(f.segment, f.json_path, f.line) for f in hits]}, expected {b['where']}"
     assert sorted(line for line, _ in within) == sorted(b["request"] for b in exp["breaks"])

@@ -10,7 +10,6 @@ import torch
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
 from prefixcache.analyzer.errors import EngineError
 from prefixcache.replay.kv import KVPrefixCache
-from tests.replay_fixtures import engine, loaded, text_ids  # noqa: F401  (session fixtures)
 
 pytestmark = pytest.mark.slow
 B = 16

@@ -10,7 +10,7 @@ Also: the block chains those passes consume and the distinct-block count behind
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.cache.figures import Levels, RequestFigures, lost_by_cause

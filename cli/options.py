@@ -1,0 +1,62 @@
+"""Options every command shares, declared once (typer ``Annotated`` types).
+
+Names mean one thing everywhere: ``--format`` is the *output* format (``--json`` its
+shorthand), ``--input-format`` the log reader, ``--tokenizer`` the tokenizer,
+``--template`` the chat template, ``--model`` the engine model (replay), and
+``--capacity`` one grammar (see :func:`prefixcache.analyzer.cache.capacity.parse_capacity`).
+Counts that make no sense (a block size of 0, a negative TTL) are refused by click
+before any work, as usage errors (exit 2).
+
+Old spellings stay for one release as hidden options (:func:`deprecated_alias`):
+they still work and print one warning naming the new spelling.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional, TypeVar
+
+import typer
+
+from prefixcache.cli.common import err
+
+T = TypeVar("T")
+
+Paths = Annotated[list[str], typer.Argument(
+    help="Log files, directories (recursive), globs, or - for stdin.", show_default=False)]
+InputFormat = Annotated[str, typer.Option(
+    "--input-format", help="Log reader (see docs/formats.md); default: detect per file.")]
+Tokenizer = Annotated[str, typer.Option(
+    "--tokenizer", help="Tokenizer: auto, a tiktoken encoding, smollm2, deepseek, a HF folder or a GGUF file.")]
+Template = Annotated[str, typer.Option(
+    "--template", help="Chat template: auto, tokenizer, chatml_tools, provider:openai|anthropic|deepseek, or a .jinja file.")]
+SkipBad = Annotated[bool, typer.Option(
+    "--skip-bad", help="Report unreadable records and go on instead of exit 2.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")]
+BlockSize = Annotated[Optional[int], typer.Option(
+    "--block-size", min=1, help="Block (page) size in tokens; default per cache: vLLM 16, SGLang 1.")]
+Capacity = Annotated[Optional[str], typer.Option(
+    "--capacity", help="Cache capacity: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
+                       "comma-separated for a sweep. Default: unbounded.")]
+Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
+
+# Hidden, deprecated spellings (one release): see deprecated_alias.
+ModelAsTokenizer = Annotated[Optional[str], typer.Option("--model", hidden=True)]
+
+
+def deprecated_alias(old: str, new: str, old_value: T | None, value: T) -> T:
+    """``value`` of the new option, or ``old_value`` of its deprecated spelling ``old`` when that
+    was given (it wins, with one warning on stderr naming ``new``)."""
+    if old_value is None:
+        return value
+    err.print(f"[yellow]warning:[/] {old} is deprecated and will be removed; use {new}", highlight=False)
+    return old_value
+
+
+def output_format(fmt: str | None, as_json: bool, allowed: tuple[str, ...], default: str) -> str:
+    """The output format from ``--format`` and the ``--json`` shorthand; ``typer.BadParameter``
+    (exit 2) for an unknown format or a contradiction."""
+    if fmt is not None and fmt not in allowed:
+        raise typer.BadParameter(f"{fmt!r}: choose one of {', '.join(allowed)}", param_hint="--format")
+    if as_json and fmt not in (None, "json"):
+        raise typer.BadParameter(f"--json and --format {fmt} contradict each other; give one", param_hint="--format")
+    return "json" if as_json else (fmt or default)
