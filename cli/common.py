@@ -25,9 +25,12 @@ from prefixcache.analyzer.ingest import skipped_message
 from prefixcache.analyzer.model import Skipped
 
 def _width() -> int | None:
-    """Console width: the terminal's, else ``$COLUMNS`` when set (rich reads it), else 160 for pipes
-    and CI logs (rich would otherwise cut tables to 80 columns)."""
-    return None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 160
+    """Console width: the terminal's (None: rich measures it), else ``$COLUMNS`` when set, else 160
+    for pipes and CI logs (rich would otherwise cut tables to 80 columns)."""
+    if sys.stdout.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else 160
 
 
 console = Console(highlight=False, soft_wrap=False, width=_width())
@@ -49,6 +52,7 @@ def handle_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        console.width = _width()  # per command: $COLUMNS as it is now, not at import
         try:
             return fn(*args, **kwargs)
         except PrefixcacheError as exc:

@@ -11,6 +11,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The CLI honours $COLUMNS on pipes; pytest-xdist workers inherit COLUMNS=80. Tests that care
+# about width pass COLUMNS themselves, the rest see the pipe default (160).
+os.environ.pop("COLUMNS", None)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

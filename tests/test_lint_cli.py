@@ -120,7 +120,7 @@ def test_usage_only_log_reports_the_providers_counts(tmp_path):
     assert doc["summary"]["usage_only"] == {"requests": 4, "reported_prompt_tokens": 17297,
                                             "reported_cached_tokens": 11793, "reported_cached_fraction": 0.681795}
     assert all(r["usage_only"] and r["prompt_tokens"] is None for r in doc["requests"])
-    rich = lint(path, env={"COLUMNS": "140"}).stdout
+    rich = lint(path, env={"COLUMNS": "200"}).stdout
     assert "prompts not logged" in rich and "Waterfall" not in rich and "No findings" not in rich
 
 
@@ -132,7 +132,7 @@ def test_encrypted_reasoning_does_not_fail_ci():
 
 
 def test_rich_report_shows_summary_waterfall_and_fix(cases):
-    res = lint(str(cases / "sliding_window.jsonl"), env={"COLUMNS": "140"})
+    res = lint(str(cases / "sliding_window.jsonl"), env={"COLUMNS": "200"})
     out = res.stdout
     assert res.exit_code == 1
     assert "Sessions" in out and "Waterfall" in out and "lost · PC403 history-truncated" in out
