@@ -17,7 +17,7 @@ TOL = 1e-3
 
 
 def _cache(engine, capacity=None) -> KVPrefixCache:
-    return KVPrefixCache(BlockHashCache(B, capacity, "lru"), engine.model.config)
+    return engine.kv_store(BlockHashCache(B, capacity, "lru"))
 
 
 def _same_as_cold(engine, ids, gen, new_tokens=1) -> float:
@@ -79,7 +79,7 @@ def test_engine_cached_tokens_equal_simulator(engine, text_ids):
     seqs = [text_ids[:120], text_ids[:200], text_ids[40:200], text_ids[:130] + text_ids[900:950],
             text_ids[:200] + text_ids[200:260], text_ids[40:100], text_ids[:120]]
     prompts = [Prompt("s", i, "t", i + 1, tuple(ids), len(ids), now=float(i)) for i, ids in enumerate(seqs)]
-    want = predict(prompts, ReplayConfig(block_size=B, capacity_blocks=20), 20)
+    want = predict(prompts, ReplayConfig(block_size=B, capacity_blocks=20))
     kv = _cache(engine, capacity=20)
     got = []
     for p in prompts:
