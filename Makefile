@@ -28,7 +28,7 @@ DEMO := examples/agent_session.jsonl
 demo: setup
 	$(VENV)/bin/prefixcache inspect $(DEMO) --template chatml_tools
 	$(VENV)/bin/prefixcache lint $(DEMO) --template chatml_tools; test $$? -le 1
-	$(VENV)/bin/prefixcache replay $(DEMO) --template chatml_tools --pass cold,warm,canonical --out build/replay-demo.jsonl
+	$(VENV)/bin/prefixcache replay $(DEMO) --template chatml_tools --pass cold,warm,canonical --out build/replay-demo.jsonl --force
 
 test: setup
 	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider

@@ -23,7 +23,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from prefixcache.analyzer.cache.block_hash import BlockHashCache  # noqa: E402
 from prefixcache.replay.engine.hf import HFEngine, load_model  # noqa: E402
-from prefixcache.replay.kv import KVPrefixCache  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = ROOT / "tests" / "fixtures" / "samples" / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
@@ -49,7 +48,7 @@ def main() -> int:
     eng.generate(prefix[:64])  # warm-up
     warm, suffix_only, lookup, store = [], [], [], []
     for rep in range(a.reps):
-        cache = KVPrefixCache(BlockHashCache(16, None, "lru"), loaded.model.config)
+        cache = eng.kv_store(BlockHashCache(16, None, "lru"))
         eng.generate(prefix, cache=cache, now=0)
         suffix = ids[a.prefix + rep * a.suffix: a.prefix + (rep + 1) * a.suffix]
         g = eng.generate(prefix + suffix, cache=cache, now=1)

@@ -65,7 +65,7 @@ replay() {  # name, inputs...
   echo "== replay $name"
   "$PY" -c "from prefixcache.cli.app import main; main()" replay "$@" --device "$DEVICE" --dtype "$DTYPE" --model "$MODEL" \
     --max-prompt-tokens "$MAX_PROMPT" --max-requests "$MAX_REQUESTS" --verify all --template chatml_tools \
-    --out "$OUT/$name.jsonl"
+    --out "$OUT/$name.jsonl" --force
   record "replay $name" $?
 }
 sample() {  # name, paths...: replay real samples, or record them as missing

@@ -21,20 +21,21 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from prefixcache.analyzer.cache.base import BlockHash, PrefixCache, hit_cap_tokens
-from prefixcache.analyzer.cache.block_hash import hash_blocks
+from prefixcache.analyzer.cache.base import BlockHash, hit_cap_tokens
+from prefixcache.analyzer.cache.block_hash import BlockHashCache
 from prefixcache.analyzer.errors import ConfigError, EngineError
 
 
 class KVPrefixCache:
-    """A KV prefix cache: the analyzer's block index plus one KV tensor per indexed block.
+    """A KV prefix cache: the analyzer's block index plus one KV tensor per indexed block
+    (the HF engine's :class:`prefixcache.replay.engine.base.KVStore`).
 
-    ``index`` must be a block cache (``match`` returns one hash per matched block,
-    e.g. ``BlockHashCache``); ``model_config`` is the transformers config used to
+    ``index`` is the block cache that decides hits and evictions (``match`` returns one
+    hash per matched block); ``model_config`` is the transformers config used to
     build ``DynamicCache`` objects of the right layer types.
     """
 
-    def __init__(self, index: PrefixCache, model_config: Any) -> None:
+    def __init__(self, index: BlockHashCache, model_config: Any) -> None:
         if index.block_size < 1:
             raise ConfigError(f"block size must be ≥ 1 token, got {index.block_size}")
         if any(DynamicCache(config=model_config).is_sliding):
@@ -53,17 +54,21 @@ class KVPrefixCache:
     def lookup(self, ids: Sequence[int], now: float) -> tuple[int, Any]:
         """Cached prefix of ``ids``: ``(cached_tokens, DynamicCache | None)``.
 
-        ``cached_tokens`` is the index's match (capped, like vLLM, so at least the
-        last token is computed); the cache object holds exactly that many tokens'
-        KV. Raises EngineError if the index names a block whose KV is missing.
+        ``cached_tokens`` is the index's match, which the index already caps like vLLM
+        (⌊(n−1)/B⌋·B, so at least the last token is computed); the cache object holds
+        exactly that many tokens' KV. Raises EngineError if the index matches more than
+        that cap, a partial block, or a block whose KV is missing.
         """
         match = self.index.match(ids, now)
-        cached = min(match.cached_tokens, hit_cap_tokens(len(ids), self.block_size))
+        cached = match.cached_tokens
+        if cached > hit_cap_tokens(len(ids), self.block_size) or cached % self.block_size:
+            raise EngineError(f"the cache index matched {cached} tokens of a {len(ids)}-token prompt: more than "
+                              f"the whole {self.block_size}-token blocks before its last token")
         nblocks = cached // self.block_size
         if nblocks == 0:
             return 0, None
         if len(match.block_hashes) < nblocks:
-            raise ConfigError("replay needs a block cache index (one hash per matched block)")
+            raise EngineError("the cache index matched blocks without naming their hashes")
         try:
             views = [self._views[h] for h in match.block_hashes[:nblocks]]
         except KeyError as exc:
@@ -102,8 +107,7 @@ class KVPrefixCache:
 
     def _hashes(self, ids: Sequence[int]) -> list[BlockHash]:
         """The index's own block hashes of ``ids`` (its namespace / extra keys included)."""
-        own = getattr(self.index, "hashes", None)
-        return own(ids) if own is not None else hash_blocks(ids, self.block_size)
+        return self.index.hashes(ids)
 
     def _keep(self, kv: Any, blocks: list[tuple[int, BlockHash]]) -> None:
         """Copy the inserted blocks ``(block index, hash)``, sorted, out of the request's cache.
@@ -143,7 +147,6 @@ class KVPrefixCache:
 
     def __len__(self) -> int:
         return len(self.blocks)
-
 
 
 class _BlockPrefixLayer(DynamicLayer):

@@ -197,13 +197,15 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class PassSummary:
-    """Figures of one pass. Tokens are sums over its requests; times are seconds.
+    """Figures of one pass (one row of the replay summary's ``passes``). Tokens are sums
+    over its requests; times are seconds; ``kv_bytes_peak`` bytes.
 
     ``effective_tok_s`` = prompt tokens served per second of TTFT (cached ones
-    included). ``avoided_prefill`` = cached tokens (prefill not computed); ``speedup`` = the cold
-    pass's TTFT summed over the same request positions / this pass's total TTFT
-    (None without a cold pass); ``simulator_equal`` is True when every request's
-    cached tokens equal the simulator's prediction.
+    included). ``speedup`` = the cold pass's TTFT summed over the same request positions /
+    this pass's total TTFT (None without a cold pass); ``simulator_equal`` is True when
+    every request's cached tokens equal the simulator's prediction (None in the cold pass).
+    ``avoided_prefill`` = cached tokens (prefill not computed); ``hit_rate`` = cached
+    share of prompt tokens (0–1).
     """
 
     pass_name: str
@@ -221,16 +223,9 @@ class PassSummary:
     mismatches: int
     max_abs_dlogit: float | None
     simulator_equal: bool | None
-    speedup: float | None = None
-
-    @property
-    def avoided_prefill(self) -> int:
-        return self.cached_tokens
-
-    @property
-    def hit_rate(self) -> float:
-        """Cached share of prompt tokens (0–1)."""
-        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+    speedup: float | None
+    avoided_prefill: int
+    hit_rate: float
 
     @classmethod
     def of(cls, pass_name: str, results: Iterable[RequestResult], cold: dict[int, float] | None = None) -> "PassSummary":
@@ -240,21 +235,20 @@ class PassSummary:
         dl = [r.max_abs_dlogit for r in rs if r.max_abs_dlogit is not None]
         preds = [r.predicted_cached for r in rs if r.predicted_cached is not None]
         total = sum(ttft)
+        prompt, cached = sum(r.prompt_tokens for r in rs), sum(r.cached_tokens for r in rs)
         speedup = None
         if cold and pass_name != "cold" and total > 0 and all(r.position in cold for r in rs):
             speedup = sum(cold[r.position] for r in rs) / total
         return cls(
-            pass_name=pass_name, requests=len(rs),
-            prompt_tokens=sum(r.prompt_tokens for r in rs), cached_tokens=sum(r.cached_tokens for r in rs),
+            pass_name=pass_name, requests=len(rs), prompt_tokens=prompt, cached_tokens=cached,
             computed_tokens=sum(r.computed_tokens for r in rs),
             ttft_p50=percentile(ttft, 50), ttft_p95=percentile(ttft, 95), ttft_p99=percentile(ttft, 99),
-            ttft_total=total,
-            effective_tok_s=sum(r.prompt_tokens for r in rs) / total if total > 0 else 0.0,
+            ttft_total=total, effective_tok_s=prompt / total if total > 0 else 0.0,
             kv_bytes_peak=max((r.kv_bytes for r in rs), default=0),
             verified=sum(r.verified for r in rs), mismatches=sum(r.mismatch for r in rs),
             max_abs_dlogit=max(dl) if dl else None,
             simulator_equal=(all(r.predicted_cached == r.cached_tokens for r in rs) if preds else None),
-            speedup=speedup,
+            speedup=speedup, avoided_prefill=cached, hit_rate=cached / prompt if prompt else 0.0,
         )
 
 

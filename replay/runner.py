@@ -1,13 +1,16 @@
 """Replay passes: the same requests without cache (``cold``), with the KV prefix cache in
 log order (``warm``), and canonicalized with the cache (``canonical``).
 
-Every cache pass starts from an empty cache. The engine's KV store is driven by the
-analyzer's ``BlockHashCache``; the same prompts also go through the simulator
+The runner talks to the engine through :class:`prefixcache.replay.engine.base.Engine`
+only, so any engine that implements the protocol plugs in. Every cache pass starts from
+an empty cache: a fresh analyzer ``BlockHashCache`` and the engine's KV store over it
+(``engine.kv_store(index)``); the same prompts also go through the simulator
 (:func:`prefixcache.analyzer.cache.simulator.simulate`, ``--cache vllm``, same
 block size, capacity and policy), and each result carries both counts. Requests
-run in the simulator's order — by logged timestamp, input order for ties or when a
-log has no times — and ``now`` is the same logical clock (logged seconds, else the
-position), so eviction decisions are deterministic and comparable.
+run in the one arrival order (:func:`prefixcache.analyzer.sequence.arrival_order`:
+by logged timestamp, input order for ties or when a log has no times) and ``now`` is
+its logical clock (logged seconds, else the position), so eviction decisions are
+deterministic and comparable.
 
 Verification recomputes a request cold and compares the first-token logits (max
 |Δ|, argmax) and the greedy tokens. A cold pass that ran earlier in the same run
@@ -26,9 +29,8 @@ import orjson
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
 from prefixcache.analyzer.cache.simulator import CacheSpec, SimRequest, simulate
 from prefixcache.analyzer.errors import ConfigError, EngineError, InputError
-from prefixcache.replay.engine.base import Generation
-from prefixcache.replay.engine.hf import HFEngine
-from prefixcache.replay.kv import KVPrefixCache
+from prefixcache.analyzer.sequence import arrival_order
+from prefixcache.replay.engine.base import Engine, Generation, KVStore
 from prefixcache.replay.results import RequestResult, ResultWriter
 
 if TYPE_CHECKING:
@@ -70,10 +72,11 @@ class Prompt:
 
 
 def to_prompts(prepared: Iterable["Prepared"], max_prompt_tokens: int | None = None) -> list[Prompt]:
-    """Engine prompts of prepared requests in the simulator's time order (see module
-    docstring); block-hash traces (no tokens) are left out."""
+    """Engine prompts of prepared requests in arrival order, each with its logical clock
+    ``now`` (:func:`prefixcache.analyzer.sequence.arrival_order`); block-hash traces (no
+    tokens) are left out."""
     staged = []
-    for pos, p in enumerate(prepared):
+    for p in prepared:
         if p.tokens is None:
             continue
         ids = p.tokens.ids
@@ -86,28 +89,26 @@ def to_prompts(prepared: Iterable["Prepared"], max_prompt_tokens: int | None = N
         warned = tuple(p.rendered.warnings) if p.rendered is not None else ()
         prompt = Prompt(r.session, r.index, r.provenance.source, r.provenance.record, tuple(kept), len(ids), opaque,
                         warnings=warned)
-        staged.append((r.timestamp, pos, prompt))
-    timed = all(t is not None for t, _, _ in staged)
-    if timed:
-        staged.sort(key=lambda x: (x[0], x[1]))
-    return [replace(p, now=float(t) if timed else float(i)) for i, (t, _, p) in enumerate(staged)]
+        staged.append((r.timestamp, prompt))
+    return [replace(prompt, now=now) for now, (_, prompt) in arrival_order(staged, lambda item: item[0])]
 
 
-def predict(prompts: Sequence[Prompt], config: "ReplayConfig", capacity_blocks: int | None) -> list[int]:
+def predict(prompts: Sequence[Prompt], config: "ReplayConfig") -> list[int]:
     """The simulator's cached tokens for each prompt (``simulate --cache vllm`` with the
-    same block size, capacity and policy), in order."""
+    same block size, capacity and policy as ``config``), in order."""
     reqs = [SimRequest(order=i, session=p.session, index=p.request_index, source=p.source, record=p.record,
                        model=None, now=p.now, num_tokens=len(p.ids), tokens=p.ids) for i, p in enumerate(prompts)]
     spec = CacheSpec(cache="vllm", policy=config.policy, block_size=config.block_size)
-    return [f.cached_tokens for f in simulate(reqs, spec, capacity_blocks)]
+    return [f.cached_tokens for f in simulate(reqs, spec, config.capacity_blocks)]
 
 
 @dataclass(frozen=True, slots=True)
 class ReplayConfig:
     """Cache and verification settings shared by the passes.
 
-    ``capacity_blocks`` / ``capacity_bytes`` bound the KV cache (bytes are turned
-    into blocks with the model's KV bytes per token); None = unbounded. ``verify``:
+    ``capacity_blocks`` bounds the KV cache (blocks of ``block_size`` tokens; None =
+    unbounded; :func:`prefixcache.replay.run.capacity_blocks` turns a ``--capacity``
+    into it). ``policy``: the index's eviction policy. ``verify``:
     ``none``, ``sample`` (every ``verify_every``-th cache hit, starting with the
     first) or ``all`` (every hit). ``tol``: max |Δlogit| allowed (None = by dtype).
     ``repeat``: prefills timed per request (TTFT = their median). Raises ConfigError
@@ -117,7 +118,6 @@ class ReplayConfig:
     passes: tuple[str, ...] = PASSES
     block_size: int = 16
     capacity_blocks: int | None = None
-    capacity_bytes: int | None = None
     policy: str = "lru"
     max_new_tokens: int = 1
     verify: str = "sample"
@@ -132,17 +132,10 @@ class ReplayConfig:
         if self.verify not in VERIFY_MODES:
             raise ConfigError(f"--verify {self.verify}: choose from {', '.join(VERIFY_MODES)}")
         at_least_one(("--max-new-tokens", self.max_new_tokens), ("--verify-every", self.verify_every),
-                     ("--block-size", self.block_size), ("--capacity-blocks", self.capacity_blocks),
-                     ("--capacity-bytes", self.capacity_bytes), ("--repeat", self.repeat))
+                     ("--block-size", self.block_size), ("--capacity (blocks)", self.capacity_blocks),
+                     ("--repeat", self.repeat))
         if self.tol is not None and not self.tol >= 0:
             raise ConfigError(f"--tol {self.tol}: must be ≥ 0")
-
-    def capacity_for(self, engine: HFEngine) -> int | None:
-        """Capacity in blocks for ``engine`` (bytes / (KV bytes per token × block size))."""
-        if self.capacity_bytes is None:
-            return self.capacity_blocks
-        blocks = self.capacity_bytes // (engine.kv_bytes_per_token * self.block_size)
-        return blocks if self.capacity_blocks is None else min(blocks, self.capacity_blocks)
 
 
 def at_least_one(*options: tuple[str, int | None]) -> None:
@@ -165,30 +158,35 @@ def _digest(ids: Sequence[int]) -> bytes:
 
 
 class Replay:
-    """Runs the passes over ``prompts`` (``{"original": [...], "canonical": [...]}``).
+    """Runs the passes over ``prompts`` (``{"original": [...], "canonical": [...]}``) on any
+    :class:`~prefixcache.replay.engine.base.Engine`.
 
-    ``done`` are results of an earlier, interrupted run (``--resume``): cold requests
-    already done are skipped; a cache pass replays its done requests again without
-    recording them, to rebuild the same cache state. ``results`` grows as requests
-    finish (each one also goes to ``writer``), so an interrupted run keeps them.
+    ``done`` are results of an earlier, interrupted run (``--resume``, read from the file
+    named ``results_file``): cold requests already done are skipped; a cache pass replays
+    its done requests again without recording them, to rebuild the same cache state.
+    ``results`` grows as requests finish (each one also goes to the ``writer`` given to
+    :meth:`run`), so an interrupted run keeps them. Raises ConfigError / InputError /
+    EngineError for another run's results, missing prompts, or a prompt that is empty or
+    longer than the engine's context, before any request runs.
     """
 
-    def __init__(self, engine: HFEngine, config: ReplayConfig, prompts: dict[str, list[Prompt]],
-                 writer: ResultWriter | None = None, done: Sequence[RequestResult] = (), run: str = "") -> None:
+    def __init__(self, engine: Engine, config: ReplayConfig, prompts: dict[str, list[Prompt]],
+                 done: Sequence[RequestResult] = (), run: str = "", results_file: str = "") -> None:
         self.engine, self.config, self.prompts, self.run_id = engine, config, prompts, run
-        self.writer = writer or ResultWriter(None)
+        self.results_file = results_file or "the results file"
+        self.writer = ResultWriter(None)
         self.results: list[RequestResult] = list(done)
         self._done = {(r.pass_name, r.position): r for r in done}
         self._refs: dict[bytes, Generation] = {}
         self._ref_bytes = 0
-        self.dtype = str(engine.loaded.dtype).split(".")[-1]
+        self.dtype = engine.dtype
         self.tol = config.tol if config.tol is not None else DEFAULT_TOL.get(self.dtype, 1e-3)
         self._check()
 
     def _check(self) -> None:
         other = sorted({r.run or "(none)" for r in self._done.values() if r.run != self.run_id})
         if other:
-            raise ConfigError(f"--resume: {self.writer.path or 'the results file'} holds results of another run "
+            raise ConfigError(f"--resume: {self.results_file} holds results of another run "
                               f"(run {', '.join(other)}; this run is {self.run_id}): model, dtype, device, block size, "
                               "capacity, policy, template, tokenizer, --max-prompt-tokens or --max-new-tokens "
                               "differ; rerun with the same settings, or write to another --out")
@@ -205,7 +203,7 @@ class Replay:
                 old = self._done.get((name, pos))
                 if old is not None and old.prompt_tokens != len(p.ids):
                     raise InputError(f"--resume: results are from a different run ({name} #{pos} had "
-                                     f"{old.prompt_tokens} tokens, now {len(p.ids)})", str(self.writer.path or ""))
+                                     f"{old.prompt_tokens} tokens, now {len(p.ids)})", self.results_file)
 
     def total(self) -> int:
         """Requests to run in all passes (including rebuilds of resumed cache passes)."""
@@ -221,21 +219,25 @@ class Replay:
         if first is not None:
             self.engine.generate(first.ids[:32], max_new_tokens=1)
 
-    def run(self, on_request: Callable[[str, RequestResult | None], None] | None = None) -> list[RequestResult]:
-        """Run every pass; ``on_request(pass, result)`` after each request (result None
-        for a replayed, already recorded one). Returns all results."""
+    def run(self, on_request: Callable[[str, RequestResult | None], None] | None = None,
+            writer: ResultWriter | None = None) -> list[RequestResult]:
+        """Run every pass; each new result also goes to ``writer``; ``on_request(pass,
+        result)`` after each request (result None for a replayed, already recorded one).
+        Returns all results."""
+        if writer is not None:
+            self.writer = writer
         for name in self.config.passes:
             self._run_pass(name, on_request)
         return self.results
 
     def _run_pass(self, name: str, on_request: Callable | None) -> None:
         prompts = self.prompts["canonical" if name == "canonical" else "original"]
-        cap = self.config.capacity_for(self.engine)
-        cache, predicted = None, [None] * len(prompts)
+        cap = self.config.capacity_blocks
+        cache: KVStore | None = None
+        predicted: list[int | None] = [None] * len(prompts)
         if name != "cold":
-            index = BlockHashCache(self.config.block_size, cap, self.config.policy)
-            cache = KVPrefixCache(index, self.engine.model.config)
-            predicted = predict(prompts, self.config, cap)
+            cache = self.engine.kv_store(BlockHashCache(self.config.block_size, cap, self.config.policy))
+            predicted = list(predict(prompts, self.config))
         hits = 0
         for pos, p in enumerate(prompts):
             old = self._done.get((name, pos))

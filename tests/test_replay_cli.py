@@ -117,7 +117,95 @@ def test_unusable_model_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--verify-every", "0", "--verify", "sample"], ["--max-requests", "0"],
-                                  ["--max-prompt-tokens", "0"], ["--repeat", "0"]])
+                                  ["--max-prompt-tokens", "0"], ["--repeat", "0"], ["--block-size", "0"],
+                                  ["--max-new-tokens", "0"], ["--tol", "-1"]])
 def test_counts_below_one_fail_before_any_work(args):
     res = runner.invoke(app, ["replay", str(EXAMPLES / "agent_session.jsonl"), *args])
-    assert res.exit_code == 2 and f"{args[0]} 0: must be ≥ 1" in _err(res)
+    assert res.exit_code == 2 and f"Invalid value for '{args[0]}'" in _err(res)
+
+
+@pytest.mark.parametrize("capacity,message", [("0", "--capacity 0: less than one block"),
+                                              ("8tok", "--capacity 8tok: less than one block"),
+                                              ("-1GiB", "bad capacity '-1GiB'"), ("5%,10%", "one capacity"),
+                                              ("0%", "--capacity 0%: less than one block")])
+def test_bad_capacity_is_a_usage_error_before_any_work(capacity, message):
+    res = runner.invoke(app, ["replay", str(EXAMPLES / "agent_session.jsonl"), "--capacity", capacity])
+    assert res.exit_code == 2 and message in _err(res)
+
+
+def test_deprecated_capacity_spelling_still_checked():
+    res = runner.invoke(app, ["replay", str(EXAMPLES / "agent_session.jsonl"), "--capacity-blocks", "0"])
+    assert res.exit_code == 2 and "--capacity-blocks is deprecated" in _err(res)
+    assert "--capacity 0blocks: less than one block" in _err(res)
+
+
+def test_out_never_overwrites_an_input_or_an_earlier_run(tmp_path):
+    log = str(EXAMPLES / "agent_session.jsonl")
+    res = runner.invoke(app, ["replay", log, "--out", log, "--force"])
+    assert res.exit_code == 2 and "is an input of this run" in _err(res)
+    earlier = tmp_path / "r.jsonl"
+    earlier.write_bytes(b"kept\n")
+    res = runner.invoke(app, ["replay", log, "--out", str(earlier)])
+    assert res.exit_code == 2 and "pass --resume or --force to overwrite it" in _err(res)
+    res = runner.invoke(app, ["replay", log, "--out", str(earlier), "--resume", "--force"])
+    assert res.exit_code == 2 and "give one" in _err(res)
+    res = runner.invoke(app, ["replay", log, "--resume"])
+    assert res.exit_code == 2 and "--resume needs --out" in _err(res)
+    res = runner.invoke(app, ["replay", log, "--format", "sarif"])
+    assert res.exit_code == 2 and "choose one of rich, json" in _err(res)
+    assert earlier.read_bytes() == b"kept\n"
+
+
+def test_unloadable_model_files_are_one_line_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFIXCACHE_CACHE", str(tmp_path / "cache"))  # a GGUF would be converted there
+    (tmp_path / "corrupt.gguf").write_bytes(b"GGUF\x03\x00\x00\x00 not really")
+    (tmp_path / "random.gguf").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "badcfg").mkdir()
+    (tmp_path / "badcfg" / "config.json").write_text("{not json")
+    (tmp_path / "nocfg").mkdir()
+    cases = [("corrupt.gguf", "cannot load GGUF model"), ("random.gguf", "cannot load GGUF model"),
+             ("badcfg", "unusable model"), ("nocfg", "not a model folder (no config.json)"),
+             ("missing", "no such model folder or file")]
+    for name, message in cases:
+        res = runner.invoke(app, ["replay", str(EXAMPLES / "agent_session.jsonl"), "--model", str(tmp_path / name)])
+        assert res.exit_code == 2 and message in _err(res), (name, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.output, res.stderr
+
+
+def test_json_summary_is_the_library_report(tmp_path, monkeypatch):
+    """``--json`` prints ``orjson.dumps(report)`` of the library's :class:`ReplayReport`:
+    its keys in order and the token figures (timings vary from run to run)."""
+    from prefixcache.replay import run as replay_run
+
+    built = []
+    real = replay_run.build_report
+    monkeypatch.setattr(replay_run, "build_report", lambda *a, **kw: built.append(real(*a, **kw)) or built[-1])
+    out = tmp_path / "r.jsonl"
+    out.write_bytes(b"an earlier run\n")
+    res = runner.invoke(app, ["replay", str(EXAMPLES / "agent_session.jsonl"), "--format", "json", "--device", "cpu",
+                              "--pass", "cold,warm", "--max-prompt-tokens", "256", "--out", str(out), "--force"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.encode() == orjson.dumps(built[0]) + b"\n"
+    doc = orjson.loads(res.stdout)
+    assert list(doc) == ["model", "device", "dtype", "block_size", "policy", "requests", "run", "template", "repeat",
+                         "capacity_blocks", "max_prompt_tokens", "truncated_prompts", "truncated_canonical_prompts",
+                         "dropped_hidden_prefixes", "skipped_records", "warnings", "passes", "interrupted"]
+    fixed = {k: doc[k] for k in ("model", "device", "dtype", "block_size", "policy", "requests", "template", "repeat",
+                                 "capacity_blocks", "max_prompt_tokens", "truncated_prompts",
+                                 "truncated_canonical_prompts", "dropped_hidden_prefixes", "skipped_records",
+                                 "interrupted")}
+    assert fixed == {"model": "SmolLM2-135M-Instruct.Q4_1", "device": "cpu", "dtype": "float32", "block_size": 16,
+                     "policy": "lru", "requests": 6, "template": "model", "repeat": 1, "capacity_blocks": None,
+                     "max_prompt_tokens": 256, "truncated_prompts": 4, "truncated_canonical_prompts": 0,
+                     "dropped_hidden_prefixes": 0, "skipped_records": 0, "interrupted": False}
+    assert [w.split(":")[0] for w in doc["warnings"]] == ["the model's own chat template drops tools",
+                                                          "the model's own chat template drops tool calls"]
+    tokens = [{k: p[k] for k in ("pass_name", "requests", "prompt_tokens", "cached_tokens", "computed_tokens",
+                                 "avoided_prefill", "verified", "mismatches", "simulator_equal")} for p in doc["passes"]]
+    assert tokens == [
+        {"pass_name": "cold", "requests": 6, "prompt_tokens": 1422, "cached_tokens": 0, "computed_tokens": 1422,
+         "avoided_prefill": 0, "verified": 0, "mismatches": 0, "simulator_equal": None},
+        {"pass_name": "warm", "requests": 6, "prompt_tokens": 1422, "cached_tokens": 80, "computed_tokens": 1342,
+         "avoided_prefill": 80, "verified": 2, "mismatches": 0, "simulator_equal": True}]
+    assert doc["passes"][1]["hit_rate"] == 80 / 1422 and doc["passes"][1]["kv_bytes_peak"] == 61194240
+    assert len(out.read_bytes().splitlines()) == 12  # --force started the file over

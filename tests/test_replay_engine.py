@@ -17,7 +17,7 @@ TOL = 1e-3
 
 
 def _cache(engine, capacity=None) -> KVPrefixCache:
-    return KVPrefixCache(BlockHashCache(B, capacity, "lru"), engine.model.config)
+    return engine.kv_store(BlockHashCache(B, capacity, "lru"))
 
 
 def _same_as_cold(engine, ids, gen, new_tokens=1) -> float:
@@ -79,7 +79,7 @@ def test_engine_cached_tokens_equal_simulator(engine, text_ids):
     seqs = [text_ids[:120], text_ids[:200], text_ids[40:200], text_ids[:130] + text_ids[900:950],
             text_ids[:200] + text_ids[200:260], text_ids[40:100], text_ids[:120]]
     prompts = [Prompt("s", i, "t", i + 1, tuple(ids), len(ids), now=float(i)) for i, ids in enumerate(seqs)]
-    want = predict(prompts, ReplayConfig(block_size=B, capacity_blocks=20), 20)
+    want = predict(prompts, ReplayConfig(block_size=B, capacity_blocks=20))
     kv = _cache(engine, capacity=20)
     got = []
     for p in prompts:
@@ -167,3 +167,20 @@ def test_short_hit_attention_equals_masked_sdpa_and_cold(engine, text_ids):
     gen = engine.generate(ids, max_new_tokens=3, cache=kv, now=1)
     assert gen.cached_tokens == 32
     _same_as_cold(engine, ids, gen, new_tokens=3)
+
+
+def test_hf_engine_implements_the_protocol(engine, loaded):
+    assert (engine.dtype, engine.device, engine.device_kind, engine.tokenizer) == ("float32", "cpu", "cpu", loaded.path)
+    assert engine.kv_bytes_per_token == 2 * 30 * 3 * 64 * 4 and engine.max_context == 8192  # SmolLM2-135M, float32
+    assert engine.notes() == (f"{loaded.gguf.name} is dequantized to float32 for replay (converted once): "
+                              "timings are those of an unquantized model",)
+    assert isinstance(engine.kv_store(BlockHashCache(B)), KVPrefixCache)
+
+
+def test_an_index_matching_past_the_cap_is_caught(engine, text_ids):
+    """The index caps hits at ⌊(n−1)/B⌋·B; the KV store only checks it (one cap, the index's)."""
+    ids = text_ids[:64]
+    kv = engine.kv_store(BlockHashCache(B, None, "lru", cap_last_token=False))
+    engine.generate(ids, cache=kv, now=0)
+    with pytest.raises(EngineError, match="matched 64 tokens of a 64-token prompt"):
+        kv.lookup(ids, 1)

@@ -44,9 +44,11 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from prefixcache.analyzer.cache.block_hash import BlockHashCache
 from prefixcache.analyzer.errors import EngineError
 from prefixcache.analyzer.tokenize.gguf import cache_dir
 from prefixcache.replay.engine.base import Generation
+from prefixcache.replay.kv import KVPrefixCache
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEFAULT_MODEL = "smollm2"
@@ -116,7 +118,7 @@ def convert_gguf(path: Path) -> Path:
         tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     except Exception as exc:  # transformers raises many types for a bad file
-        raise EngineError(f"{path}: cannot load GGUF model: {exc}") from exc
+        raise EngineError(f"{path}: cannot load GGUF model ({_one_line(exc)})") from exc
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
@@ -132,6 +134,12 @@ def convert_gguf(path: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (transformers' errors run over many lines)."""
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _looks_local(spec: str) -> bool:
@@ -203,7 +211,7 @@ def load_model(spec: str | None = None, device: str = "auto", dtype: str = "floa
     except Exception as exc:
         what = ("unusable model" if Path(path).exists()
                 else "no such model folder or file, nor a model id in the local HF cache")
-        raise EngineError(f"{spec or DEFAULT_MODEL}: {what} ({type(exc).__name__}: {exc})") from exc
+        raise EngineError(f"{spec or DEFAULT_MODEL}: {what} ({_one_line(exc)})") from exc
     if getattr(model.config, "_attn_implementation", None) == "sdpa":
         model.set_attn_implementation(ATTN)
     model.to(dev).eval()
@@ -211,11 +219,13 @@ def load_model(spec: str | None = None, device: str = "auto", dtype: str = "floa
 
 
 class HFEngine:
-    """Runs prompts (token ids) through a :class:`LoadedModel`, one at a time.
+    """Runs prompts (token ids) through a :class:`LoadedModel`, one at a time; implements
+    :class:`prefixcache.replay.engine.base.Engine`.
 
-    ``generate`` takes an optional :class:`prefixcache.replay.kv.KVPrefixCache`: the
-    matched prefix's KV comes from it, only the suffix is computed, and the prompt's
-    full blocks are stored back afterwards.
+    ``generate`` takes an optional :class:`prefixcache.replay.kv.KVPrefixCache` (made by
+    :meth:`kv_store`): the matched prefix's KV comes from it, only the suffix is computed,
+    and the prompt's full blocks are stored back afterwards. ``kv_bytes_per_token`` =
+    2 (K, V) × layers × KV heads × head dim × element size, bytes.
     """
 
     def __init__(self, loaded: LoadedModel) -> None:
@@ -228,6 +238,27 @@ class HFEngine:
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         elt = torch.tensor([], dtype=loaded.dtype).element_size()
         self.kv_bytes_per_token = int(2 * cfg.num_hidden_layers * heads * head_dim * elt)
+        self.dtype = str(loaded.dtype).removeprefix("torch.")
+        self.device = str(loaded.device)
+        self.device_kind = loaded.device.type
+        self.tokenizer = loaded.path
+
+    def kv_store(self, index: BlockHashCache) -> KVPrefixCache:
+        """An empty KV store over ``index``: one tensor per block the index holds."""
+        return KVPrefixCache(index, self.model.config)
+
+    def notes(self) -> tuple[str, ...]:
+        """The GGUF dequantization (timings are an unquantized model's) and, on CUDA, the
+        peak GPU memory allocated so far (MiB)."""
+        lines = []
+        if self.loaded.gguf is not None:
+            then = "" if self.dtype == "float32" else f", then cast to {self.dtype}"
+            lines.append(f"{self.loaded.gguf.name} is dequantized to float32 for replay (converted once{then}): "
+                         "timings are those of an unquantized model")
+        if self.device_kind == "cuda":
+            peak = torch.cuda.max_memory_allocated(self.loaded.device) / 2**20
+            lines.append(f"peak GPU memory allocated: {peak:,.0f} MiB")
+        return tuple(lines)
 
     def _sync(self) -> None:
         if self.loaded.device.type == "cuda":
