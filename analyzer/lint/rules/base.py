@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
+from prefixcache.analyzer.identity import MessageIdentity, template_identity
 from prefixcache.analyzer.model import Message, Request
 from prefixcache.analyzer.lint.locate import Divergence
 from prefixcache.analyzer.volatile import VolatileSpan, find_volatile
@@ -98,11 +99,6 @@ def origin(request: Request) -> dict:
     return {"source": p.source, "record": p.record, "file_line": p.line, "pointer": p.pointer}
 
 
-def message_key(m: Message) -> Message:
-    """A message without its position and cache marker: equal keys render equal."""
-    return dataclasses.replace(m, path="", cache_control=None)
-
-
 def _line_window(text: str, char: int, limit: int = 4000) -> tuple[int, str]:
     start = max(text.rfind("\n", 0, char) + 1, char - limit)
     end = text.find("\n", char)
@@ -152,14 +148,14 @@ class PairContext:
         return self.sq.messages[ref] if 0 <= ref < len(self.sq.messages) else None
 
     @cached_property
-    def r_keys(self) -> list[Message]:
-        """This request's messages as :func:`message_key` values."""
-        return [message_key(m) for m in self.rq.messages]
+    def r_keys(self) -> list[MessageIdentity]:
+        """This request's messages as :func:`~prefixcache.analyzer.identity.template_identity` values."""
+        return [template_identity(m) for m in self.rq.messages]
 
     @cached_property
-    def s_keys(self) -> list[Message]:
-        """The earlier request's messages as :func:`message_key` values."""
-        return [message_key(m) for m in self.sq.messages]
+    def s_keys(self) -> list[MessageIdentity]:
+        """The earlier request's messages as :func:`~prefixcache.analyzer.identity.template_identity` values."""
+        return [template_identity(m) for m in self.sq.messages]
 
     @cached_property
     def volatile(self) -> tuple[VolatileSpan, VolatileSpan] | None:
