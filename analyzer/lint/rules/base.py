@@ -12,7 +12,6 @@ and the earlier request it shares the longest token prefix with; request rules
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import re
 import textwrap
@@ -85,12 +84,6 @@ class Finding:
     record: int = 0
     file_line: int | None = None
     pointer: str = ""
-
-    def to_dict(self) -> dict:
-        """Plain JSON-ready dict (README: lint JSON schema, ``findings[]``)."""
-        d = dataclasses.asdict(self)
-        d["shared_with"] = list(self.shared_with) if self.shared_with else None
-        return d
 
 
 def origin(request: Request) -> dict:
