@@ -20,6 +20,7 @@ from rich.markup import escape
 from prefixcache.analyzer.canonical.fix import fixed_copies
 from prefixcache.analyzer.lint.config import FORMATS, load_config, parse_fraction
 from prefixcache.analyzer.lint.report import LintRun, lint_paths
+from prefixcache.analyzer.prepare.inspect import check_specs
 
 from prefixcache.cli.common import (
     EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, check_output, console, err, handle_errors, progress,
@@ -94,6 +95,7 @@ def register(app: typer.Typer) -> None:
             template=template,
         )
         if fix:
+            check_specs(cfg.template, cfg.tokenizer)  # a bad spec fails before any copy is written
             paths, input_format = write_fixed(paths, input_format, force), "auto"
         with progress("lint", enabled=None if cfg.format == "rich" else False) as bar:
             run = lint_paths(paths, cfg, input_format, sys.stdin.buffer if "-" in paths else None, bar.advance)

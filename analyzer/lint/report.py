@@ -23,7 +23,7 @@ from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, s
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.prepare import Preparer
-from prefixcache.analyzer.prepare.inspect import skipped_records, tokenizer_notes
+from prefixcache.analyzer.prepare.inspect import check_specs, skipped_records, tokenizer_notes
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/prefixcache/prefixcache"
@@ -210,13 +210,15 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
 
     ``input_format`` is the log reader (``auto`` = detect per file); ``stdin`` what ``-``
     reads (default the process's stdin); ``on_request`` is called after each request (a
-    progress bar). Raises ConfigError for unknown selectors, readers, tokenizers or
-    templates, InputError for a missing path.
+    progress bar). Raises ConfigError for unknown selectors or readers and for a bad
+    tokenizer or template (explicit specs are checked before any work), InputError for
+    a missing path.
     """
     try:
         rules = select_rules(cfg.select, cfg.ignore)
     except KeyError as exc:
         raise ConfigError(f"--select/--ignore: {exc.args[0]}") from None
+    check_specs(cfg.template, cfg.tokenizer)
     linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity)
     ingest = Ingest(paths, format=input_format, stdin=stdin)
     preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)

@@ -135,12 +135,14 @@ class Inspection:
     input order), then read :attr:`summary` and :attr:`skipped`.
 
     ``input_format`` is the log reader (``auto`` = detect per file), ``tokenizer`` and
-    ``template`` the specs of :class:`Preparer`; ``stdin`` is what ``-`` reads. Raises
-    ConfigError (unknown reader, tokenizer or template) and InputError (missing path).
+    ``template`` the specs of :class:`Preparer` (explicit ones checked at once,
+    :func:`check_specs`); ``stdin`` is what ``-`` reads. Raises ConfigError (unknown
+    reader, bad tokenizer or template) and InputError (missing path).
     """
 
     def __init__(self, paths: Sequence[str], input_format: str = "auto", tokenizer: str = "auto",
                  template: str = "auto", stdin: IO[bytes] | None = None) -> None:
+        check_specs(template, tokenizer)
         self._ingest = Ingest(paths, format=input_format, stdin=stdin)
         self._preparer = Preparer(template=template, tokenizer=tokenizer)
 
