@@ -28,7 +28,8 @@ from prefixcache.cli.common import (
 )
 from prefixcache.cli.lint_report import print_rich
 from prefixcache.cli.options import (
-    AsJson, Force, InputFormat, ModelAsTokenizer, Paths, SkipBad, deprecated_alias, output_format,
+    AsJson, Force, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, deprecated_alias,
+    output_format,
 )
 
 
@@ -79,9 +80,9 @@ def register(app: typer.Typer) -> None:
         fail_under: Optional[str] = typer.Option(None, "--fail-under", help="Exit 1 when reusable/prompt tokens is below this: a fraction (0.8) or a percentage (80%)."),
         fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that exits 1: info, warning (default), error."),
         redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Show lengths and hashes instead of prompt text."),
-        tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer: auto (default), a tiktoken encoding, smollm2, deepseek, a HF folder or a GGUF file."),
+        tokenizer: Tokenizer = None,  # type: ignore[assignment]  # None: the config file's, else auto
         model: ModelAsTokenizer = None,
-        template: Optional[str] = typer.Option(None, "--template", help="Chat template: auto (default), tokenizer, chatml_tools, provider:openai|anthropic|deepseek, or a .jinja file."),
+        template: Template = None,  # type: ignore[assignment]
         config: Optional[str] = typer.Option(None, "--config", help="Config file (default: prefixcache.toml or [tool.prefixcache] in pyproject.toml)."),
         skip_bad: SkipBad = False,
         fix: bool = typer.Option(False, "--fix", help="Write a cache-stable copy of each input beside it (NAME.fixed.EXT, the canonicalize engine), then lint the copies."),

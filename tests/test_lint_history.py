@@ -14,7 +14,7 @@ import pytest
 from prefixcache.analyzer.canonical.rewrite import canonicalize_all
 from prefixcache.analyzer.identity import MessageIdentity, chaining_key, template_identity
 from prefixcache.analyzer.lint.engine import Linter
-from prefixcache.analyzer.lint.rules.history import history_change
+from prefixcache.analyzer.lint.rules.changes import history_change
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall
 from prefixcache.analyzer.prepare import prepare
 

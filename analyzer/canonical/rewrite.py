@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping
 
 from prefixcache.analyzer.identity import MessageIdentity, template_identity
 from prefixcache.analyzer.lint.locate import message_text_path
-from prefixcache.analyzer.lint.rules.history import history_change
+from prefixcache.analyzer.lint.rules.changes import history_change
 from prefixcache.analyzer.model import Message, Request, ToolDef
 from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
 from prefixcache.analyzer.volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
