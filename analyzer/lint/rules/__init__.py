@@ -42,8 +42,8 @@ def get_rule(code_or_name: str) -> Rule:
 
 
 def rules_plain() -> list[str]:
-    """Every rule as plain aligned text lines (header first; see :func:`.docs.rules_plain`)."""
-    return docs.rules_plain(RULES)
+    """Every rule as plain aligned text lines (header first; see :func:`.docs.plain_table`)."""
+    return docs.plain_table(RULES)
 
 
 __all__ = ["ALIASES", "REGISTRY", "RULES", "SECTIONS", "SEVERITIES", "Finding", "PairContext", "Rule", "RuleDoc",

@@ -1,6 +1,6 @@
 """Every rule's documentation as data and text: the ``rules --json`` / ``rule --json``
 document (:class:`RuleDoc`), one rule as Markdown (:func:`rule_markdown`, also what the
-generated docs pages are made of) and the rules table as plain text (:func:`rules_plain`).
+generated docs pages are made of) and the rules table as plain text (:func:`plain_table`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def rule_markdown(rule: Rule, level: int = 3) -> str:
     return "\n".join(out)
 
 
-def rules_plain(rules: tuple[Rule, ...]) -> list[str]:
+def plain_table(rules: tuple[Rule, ...]) -> list[str]:
     """The rules table as plain aligned text (pipes, CI logs): a header, then one line per
     rule, nothing cut, no box drawing, no trailing spaces."""
     rows = [("code", "name", "group", "severity", "scope", "finds")]
