@@ -8,53 +8,20 @@ Exit codes: 0 every template passes, 1 a template fails, 2 usage or input error.
 
 from __future__ import annotations
 
-
 from pathlib import Path
+from typing import Optional
 
 import orjson
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.check.checker import TemplateChecker, TemplateReport, load_context
+from prefixcache.analyzer.check.checker import TemplateReport
+from prefixcache.analyzer.check.report import check_templates, template_record
 from prefixcache.analyzer.check.vary import VARIATIONS
-from prefixcache.analyzer.tokenize import get_tokenizer
 
 from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, handle_errors
-
-
-def report_record(r: TemplateReport) -> dict:
-    """The JSON object for one template (``--format json``)."""
-    return {
-        "template": r.template,
-        "passed": r.passed,
-        "tokenizer": r.tokenizer,
-        "boundary_line": r.boundary_line,
-        "contexts": [
-            {
-                "context": c.context,
-                "prompt_tokens": c.total_tokens,
-                "stable_tokens": c.stable_tokens,
-                "stable_fraction": round(c.stable_fraction, 4),
-                "boundary_tokens": c.boundary_tokens,
-                "variations": [
-                    {
-                        "variation": v.variation,
-                        "changed_values": v.changed_values,
-                        "stable_tokens": v.stable_tokens,
-                        "first_diff_char": v.first_diff_char,
-                        "file": v.location.file if v.location else None,
-                        "line": v.location.line if v.location else None,
-                    }
-                    for v in c.variants
-                ],
-            }
-            for c in r.contexts
-        ],
-        "static": [{"code": s.code, "message": s.message, "file": s.file, "line": s.line} for s in r.static],
-        "failures": [{"code": f.code, "message": f.message, "file": f.file, "line": f.line} for f in r.failures],
-    }
+from prefixcache.cli.options import AsJson, Tokenizer, output_format
 
 
 def _print(r: TemplateReport) -> None:
@@ -92,24 +59,12 @@ def _print(r: TemplateReport) -> None:
 
 
 def run_check(templates: list[str], contexts: list[str], tokenizer: str, min_tokens: int, min_fraction: float,
-              vary: str, search_path: list[str], as_json: bool, seed: int) -> int:
-    """Check every template against every context; returns the exit code."""
-    missing = [t for t in templates if not Path(t).is_file()]
-    if missing:
-        raise ConfigError(f"template not found: {', '.join(missing)}")
-    if not contexts:
-        raise ConfigError("check needs at least one --context CTX.json (a JSON object of template variables)")
-    if not 0.0 <= min_fraction <= 1.0:
-        raise ConfigError(f"--min-stable-fraction {min_fraction}: expected a number between 0 and 1")
-    variations = [v.strip() for v in vary.split(",") if v.strip()] if vary != "all" else list(VARIATIONS)
-    tok = get_tokenizer(tokenizer)
-    loaded = [(c, load_context(c)) for c in contexts]
-    reports = [
-        TemplateChecker(t, tok, search_path, variations, seed).run(loaded, min_tokens, min_fraction) for t in templates
-    ]
+              vary: str, search_path: list[str], fmt: str, seed: int) -> int:
+    """Check every template against every context, print each report; returns the exit code."""
+    reports = check_templates(templates, contexts, tokenizer, min_tokens, min_fraction, vary, search_path, seed)
     for r in reports:
-        if as_json:
-            console.out(orjson.dumps(report_record(r)).decode(), highlight=False)
+        if fmt == "json":
+            console.out(orjson.dumps(template_record(r)).decode(), highlight=False)
         else:
             _print(r)
     return EXIT_OK if all(r.passed for r in reports) else EXIT_FINDINGS
@@ -123,18 +78,16 @@ def register(app: typer.Typer) -> None:
     def check(
         templates: list[str] = typer.Argument(..., help="Jinja2 prompt templates to check."),
         context: list[str] = typer.Option([], "--context", "-c", help="JSON context file, required (repeat for several)."),
-        tokenizer: str = typer.Option("auto", "--tokenizer", help="Tokenizer spec: auto, a tiktoken encoding, a HF directory, a GGUF file."),
+        tokenizer: Tokenizer = "auto",
         min_stable_tokens: int = typer.Option(0, "--min-stable-tokens", help="Fail when the stable prefix is shorter (tokens)."),
         min_stable_fraction: float = typer.Option(0.0, "--min-stable-fraction", help="Fail when the stable prefix is a smaller share of the prompt (0-1)."),
         vary: str = typer.Option("all", "--vary", help=f"Variations to apply, comma-separated: {','.join(VARIATIONS)} (default all)."),
         search_path: list[str] = typer.Option([], "--search-path", help="Extra folder for {% include %} (the template's folder is always searched)."),
-        fmt: str = typer.Option("text", "--format", help="text or json (one JSON object per template)."),
-        as_json: bool = typer.Option(False, "--json", help="Shorthand for --format json."),
+        fmt: Optional[str] = typer.Option(None, "--format", help="text (default) or json (one JSON object per template)."),
+        as_json: AsJson = False,
         seed: int = typer.Option(0, "--seed", help="Seed for regenerated ids."),
     ) -> None:
         """CI gate for prompt templates: fail when the cache-stable prefix shrinks or a varying value renders early."""
-        if fmt not in ("text", "json"):
-            raise ConfigError(f"--format {fmt!r}: expected text or json")
-        fmt = "json" if as_json else fmt
+        out = output_format(fmt, as_json, ("text", "json"), "text")
         raise typer.Exit(run_check(templates, context, tokenizer, min_stable_tokens, min_stable_fraction, vary,
-                                   search_path, fmt == "json", seed))
+                                   search_path, out, seed))

@@ -8,7 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall
+from prefixcache.analyzer.lint.engine import Waterfall
+from prefixcache.analyzer.lint.report import LintRun
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -19,13 +20,13 @@ def _pct(part: int, whole: int) -> str:
     return f"{part / whole:.1%}" if whole else "—"
 
 
-def _sessions_table(linter: Linter) -> Table:
+def _sessions_table(sessions: dict[str, Waterfall]) -> Table:
     table = Table(title="Sessions", title_justify="left", show_edge=False)
     table.add_column("session", overflow="fold", ratio=3)
     for col in ("requests", "prompt", "reusable", "%", "lost"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("main cause", overflow="fold", ratio=2)
-    for name, w in linter.sessions.items():
+    for name, w in sessions.items():
         if not w.content_requests:
             table.add_row(escape(name), f"{w.requests:,}", "—", "—", "—", "—",
                           Text("prompts not logged (usage only)", style="dim"))
@@ -110,20 +111,19 @@ def _finding(f: Finding) -> list[Text]:
     return lines
 
 
-def print_rich(console: Console, linter: Linter, results: list[RequestResult], findings: list[Finding],
-               notes: dict) -> None:
-    """Print the whole terminal report."""
-    total = linter.total
-    head = f"prefixcache lint · {total.requests:,} requests · {_plural(len(linter.sessions), 'session')} · "
+def print_rich(console: Console, run: LintRun) -> None:
+    """Print the whole terminal report of ``run``."""
+    total, findings = run.total, run.findings
+    head = f"prefixcache lint · {total.requests:,} requests · {_plural(len(run.sessions), 'session')} · "
     if total.content_requests:
         head += (f"{total.reusable_tokens:,} of {total.prompt_tokens:,} prompt tokens reusable "
-                 f"({_pct(total.reusable_tokens, total.prompt_tokens)}; block-aligned, B={linter.block_size}: "
+                 f"({_pct(total.reusable_tokens, total.prompt_tokens)}; block-aligned, B={run.block_size}: "
                  f"{total.reusable_block_tokens:,})")
     else:
         head += "no logged prompts"
     console.print(Text(head, style="bold"))
     console.print()
-    console.print(_sessions_table(linter))
+    console.print(_sessions_table(run.sessions))
     console.print()
     if total.content_requests:
         console.print(_waterfall(total))
@@ -139,7 +139,7 @@ def print_rich(console: Console, linter: Linter, results: list[RequestResult], f
             console.print()
     elif total.content_requests:
         console.print(Text("No findings: every request extends the previous one of its session.", style="green"))
-    for note in notes.values():
+    for note in run.notes.values():
         console.print(Text(note, style="dim"))
 
 

@@ -182,7 +182,7 @@ def test_string_vs_one_text_block_is_not_a_history_rewrite() -> None:
     assert [t for c in results for t in c.transformations] == []
     edited = [replace(b[0], content="fix the bugs", text_blocks=("fix the bugs",)), *b[1:]]
     log = canonicalize_all([_req(a), _req(edited, 1)])[1].transformations
-    assert [(t.code, t.json_path) for t in log] == [("PC404", "messages[0]")]
+    assert [(t.code, t.json_path) for t in log] == [("PC404", "messages[0].content")]
     two_blocks = [replace(b[0], text_blocks=("fix", "the bug"), content="fix\nthe bug"), *b[1:]]
     assert [t.code for t in canonicalize_all([_req(a), _req(two_blocks, 1)])[1].transformations] == ["PC404"]
 

@@ -166,6 +166,33 @@ def test_cli_input_format_and_select_ignore_aliases(tmp_path) -> None:
                                       "--input-format", "openai-chat", "--json"])
     assert sel.exit_code == 0, sel.output
     assert {t["code"] for t in orjson.loads(sel.output)["transformations"] if t["applied"]} == {"PC201"}
-    ign = CliRunner().invoke(_app(), ["canonicalize", case, "--out", str(out), "--ignore", "PC201,PC203", "--json"])
+    ign = CliRunner().invoke(_app(), ["canonicalize", case, "--out", str(out), "--ignore", "PC201,PC203", "--json",
+                                      "--force"])
     assert ign.exit_code == 0, ign.output
     assert not {"PC201", "PC203"} & {t["code"] for t in orjson.loads(ign.output)["transformations"]}
+
+
+def test_cli_out_never_overwrites_an_input_nor_silently_an_earlier_output(tmp_path) -> None:
+    src = tmp_path / "log.jsonl"
+    src.write_bytes((existing(CASES) / "tool_order_shuffle.jsonl").read_bytes())
+    original = src.read_bytes()
+    for extra in ([], ["--force"]):  # an input is never overwritten, even with --force
+        res = CliRunner().invoke(_app(), ["canonicalize", str(src), "--out", str(src), *extra])
+        assert res.exit_code == 2 and "is an input of this run" in res.output and src.read_bytes() == original
+    out = tmp_path / "canon.jsonl"
+    out.write_text("earlier\n")
+    res = CliRunner().invoke(_app(), ["canonicalize", str(src), "--out", str(out)])
+    assert res.exit_code == 2 and "pass --force" in res.output and out.read_text() == "earlier\n"
+    res = CliRunner().invoke(_app(), ["canonicalize", str(src), "--out", str(out), "--force", "--format", "json"])
+    assert res.exit_code == 0 and orjson.loads(res.output)["written"] == len(list(Ingest([str(out)])))
+
+
+def test_cli_report_format_rich_or_json(tmp_path) -> None:
+    case = str(existing(CASES) / "tool_order_shuffle.jsonl")
+    runs = {opts: CliRunner().invoke(_app(), ["canonicalize", case, "--out", "-", *opts])
+            for opts in (("--json",), ("--format", "json"), ("--format", "rich"), ())}
+    assert all(r.exit_code == 0 for r in runs.values())
+    assert runs[("--json",)].stderr == runs[("--format", "json")].stderr
+    assert runs[("--format", "rich")].stderr == runs[()].stderr and "Transformations" in runs[()].stderr
+    bad = CliRunner().invoke(_app(), ["canonicalize", case, "--out", "-", "--format", "sarif"])
+    assert bad.exit_code == 2

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from prefixcache.analyzer.model import Message, Provenance, Request, ToolCall
-from prefixcache.analyzer.ingest.sessions import SessionGrouper, message_key, routing_key
+from prefixcache.analyzer.identity import chaining_key
+from prefixcache.analyzer.ingest.sessions import SessionGrouper, routing_key
 
 
 def _req(*contents: str, system: str = "sys", source: str = "logs/run.jsonl", session: str = "", extra=None,
@@ -93,10 +94,10 @@ def test_stdin_stem_and_session_count() -> None:
     assert r.session == "stdin#1" and g.sessions == 1
 
 
-def test_message_key_loose_on_whitespace_and_arguments_strict_on_ids() -> None:
+def test_chaining_key_loose_on_whitespace_and_arguments_strict_on_ids() -> None:
     call = ToolCall("call_1", "read", '{"a": 1}')
-    base = message_key(Message("assistant", "ok  done", tool_calls=(call,)))
-    assert base == message_key(Message("assistant", "ok done\n", tool_calls=(ToolCall("call_1", "read", '{"a":1}'),),
+    base = chaining_key(Message("assistant", "ok  done", tool_calls=(call,)))
+    assert base == chaining_key(Message("assistant", "ok done\n", tool_calls=(ToolCall("call_1", "read", '{"a":1}'),),
                                        cache_control="5m", path="messages[9]"))
-    assert base != message_key(Message("assistant", "ok done", tool_calls=(ToolCall("call_2", "read", '{"a": 1}'),)))
-    assert base != message_key(Message("user", "ok done"))
+    assert base != chaining_key(Message("assistant", "ok done", tool_calls=(ToolCall("call_2", "read", '{"a": 1}'),)))
+    assert base != chaining_key(Message("user", "ok done"))

@@ -22,7 +22,7 @@ ROOTS = {"prefixcache": "prefixcache_ns", "prefixcache.cli": "cli", "prefixcache
 ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
     ("model",),
-    ("sequence", "volatile"),  # the shared kernel
+    ("sequence", "volatile", "identity"),  # the shared kernel
     ("ingest",),
     ("render",),
     ("tokenize",),

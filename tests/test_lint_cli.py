@@ -245,6 +245,17 @@ def test_fail_under_says_why_it_failed(cases):
 def test_fix_never_refixes_its_own_copies(cases, tmp_path):
     src = tmp_path / "timestamp_in_system.jsonl"
     src.write_bytes((cases / "timestamp_in_system.jsonl").read_bytes())
-    lint("--fix", str(src), "--format", "json")
-    lint("--fix", str(tmp_path), "--format", "json")
+    assert lint("--fix", str(src), "--format", "json").exit_code == 0
+    assert lint("--fix", str(tmp_path), "--format", "json", "--force").exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["timestamp_in_system.fixed.jsonl", "timestamp_in_system.jsonl"]
+
+
+def test_fix_refuses_to_overwrite_an_earlier_copy_without_force(cases, tmp_path):
+    src = tmp_path / "timestamp_in_system.jsonl"
+    src.write_bytes((cases / "timestamp_in_system.jsonl").read_bytes())
+    copy = tmp_path / "timestamp_in_system.fixed.jsonl"
+    copy.write_text("mine\n")
+    res = runner.invoke(app, ["lint", "--fix", str(src), "--format", "json"])
+    assert res.exit_code == 2 and "pass --force" in res.stderr and copy.read_text() == "mine\n"
+    res = lint("--fix", str(src), "--format", "json", "--force")
+    assert res.exit_code == 0 and len(copy.read_text().splitlines()) == 5

@@ -8,6 +8,7 @@ from functools import lru_cache
 import pytest
 
 from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint.document import waterfall_figures
 from prefixcache.analyzer.lint.engine import Linter
 from prefixcache.analyzer.prepare import prepare
 from tests.helpers import SAMPLES, existing
@@ -107,7 +108,8 @@ def test_openhands_usage_only_requests_are_reported_not_analysed():
     assert (t.requests, t.content_requests, t.prompt_tokens, t.reusable_tokens) == (4, 0, 0, 0)
     assert (t.usage_only_requests, t.usage_only_prompt_tokens, t.usage_only_cached_tokens) == (4, 17_297, 11_793)
     assert t.usage_only_cached_fraction == pytest.approx(11_793 / 17_297)
-    assert t.to_dict()["reusable_fraction"] is None and t.to_dict()["usage_only"]["requests"] == 4
+    figures = waterfall_figures(t)
+    assert figures.reusable_fraction is None and figures.usage_only.requests == 4
 
 
 def test_usage_only_requests_do_not_distort_content_fractions():

@@ -21,11 +21,12 @@ PC301   tool-call arguments re-serialized: keys sorted, ``separators=(",", ":")`
         ``ensure_ascii=False`` (arguments that are not JSON are left alone)
 ======  =====================================================================
 
-System-prompt edits (PC401), history rewrites (PC403 truncated, PC404 rewritten) and dropped reasoning (PC405)
-are *reported* against the previous request of the same session, never invented
-back (``applied=False``). Messages are compared as the chat template receives them
-(:func:`~prefixcache.analyzer.render.jinja_template.message_dict`, content as text
-parts), so a string and a one-text-block list with the same text are the same
+System-prompt edits (PC401), history rewrites (PC403 truncated, PC404 rewritten) and
+dropped reasoning (PC405) are *reported* against the previous request of the same
+session, never invented back (``applied=False``), by the classifier lint uses
+(:func:`~prefixcache.analyzer.lint.rules.history.history_change`). Messages are compared
+by :func:`~prefixcache.analyzer.identity.template_identity` (as the chat template
+receives them), so a string and a one-text-block list with the same text are the same
 message, as for ``lint``.
 
 Moved values stay attached to the message they were appended to: a
@@ -37,21 +38,21 @@ the same text and the prefix stays append-only.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-import xxhash
-
+from prefixcache.analyzer.identity import MessageIdentity, template_identity
+from prefixcache.analyzer.lint.locate import message_text_path
+from prefixcache.analyzer.lint.rules.changes import history_change
 from prefixcache.analyzer.model import Message, Request, ToolDef
-from prefixcache.analyzer.render.jinja_template import message_dict
+from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
 from prefixcache.analyzer.volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
 
 #: Codes of the rewrites this module applies (``only`` / ``skip`` filter on them).
 APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302")
 #: Codes it reports without rewriting.
-REPORTED_CODES = ("PC403", "PC404", "PC405")
+REPORTED_CODES = ("PC401", "PC403", "PC404", "PC405")
 #: A line holding a volatile value is moved whole when it is at most this long (chars).
 MAX_MOVED_LINE = 160
 _TRAILING_WS = re.compile(r"[ \t]+$", re.M)
@@ -83,11 +84,11 @@ class CanonicalOptions:
 
 @dataclass
 class SessionMemory:
-    """Per-session state across requests: text appended to messages (by message
-    key), the previous request's canonical messages (for history reports) and the
+    """Per-session state across requests: text appended to messages (by
+    :func:`~prefixcache.analyzer.identity.template_identity`), the previous request's canonical messages (for history reports) and the
     first whitespace form of each text sent (for PC302 drift)."""
 
-    appended: dict[str, str] = field(default_factory=dict)
+    appended: dict[MessageIdentity, str] = field(default_factory=dict)
     previous: tuple[Message, ...] | None = None
     #: first form sent, by (role, tool_call_id, whitespace key): messages of this session
     forms: dict[tuple[str, str, str], tuple[str, int]] = field(default_factory=dict)
@@ -98,15 +99,6 @@ class SessionMemory:
     #: like ``shared_forms``), for the "first sent in request n" of PC302
     requests: int = 0
     input_requests: list[int] = field(default_factory=lambda: [0])
-
-
-def _message_key(m: Message) -> str:
-    """Identity of a logged message across requests of one session (role, call id, text)."""
-    h = xxhash.xxh64()
-    for part in (m.role, m.tool_call_id or "", m.content):
-        h.update(part.encode("utf-8", "surrogatepass"))
-        h.update(b"\x00")
-    return h.hexdigest()
 
 
 def _normalize_ws(text: str) -> str:
@@ -139,8 +131,8 @@ def _set_text(m: Message, text: str) -> Message:
 def _edit_one_block(blocks: list[str], joined: str, text: str) -> list[str] | None:
     """``blocks`` with the one block that holds every changed character replaced, so
     that ``"\n".join`` gives ``text``; None when the change spans several blocks."""
-    p = len(os.path.commonprefix([joined, text]))
-    s = len(os.path.commonprefix([joined[p:][::-1], text[p:][::-1]]))
+    p = common_prefix_len(joined, text)
+    s = common_suffix_len(joined, text, floor=p)
     start = 0
     for i, b in enumerate(blocks):
         end = start + len(b)
@@ -197,7 +189,7 @@ def _whitespace(req: Request, memory: SessionMemory, out: list[Transformation]) 
         if first is not None:
             scope = "input" if system else "session"
             out.append(Transformation("PC302", "line endings / trailing whitespace drifted: restored the form "
-                                      f"first sent in request {first[1] + 1} of the {scope}", _text_path(m, i)))
+                                      f"first sent in request {first[1] + 1} of the {scope}", message_text_path(m, i)))
             m = _set_text(m, first[0])  # the logged block structure (images, parts) stays
         msgs.append(m)
     tools = []
@@ -224,16 +216,6 @@ def _with_description(schema: Mapping[str, Any], desc: str) -> dict[str, Any]:
 
 def _path(m: Message, i: int, leaf: str) -> str:
     return f"{m.path or f'messages[{i}]'}.{leaf}"
-
-
-def _text_path(m: Message, i: int) -> str:
-    """JSON path of a message's text: ``system`` (Anthropic string system),
-    ``system[k].text`` (Anthropic system block), else ``<path>.content``."""
-    if m.path == "system":
-        return "system"
-    if m.path.startswith("system["):
-        return f"{m.path}.text"
-    return _path(m, i, "content")
 
 
 def _tpath(t: ToolDef, i: int) -> str:
@@ -317,12 +299,12 @@ def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep:
         verb = "removed" if opts.strip_volatile else "moved to the newest user turn"
         for s in spans:
             gran = f", changes every {s.granularity_s:g} s" if s.kind in TIME_KINDS and s.granularity_s else ""
-            out.append(Transformation(rule_code(s), f"{s.kind} {s.text!r}{gran}: {verb}", _text_path(msgs[i], i)))
+            out.append(Transformation(rule_code(s), f"{s.kind} {s.text!r}{gran}: {verb}", message_text_path(msgs[i], i)))
         msgs[i] = _set_text(msgs[i], text)
         moved += snippets
     target = _target(msgs)
     for i, m in enumerate(msgs):  # history keeps what was appended when it was the newest turn
-        remembered = memory.appended.get(_message_key(m))
+        remembered = memory.appended.get(template_identity(m))
         if remembered and i != target:
             msgs[i] = _set_text(m, m.content + remembered)
     if moved and not opts.strip_volatile:
@@ -331,53 +313,22 @@ def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep:
                                       applied=False))
             return req
         suffix = "\n\n" + "\n".join(dict.fromkeys(moved))
-        memory.appended[_message_key(msgs[target])] = suffix
+        memory.appended[template_identity(msgs[target])] = suffix
         msgs[target] = _set_text(msgs[target], msgs[target].content + suffix)
     elif target is not None and target >= n_system:
-        remembered = memory.appended.get(_message_key(msgs[target]))
+        remembered = memory.appended.get(template_identity(msgs[target]))
         if remembered:
             msgs[target] = _set_text(msgs[target], msgs[target].content + remembered)
     return replace(req, messages=tuple(msgs))
 
 
-def told(m: Message) -> bytes:
-    """A message as the chat template receives it (content as text parts, tool calls,
-    ids, reasoning) plus its non-text parts: equal keys render equal, whatever the
-    logged form (a string vs a one-text-block list, a JSON path, a cache breakpoint)."""
-    d = message_dict(m, arguments="string", content="openai")
-    d["parts"] = [(p.type, p.digest, p.text) for p in m.parts]
-    d["opaque"] = m.reasoning_opaque
-    return json.dumps(d, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
-
-
 def _history(req: Request, previous: tuple[Message, ...] | None, out: list[Transformation]) -> None:
-    """Report (never undo) how this request's history departs from the previous one's,
-    comparing what the model is told (:func:`told`)."""
-    if not previous:
-        return
-    cur = [told(m) for m in req.messages]
-    prev = [told(m) for m in previous]
-    k = next((i for i, (a, b) in enumerate(zip(prev, cur)) if a != b), None)
-    if k is None:
-        if len(cur) < len(prev):
-            out.append(Transformation("PC403", f"history truncated: {len(prev) - len(cur)} trailing messages "
-                                      "of the previous request are gone", "messages", applied=False))
-        return
-    a, b = previous[k], req.messages[k]
-    where = b.path or f"messages[{k}]"
-    if a.role in ("system", "developer") and b.role in ("system", "developer"):
-        out.append(Transformation("PC401", "system prompt differs from the previous request", _text_path(b, k),
-                                  applied=False))
-    elif any(cur[k : k + len(prev) - d] == prev[d:] for d in range(k + 1, len(prev))):
-        drop = next(d for d in range(k + 1, len(prev)) if cur[k : k + len(prev) - d] == prev[d:]) - k
-        out.append(Transformation("PC403", f"history truncated: {drop} earlier messages dropped (sliding window)",
-                                  where, applied=False))
-    elif a.reasoning and not b.reasoning and told(replace(a, reasoning=None)) == cur[k]:
-        out.append(Transformation("PC405", "reasoning of this assistant message was dropped", where, applied=False))
-    else:
-        role = "tool result" if b.role == "tool" else f"{b.role} message"
-        out.append(Transformation("PC404", f"{role} differs from the previous request (history rewritten)",
-                                  where, applied=False))
+    """Report (never undo) how this request's history departs from the previous one's:
+    the one classifier lint uses (:func:`~prefixcache.analyzer.lint.rules.history.history_change`),
+    at the first message whose template identity differs."""
+    change = history_change(previous, req.messages) if previous else None
+    if change is not None:
+        out.append(Transformation(change.code, change.message, change.json_path, applied=False))
 
 
 def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(),

@@ -10,11 +10,11 @@ Rules, first match wins (documented in README "Input formats"):
 3. **No messages.** A request without messages (usage-only logs) joins one
    session per input file.
 4. **Message-prefix chaining.** Else the request's non-system messages are
-   compared with the latest request of every open chained session, by a loose
-   message key (role, whitespace-collapsed text, tool-call ids and names,
-   ``tool_call_id``; *not* system prompts, tool-call arguments or
-   ``cache_control``, which are exactly the bytes that drift between calls of one
-   conversation). Candidates and their score (messages matched):
+   compared with the latest request of every open chained session, by the loose
+   :func:`~prefixcache.analyzer.identity.chaining_key` (role, whitespace-collapsed
+   text, tool-call ids and names, ``tool_call_id``; *not* system prompts, tool-call
+   arguments or ``cache_control``, which are exactly the bytes that drift between
+   calls of one conversation). Candidates and their score (messages matched):
 
    * *prefix*: the request starts with the same messages as that latest request
      (common leading run ≥ 1; the whole of it = an append-only extension);
@@ -45,28 +45,14 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import xxhash
-
-from prefixcache.analyzer.model import Message, Request
+from prefixcache.analyzer.identity import chaining_key
+from prefixcache.analyzer.model import Request
 
 #: Extra keys that name a session, in priority order (``metadata`` is Anthropic's object).
 SESSION_KEYS = ("prompt_cache_key", "user", "metadata.user_id")
 #: Chaining compares a request with at most this many recently active candidate sessions,
 #: so many runs of one task (same first message) cost O(1) per request, not O(sessions).
 MAX_CANDIDATES = 64
-
-
-def message_key(m: Message) -> int:
-    """A 64-bit digest of the parts of a message that identify it across re-sends."""
-    h = xxhash.xxh64()
-    h.update(m.role.encode())
-    h.update(b"\x00" + " ".join(m.content.split()).encode("utf-8", "surrogatepass"))
-    for tc in m.tool_calls:
-        h.update(b"\x01" + tc.id.encode() + b"\x02" + tc.name.encode())
-    h.update(b"\x03" + (m.tool_call_id or "").encode() + b"\x04" + (m.name or "").encode())
-    for p in m.parts:
-        h.update(b"\x05" + p.type.encode() + p.digest.encode())
-    return h.intdigest()
 
 
 def routing_key(extra: Any) -> tuple[str, str] | None:
@@ -146,7 +132,7 @@ class SessionGrouper:
     def _chain(self, req: Request, scope: str) -> tuple[str, str]:
         """Rule 4: join the best-matching chained session, or open a new one."""
         nonsys = [m for m in req.messages if m.role not in ("system", "developer")]
-        keys = tuple(message_key(m) for m in (nonsys or req.messages))
+        keys = tuple(chaining_key(m) for m in (nonsys or req.messages))
         best: tuple[tuple[int, int, int], str, str] | None = None
         for sid in islice(reversed(self._where.get((scope, keys[0]), {})), MAX_CANDIDATES):
             chain = self._chains[sid]

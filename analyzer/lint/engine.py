@@ -87,16 +87,6 @@ class RequestResult:
             return None
         return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
-    def to_dict(self) -> dict:
-        """JSON-ready dict (README: lint JSON schema, ``requests[]``)."""
-        d = dataclasses.asdict(self)
-        d.pop("findings")
-        d["shared_with"] = list(self.shared_with) if self.shared_with else None
-        d["compared_with"] = list(self.compared_with) if self.compared_with else None
-        frac = self.reusable_fraction
-        d["reusable_fraction"] = None if frac is None else round(frac, 6)
-        return d
-
 
 @dataclass
 class Waterfall:
@@ -161,26 +151,6 @@ class Waterfall:
         if res.lost_tokens:
             self.lost_tokens_by_code[res.lost_code or "PC001"] += res.lost_tokens
         self.findings_by_code.update(f.code for f in res.findings)
-
-    def to_dict(self) -> dict:
-        return {
-            "requests": self.requests, "prompt_tokens": self.prompt_tokens, "reusable_tokens": self.reusable_tokens,
-            "reusable_fraction": round(self.reusable_fraction, 6) if self.prompt_tokens else None,
-            "reusable_block_tokens": self.reusable_block_tokens,
-            "new_tokens": self.new_tokens, "lost_tokens": self.lost_tokens,
-            "lost_tokens_by_code": dict(sorted(self.lost_tokens_by_code.items())),
-            "findings_by_code": dict(sorted(self.findings_by_code.items())),
-            "usage_only": self.usage_only_dict(),
-        }
-
-    def usage_only_dict(self) -> dict:
-        """The usage-only block of the JSON report (README: lint JSON schema)."""
-        frac = self.usage_only_cached_fraction
-        return {
-            "requests": self.usage_only_requests, "reported_prompt_tokens": self.usage_only_prompt_tokens,
-            "reported_cached_tokens": self.usage_only_cached_tokens if self.usage_only_cached_reported else None,
-            "reported_cached_fraction": None if frac is None else round(frac, 6),
-        }
 
 
 def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> tuple[Rule, ...]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import xxhash
 
-from prefixcache.analyzer.model import RenderedPrompt, Request, Segment, TokenizedPrompt
+from prefixcache.analyzer.model import Message, RenderedPrompt, Request, Segment, TokenizedPrompt
 from prefixcache.analyzer.sequence import common_prefix_len
 
 
@@ -115,6 +115,17 @@ def part_text_offset(request: Request, rendered: RenderedPrompt, seg: Segment, c
             return name, rel - at
         pos = at
     return None
+
+
+def message_text_path(m: Message, i: int) -> str:
+    """JSON path of message ``i``'s text in the logged record: ``system`` (an Anthropic
+    string system prompt), ``system[k].text`` (an Anthropic system block), else
+    ``<path>.content`` (``messages[i].content`` when the reader kept no path)."""
+    if m.path == "system":
+        return "system"
+    if m.path.startswith("system["):
+        return f"{m.path}.text"
+    return f"{m.path or f'messages[{i}]'}.content"
 
 
 def json_path_of(request: Request, seg: Segment | None, field: str | None) -> str:

@@ -34,7 +34,9 @@ class Renderer(Protocol):
 def load_template(name: str) -> str:
     """The source of a shipped template (``chatml_tools``) or of a ``.jinja`` file path."""
     p = Path(name)
-    if p.suffix == ".jinja" and p.is_file():
+    if p.suffix == ".jinja":
+        if not p.is_file():
+            raise ConfigError(f"chat template file not found: {name}")
         return p.read_text(encoding="utf-8")
     from importlib.resources import files
 

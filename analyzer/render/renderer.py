@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from prefixcache.analyzer.errors import InputError
+import jinja2
+
+from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.model import RenderedPrompt, Request, Segment
 from prefixcache.analyzer.render.jinja_template import JinjaChat, request_dicts
 from prefixcache.analyzer.render.segments import boundary, monotone, paint
@@ -52,7 +54,10 @@ class JinjaRenderer:
 
     def __init__(self, source: str, name: str, special: dict[str, str | None] | None = None,
                  exact: bool = True, extra: dict[str, Any] | None = None, memo_size: int = 50_000) -> None:
-        self.chat = JinjaChat(source, special, extra)
+        try:
+            self.chat = JinjaChat(source, special, extra)
+        except jinja2.TemplateSyntaxError as exc:
+            raise ConfigError(f"chat template {name}: line {exc.lineno}: template syntax error: {exc.message}") from None
         self.name = name
         self.exact = exact
         self._memo: OrderedDict[int, tuple[int, int]] = OrderedDict()

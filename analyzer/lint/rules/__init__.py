@@ -12,6 +12,8 @@ from __future__ import annotations
 from prefixcache.analyzer.lint.rules import history, provider, serialization, template, tools, volatile
 from prefixcache.analyzer.lint.rules.base import SECTIONS, SEVERITIES, Finding, PairContext, Rule, severity_rank
 from prefixcache.analyzer.lint.rules.classify import UNCLASSIFIED, classify
+from prefixcache.analyzer.lint.rules import docs
+from prefixcache.analyzer.lint.rules.docs import RuleDoc, rule_doc, rule_markdown
 
 #: Every rule, ordered by code.
 RULES: tuple[Rule, ...] = tuple(sorted(
@@ -39,5 +41,10 @@ def get_rule(code_or_name: str) -> Rule:
     raise KeyError(f"unknown rule {code_or_name!r}")
 
 
-__all__ = ["ALIASES", "REGISTRY", "RULES", "SECTIONS", "SEVERITIES", "Finding", "PairContext", "Rule",
-           "classify", "get_rule", "severity_rank"]
+def rules_plain() -> list[str]:
+    """Every rule as plain aligned text lines (header first; see :func:`.docs.plain_table`)."""
+    return docs.plain_table(RULES)
+
+
+__all__ = ["ALIASES", "REGISTRY", "RULES", "SECTIONS", "SEVERITIES", "Finding", "PairContext", "Rule", "RuleDoc",
+           "classify", "get_rule", "rule_doc", "rule_markdown", "rules_plain", "severity_rank"]

@@ -12,7 +12,6 @@ and the earlier request it shares the longest token prefix with; request rules
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import re
 import textwrap
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
+from prefixcache.analyzer.identity import MessageIdentity, template_identity
 from prefixcache.analyzer.model import Message, Request
 from prefixcache.analyzer.lint.locate import Divergence
 from prefixcache.analyzer.volatile import VolatileSpan, find_volatile
@@ -85,22 +85,11 @@ class Finding:
     file_line: int | None = None
     pointer: str = ""
 
-    def to_dict(self) -> dict:
-        """Plain JSON-ready dict (README: lint JSON schema, ``findings[]``)."""
-        d = dataclasses.asdict(self)
-        d["shared_with"] = list(self.shared_with) if self.shared_with else None
-        return d
-
 
 def origin(request: Request) -> dict:
     """The :class:`Finding` keywords locating ``request`` in its log file."""
     p = request.provenance
     return {"source": p.source, "record": p.record, "file_line": p.line, "pointer": p.pointer}
-
-
-def message_key(m: Message) -> Message:
-    """A message without its position and cache marker: equal keys render equal."""
-    return dataclasses.replace(m, path="", cache_control=None)
 
 
 def _line_window(text: str, char: int, limit: int = 4000) -> tuple[int, str]:
@@ -152,14 +141,14 @@ class PairContext:
         return self.sq.messages[ref] if 0 <= ref < len(self.sq.messages) else None
 
     @cached_property
-    def r_keys(self) -> list[Message]:
-        """This request's messages as :func:`message_key` values."""
-        return [message_key(m) for m in self.rq.messages]
+    def r_keys(self) -> list[MessageIdentity]:
+        """This request's messages as :func:`~prefixcache.analyzer.identity.template_identity` values."""
+        return [template_identity(m) for m in self.rq.messages]
 
     @cached_property
-    def s_keys(self) -> list[Message]:
-        """The earlier request's messages as :func:`message_key` values."""
-        return [message_key(m) for m in self.sq.messages]
+    def s_keys(self) -> list[MessageIdentity]:
+        """The earlier request's messages as :func:`~prefixcache.analyzer.identity.template_identity` values."""
+        return [template_identity(m) for m in self.sq.messages]
 
     @cached_property
     def volatile(self) -> tuple[VolatileSpan, VolatileSpan] | None:

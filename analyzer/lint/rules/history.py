@@ -2,40 +2,40 @@
 
 Agents lose the prefix cache when they edit what they already sent: the system
 prompt, the order of sections or messages, old turns dropped (sliding window),
-old tool results elided or summarized (compaction), reasoning stripped. The rules
-compare the two message lists structurally (messages as values, without their
-position or cache markers) from the message where the texts first differ.
+old tool results elided or summarized (compaction), reasoning stripped.
+
+PC401, PC403, PC404 and PC405 report what the one classifier,
+:func:`~prefixcache.analyzer.lint.rules.changes.history_change`, names at the message
+holding the divergence (``canonicalize`` reports the same classification). PC402
+(reordering) is a rule of its own: a *specific* cause lint prefers over the fallbacks.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 
-from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, message_key, sections
-
-ELISION_MARKERS = ("omitted", "elided", "truncated", "removed", "snipped", "[...]", "…", "summar")
-
-
-def removed_block(new: list, old: list, j: int) -> int:
-    """d ≥ 1 when ``new[j:]`` continues ``old[j+d:]`` (d old messages dropped at j), else 0."""
-    for d in range(1, len(old) - j):
-        span = min(len(new) - j, len(old) - j - d)
-        if span >= 1 and new[j : j + span] == old[j + d : j + d + span]:
-            return d
-    return 0
+from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, sections
+from prefixcache.analyzer.lint.rules.changes import HistoryChange, history_change, message_path
 
 
-def _msg_path(ctx: PairContext, j: int) -> str:
-    m = ctx.rq.messages[j] if j < len(ctx.rq.messages) else None
-    return (m.path if m is not None and m.path else f"messages[{j}]")
+def _reported(rule: Rule, ctx: PairContext) -> Finding | None:
+    """The finding of ``rule`` when :func:`history_change`, asked once per pair at the
+    message holding the divergence, names its code."""
+    if "history" not in ctx._cache:
+        ctx._cache["history"] = history_change(ctx.sq.messages, ctx.rq.messages, at=ctx.div.ref, line=ctx.div.line)
+    change: HistoryChange | None = ctx._cache["history"]
+    if change is None or change.code != rule.code:
+        return None
+    where = {} if rule.code == "PC401" else {"json_path": change.json_path}  # PC401: the token's own field
+    return ctx.finding(rule, change.message, certain=change.certain, **where)
 
 
 class SystemPromptEdited(Rule):
     """The system prompt text changed between requests of one session.
 
     What it does:
-        When the first difference lies in the system prompt and no more specific
+        When the first difference lies in the system prompt (a system or developer
+        message of either request: edited, added or removed) and no more specific
         cause applies (no volatile value, not whitespace only, not a reordering),
         reports the edit with its line and a before/after excerpt.
     Why it breaks caching:
@@ -54,17 +54,13 @@ class SystemPromptEdited(Rule):
     """
 
     code, name, group, severity = "PC401", "system-prompt-edited", "history", "warning"
-    parts = frozenset({"system"})
+    parts = frozenset({"system", "message"})
     fallback = True
     order = 90
     fix = "Keep the system prompt fixed per session; append changing instructions as a new message instead."
 
     def check(self, ctx: PairContext) -> Finding | None:
-        new, old = ctx.r_msg(), ctx.s_msg()
-        if new is not None and old is not None and message_key(new) == message_key(old):
-            return None
-        where = f" at line {ctx.div.line}" if ctx.div.line else ""
-        return ctx.finding(self, f"system prompt edited{where}", certain=new is not None and old is not None)
+        return _reported(self, ctx)
 
 
 class ContentReordered(Rule):
@@ -107,7 +103,7 @@ class ContentReordered(Rule):
         if kr[j] == ks[j] or kr[j] not in ks[j + 1 :] or ks[j] not in kr[j + 1 :]:
             return None
         return ctx.finding(self, f"messages from {ctx.div.segment} on were re-ordered",
-                           json_path=_msg_path(ctx, j))
+                           json_path=message_path(ctx.rq.messages, j))
 
 
 class HistoryTruncated(Rule):
@@ -138,14 +134,7 @@ class HistoryTruncated(Rule):
     fix = "Truncate rarely and in large steps (or summarize once and keep it) instead of sliding the window every turn."
 
     def check(self, ctx: PairContext) -> Finding | None:
-        j = ctx.div.ref
-        if j != len(ctx.rq.system_messages) or j != len(ctx.sq.system_messages):
-            return None
-        d = removed_block(ctx.r_keys, ctx.s_keys, j)
-        if d == 0:
-            return None
-        return ctx.finding(self, f"history truncated: the {d} oldest message(s) after the system prompt were dropped",
-                           json_path=_msg_path(ctx, j))
+        return _reported(self, ctx)
 
 
 class HistoryRewritten(Rule):
@@ -179,30 +168,7 @@ class HistoryRewritten(Rule):
     fix = "Treat sent messages as immutable; elide or compact rarely and at a fixed point, or trim tool output before first sending it."
 
     def check(self, ctx: PairContext) -> Finding | None:
-        kr, ks, j = ctx.r_keys, ctx.s_keys, ctx.div.ref
-        if not (0 <= j < len(kr)):
-            return None
-        path = _msg_path(ctx, j)
-        if j >= len(ks):
-            return None
-        d = removed_block(kr, ks, j)
-        if d:
-            return ctx.finding(self, f"{d} earlier message(s) removed at {ctx.div.segment}", json_path=path)
-        if j + 1 < len(kr) and (d2 := removed_block(kr[j + 1 :], ks[j:], 0)) >= 2:
-            return ctx.finding(self, f"compaction: {d2} earlier messages replaced by one new message at {ctx.div.segment}",
-                               json_path=path)
-        new, old = ctx.rq.messages[j], ctx.sq.messages[j]
-        if new.role != old.role:
-            return ctx.finding(self, f"a {new.role} message was inserted before an earlier {old.role} message at {ctx.div.segment}",
-                               json_path=path, certain=False)
-        if message_key(new) == message_key(old):
-            return None
-        shorter = len(new.content) < len(old.content)
-        marked = any(mark in new.content.lower() for mark in ELISION_MARKERS)
-        what = "elided" if shorter and marked else ("shortened" if shorter else "edited")
-        role = "tool result" if new.role == "tool" else f"{new.role} message"
-        return ctx.finding(self, f"earlier {role} {ctx.div.segment} {what} ({len(old.content):,} → {len(new.content):,} chars)",
-                           json_path=f"{path}.content" if new.content != old.content else path)
+        return _reported(self, ctx)
 
 
 class ReasoningDropped(Rule):
@@ -235,17 +201,7 @@ class ReasoningDropped(Rule):
     fix = "Resend reasoning of earlier turns consistently (always or never), exactly as received."
 
     def check(self, ctx: PairContext) -> Finding | None:
-        new, old = ctx.r_msg(), ctx.s_msg()
-        if new is None or old is None or new.role != "assistant" or old.role != "assistant":
-            return None
-        had = bool(old.reasoning) or old.reasoning_opaque
-        has = bool(new.reasoning) or new.reasoning_opaque
-        if not had or has:
-            return None
-        same = dataclasses.replace(message_key(old), reasoning=None, reasoning_opaque=False) == message_key(new)
-        return ctx.finding(self, f"reasoning of earlier assistant turn {ctx.div.segment} was dropped"
-                           + ("" if same else " (the message also changed otherwise)"),
-                           json_path=_msg_path(ctx, ctx.div.ref), certain=same)
+        return _reported(self, ctx)
 
 
 RULES = [SystemPromptEdited(), ContentReordered(), HistoryTruncated(), HistoryRewritten(), ReasoningDropped()]

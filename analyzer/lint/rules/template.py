@@ -13,7 +13,8 @@ import re
 
 import orjson
 
-from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, message_key, origin
+from prefixcache.analyzer.identity import template_identity
+from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, origin
 
 if TYPE_CHECKING:
     from prefixcache.analyzer.prepare import Prepared
@@ -33,7 +34,7 @@ def _same_part(ctx: PairContext) -> bool:
             return False
         return orjson.dumps(a[div.ref].schema) == orjson.dumps(b[div.ref].schema)
     new, old = ctx.r_msg(), ctx.s_msg()
-    return new is not None and old is not None and message_key(new) == message_key(old)
+    return new is not None and old is not None and template_identity(new) == template_identity(old)
 
 
 def _same_history_upto(ctx: PairContext, ref: int) -> bool:
@@ -41,7 +42,7 @@ def _same_history_upto(ctx: PairContext, ref: int) -> bool:
     a, b = ctx.rq.messages, ctx.sq.messages
     if ref < 0 or ref >= len(a) or ref >= len(b):
         return False
-    return all(message_key(x) == message_key(y) for x, y in zip(a[: ref + 1], b[: ref + 1]))
+    return all(template_identity(x) == template_identity(y) for x, y in zip(a[: ref + 1], b[: ref + 1]))
 
 
 class TemplateRerenderDrift(Rule):

@@ -1,0 +1,114 @@
+"""``prefixcache check`` as one library call, and its JSON document.
+
+:func:`check_templates` validates the request (templates exist, at least one context,
+fraction in [0, 1], known variations), loads tokenizer and contexts and checks every
+template; :func:`template_record` is the typed object ``check --format json`` prints
+per template (one JSON object a line; ``orjson.dumps(record)`` is the line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from prefixcache.analyzer.check.checker import TemplateChecker, TemplateReport, load_context
+from prefixcache.analyzer.check.vary import VARIATIONS
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.tokenize import get_tokenizer
+
+#: Decimals of ``stable_fraction``.
+DIGITS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class VariationRecord:
+    """One variation of one context: values it changed, the stable prefix it leaves
+    (tokens), the first differing character of the base render (None: identical) and the
+    template ``file`` / ``line`` that produced it."""
+
+    variation: str
+    changed_values: int
+    stable_tokens: int
+    first_diff_char: int | None
+    file: str | None
+    line: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRecord:
+    """One context: prompt and stable-prefix length (tokens), their ratio, the tokens before
+    the ``dynamic-below`` boundary (None without one) and every variation."""
+
+    context: str
+    prompt_tokens: int
+    stable_tokens: int
+    stable_fraction: float
+    boundary_tokens: int | None
+    variations: list[VariationRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckFinding:
+    """A static finding or a failure: rule ``code``, ``message``, template ``file`` and line."""
+
+    code: str
+    message: str
+    file: str
+    line: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateRecord:
+    """One template of ``check --format json``: verdict, tokenizer, the boundary's line,
+    every context, the static findings (failing or not) and the failures."""
+
+    template: str
+    passed: bool
+    tokenizer: str
+    boundary_line: int | None
+    contexts: list[ContextRecord]
+    static: list[CheckFinding]
+    failures: list[CheckFinding]
+
+
+def template_record(r: TemplateReport) -> TemplateRecord:
+    """The JSON object of one checked template."""
+    contexts = [
+        ContextRecord(c.context, c.total_tokens, c.stable_tokens, round(c.stable_fraction, DIGITS), c.boundary_tokens,
+                      [VariationRecord(v.variation, v.changed_values, v.stable_tokens, v.first_diff_char,
+                                       v.location.file if v.location else None,
+                                       v.location.line if v.location else None) for v in c.variants])
+        for c in r.contexts
+    ]
+    return TemplateRecord(r.template, r.passed, r.tokenizer, r.boundary_line, contexts,
+                          [CheckFinding(s.code, s.message, s.file, s.line) for s in r.static],
+                          [CheckFinding(f.code, f.message, f.file, f.line) for f in r.failures])
+
+
+def parse_variations(vary: str) -> list[str]:
+    """``all`` or comma-separated variation names (unknown names are refused by the checker)."""
+    return list(VARIATIONS) if vary == "all" else [v.strip() for v in vary.split(",") if v.strip()]
+
+
+def check_templates(templates: Sequence[str], contexts: Sequence[str], tokenizer: str = "auto",
+                    min_stable_tokens: int = 0, min_stable_fraction: float = 0.0, vary: str = "all",
+                    search_path: Sequence[str] = (), seed: int = 0) -> list[TemplateReport]:
+    """Check every template against every context (files); one report per template, in order.
+
+    Raises ConfigError before any work for a missing template, no context, a fraction
+    outside [0, 1], an unknown variation or tokenizer; and for unreadable contexts,
+    template syntax and render errors (naming file and line).
+    """
+    missing = [t for t in templates if not Path(t).is_file()]
+    if missing:
+        raise ConfigError(f"template not found: {', '.join(missing)}")
+    if not contexts:
+        raise ConfigError("check needs at least one --context CTX.json (a JSON object of template variables)")
+    if not 0.0 <= min_stable_fraction <= 1.0:
+        raise ConfigError(f"--min-stable-fraction {min_stable_fraction}: expected a number between 0 and 1")
+    variations = parse_variations(vary)
+    tok = get_tokenizer(tokenizer)
+    loaded = [(c, load_context(c)) for c in contexts]
+    return [TemplateChecker(t, tok, search_path, variations, seed).run(loaded, min_stable_tokens, min_stable_fraction)
+            for t in templates]

@@ -1,0 +1,166 @@
+"""The JSON document of ``prefixcache lint --format json``, as typed values.
+
+Every type's fields are exactly its JSON keys, in output order, with JSON-ready values
+(fractions rounded to 6 decimals), so ``orjson.dumps(report)`` is the document byte
+for byte. Token figures are tokens; ``prompt = reusable + lost + new`` per request,
+session and run (usage-only requests, whose prompts were not logged, are counted
+apart in ``usage_only``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from prefixcache.analyzer.lint.engine import RequestResult, Waterfall
+from prefixcache.analyzer.lint.rules import Finding
+from prefixcache.analyzer.prepare.inspect import SkippedRecord
+
+#: Decimals of every fraction in the document.
+DIGITS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class UsageOnlyFigures:
+    """Requests whose prompts were not logged: how many, and the prompt and cached tokens
+    the provider reported for them (cached: None when none reports it)."""
+
+    requests: int
+    reported_prompt_tokens: int
+    reported_cached_tokens: int | None
+    reported_cached_fraction: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WaterfallFigures:
+    """Totals over requests (tokens): prompt = reusable + lost + new; lost tokens and
+    findings by rule code; ``reusable_fraction`` None when no prompt was logged."""
+
+    requests: int
+    prompt_tokens: int
+    reusable_tokens: int
+    reusable_fraction: float | None
+    reusable_block_tokens: int
+    new_tokens: int
+    lost_tokens: int
+    lost_tokens_by_code: dict[str, int]
+    findings_by_code: dict[str, int]
+    usage_only: UsageOnlyFigures
+
+
+@dataclass(frozen=True, slots=True)
+class LintSummary(WaterfallFigures):
+    """The run's totals, then its session count, block size (tokens), finding count and
+    findings by severity (``error``, ``warning``, ``info``)."""
+
+    sessions: int
+    block_size: int
+    findings: int
+    findings_by_severity: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFigures:
+    """One session's totals: its id, then the :class:`WaterfallFigures` fields."""
+
+    session: str
+    requests: int
+    prompt_tokens: int
+    reusable_tokens: int
+    reusable_fraction: float | None
+    reusable_block_tokens: int
+    new_tokens: int
+    lost_tokens: int
+    lost_tokens_by_code: dict[str, int]
+    findings_by_code: dict[str, int]
+    usage_only: UsageOnlyFigures
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    """One request's figures (:class:`~prefixcache.analyzer.lint.engine.RequestResult`
+    without its findings, which the document lists apart): content figures are None for
+    usage-only requests; ``shared_with`` / ``compared_with`` are ``[session, index]``."""
+
+    session: str
+    index: int
+    source: str
+    record: int
+    model: str | None
+    prompt_tokens: int | None
+    reusable_tokens: int | None
+    reusable_block_tokens: int | None
+    new_tokens: int | None
+    lost_tokens: int | None
+    lost_code: str | None
+    shared_with: tuple[str, int] | None
+    compared_with: tuple[str, int] | None
+    exact: bool
+    line: int | None
+    usage_only: bool
+    reported_prompt_tokens: int | None
+    reported_cached_tokens: int | None
+    reusable_fraction: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LintReport:
+    """The ``lint --format json`` document: run summary, sessions, requests, findings
+    (:class:`~prefixcache.analyzer.lint.rules.Finding`), skipped input records, and what
+    ``auto`` chose per model (``tokenizers``)."""
+
+    summary: LintSummary
+    sessions: list[SessionFigures]
+    requests: list[RequestRow]
+    findings: list[Finding]
+    skipped: list[SkippedRecord]
+    tokenizers: dict[str, str]
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, DIGITS)
+
+
+def usage_only_figures(w: Waterfall) -> UsageOnlyFigures:
+    """The usage-only block of a waterfall."""
+    return UsageOnlyFigures(w.usage_only_requests, w.usage_only_prompt_tokens,
+                            w.usage_only_cached_tokens if w.usage_only_cached_reported else None,
+                            _round(w.usage_only_cached_fraction))
+
+
+def waterfall_figures(w: Waterfall) -> WaterfallFigures:
+    """A waterfall's totals (codes sorted)."""
+    return WaterfallFigures(
+        requests=w.requests, prompt_tokens=w.prompt_tokens, reusable_tokens=w.reusable_tokens,
+        reusable_fraction=_round(w.reusable_fraction) if w.prompt_tokens else None,
+        reusable_block_tokens=w.reusable_block_tokens, new_tokens=w.new_tokens, lost_tokens=w.lost_tokens,
+        lost_tokens_by_code=dict(sorted(w.lost_tokens_by_code.items())),
+        findings_by_code=dict(sorted(w.findings_by_code.items())), usage_only=usage_only_figures(w),
+    )
+
+
+def _values(figures: WaterfallFigures) -> dict:
+    return {f.name: getattr(figures, f.name) for f in fields(WaterfallFigures)}
+
+
+def session_figures(name: str, w: Waterfall) -> SessionFigures:
+    """One session's row."""
+    return SessionFigures(session=name, **_values(waterfall_figures(w)))
+
+
+def lint_summary(total: Waterfall, sessions: int, block_size: int, findings: list[Finding]) -> LintSummary:
+    """The run's summary: totals, then sessions, block size and findings by severity."""
+    by_severity = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+    return LintSummary(**_values(waterfall_figures(total)), sessions=sessions, block_size=block_size,
+                       findings=len(findings), findings_by_severity=by_severity)
+
+
+def request_row(r: RequestResult) -> RequestRow:
+    """One request's row (``reusable_fraction`` rounded)."""
+    return RequestRow(
+        session=r.session, index=r.index, source=r.source, record=r.record, model=r.model,
+        prompt_tokens=r.prompt_tokens, reusable_tokens=r.reusable_tokens, reusable_block_tokens=r.reusable_block_tokens,
+        new_tokens=r.new_tokens, lost_tokens=r.lost_tokens, lost_code=r.lost_code, shared_with=r.shared_with,
+        compared_with=r.compared_with, exact=r.exact, line=r.line, usage_only=r.usage_only,
+        reported_prompt_tokens=r.reported_prompt_tokens, reported_cached_tokens=r.reported_cached_tokens,
+        reusable_fraction=_round(r.reusable_fraction),
+    )

@@ -1,0 +1,233 @@
+"""One lint run and every document it prints: JSON, SARIF 2.1.0, GitHub workflow commands,
+plain text, and the CI verdict.
+
+:func:`lint_paths` is the one entry point (ingest → prepare → :class:`Linter`, streaming);
+the :class:`LintRun` it returns builds the documents: :meth:`LintRun.report` (the typed
+JSON document, :class:`~prefixcache.analyzer.lint.document.LintReport`),
+:meth:`LintRun.as_sarif`, :meth:`LintRun.github_lines`, :meth:`LintRun.text_lines`,
+:meth:`LintRun.summary_lines` and :meth:`LintRun.verdict` (fail-on / fail-under, as data:
+the CLI maps it to the exit code). Every report names a request ``session S request N``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO, Callable, Sequence
+
+from prefixcache import __version__
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint.config import LintConfig
+from prefixcache.analyzer.lint.document import LintReport, lint_summary, request_row, session_figures
+from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, select_rules
+from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
+from prefixcache.analyzer.model import Skipped
+from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.prepare.inspect import check_specs, skipped_records, tokenizer_notes
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+INFORMATION_URI = "https://github.com/prefixcache/prefixcache"
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+_GITHUB_COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def request_name(session: str, index: int) -> str:
+    """How every report names a request: ``session <id> request <n>``."""
+    return f"session {session} request {index}"
+
+
+def github_escape(text: str, prop: bool = False) -> str:
+    """``text`` escaped for a workflow command's message (``prop``: for a property value)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a lint run fails CI: ``failing_findings`` at or above ``fail-on``, and
+    ``below_fail_under`` (the message when the reusable fraction is below ``fail-under``,
+    else None). ``fail_under_not_applied`` is True when ``fail-under`` was given but no
+    request had a logged prompt (usage-only logs): there is no fraction to judge."""
+
+    failing_findings: int
+    below_fail_under: str | None
+    fail_under_not_applied: bool
+
+    @property
+    def failed(self) -> bool:
+        """True when the run fails CI (the CLI exits 1)."""
+        return self.failing_findings > 0 or self.below_fail_under is not None
+
+    def github_lines(self) -> list[str]:
+        """The workflow command that marks a fail-under failure (none otherwise)."""
+        gate = self.below_fail_under
+        return [f"::error title=prefixcache fail-under::{github_escape(gate)}"] if gate else []
+
+
+@dataclass(frozen=True, slots=True)
+class LintRun:
+    """Everything one lint run produced: per-request results (input order), every
+    reported finding, the run's and each session's waterfall, skipped input records,
+    the number of files read and what ``auto`` chose per model (``notes``)."""
+
+    config: LintConfig
+    results: tuple[RequestResult, ...]
+    findings: tuple[Finding, ...]
+    total: Waterfall
+    sessions: dict[str, Waterfall]
+    skipped: tuple[Skipped, ...]
+    files: int
+    notes: dict[str | None, str]
+
+    @property
+    def block_size(self) -> int:
+        """Block size of the block-aligned figure (tokens)."""
+        return self.config.block_size
+
+    def report(self) -> LintReport:
+        """The typed JSON document (``orjson.dumps(run.report())`` is ``--format json``)."""
+        findings = list(self.findings)
+        return LintReport(
+            summary=lint_summary(self.total, len(self.sessions), self.block_size, findings),
+            sessions=[session_figures(name, w) for name, w in self.sessions.items()],
+            requests=[request_row(r) for r in self.results], findings=findings,
+            skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
+        )
+
+    def as_sarif(self) -> dict:
+        """SARIF 2.1.0: one rule per code (with its documentation), one result per finding.
+
+        The physical location is the log file, with the line where the request's record
+        starts when the reader knows it (JSONL records); for items inside one JSON
+        document (a trajectory step) no region is given (a record number is not a
+        line), and the logical location carries the full JSON path instead.
+        """
+        driver = {"name": "prefixcache", "version": __version__, "informationUri": INFORMATION_URI,
+                  "rules": [_sarif_rule(code) for code in sorted(REGISTRY)]}
+        results = [_sarif_result(f) for f in self.findings]
+        return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{"tool": {"driver": driver}, "results": results}]}
+
+    def github_lines(self) -> list[str]:
+        """GitHub Actions workflow commands (``::error file=…,line=…,title=…::message``), then
+        the summary as notices. ``line`` is given only when the record's line in the file is
+        known; otherwise the annotation is file-level and the message names the JSON path."""
+        out = []
+        for f in self.findings:
+            props = [f"file={github_escape(f.source, True)}"] + ([f"line={f.file_line}"] if f.file_line is not None else [])
+            props.append(f"title={github_escape(f'{f.code} {f.name}', True)}")
+            where = f"{request_name(f.session, f.request)}, {f.json_path or f.pointer or f.segment}"
+            out.append(f"::{_GITHUB_COMMAND[f.severity]} {','.join(props)}::"
+                       f"{github_escape(f'{where}: {f.message}. Fix: {f.fix}')}")
+        return out + [f"::notice title=prefixcache summary::{github_escape(line)}" for line in self.summary_lines()]
+
+    def text_lines(self) -> list[str]:
+        """Plain text: one line per finding, then the summary.
+
+        ``file:line: CODE severity [name] session S request N, where (char, token): message``;
+        ``file:`` alone, with the JSON path, when the record's line is unknown.
+        """
+        return [_text_line(f) for f in self.findings] + self.summary_lines()
+
+    def summary_lines(self) -> list[str]:
+        """The run in one line (requests, reusable fraction, lost tokens by code, findings),
+        plus one line on usage-only requests when there are any."""
+        t, n, sessions = self.total, len(self.findings), len(self.sessions)
+        lost = ", ".join(f"{c} {k:,}" for c, k in t.lost_tokens_by_code.most_common()) or "none"
+        if t.content_requests:
+            head = (f"{t.requests} request(s) in {sessions} session(s): {t.reusable_tokens:,} of "
+                    f"{t.prompt_tokens:,} prompt tokens reusable ({t.reusable_fraction:.1%}"
+                    + (f", {t.content_requests} request(s) with logged prompts" if t.usage_only_requests else "")
+                    + f"); lost: {lost}; {n} finding(s)")
+        else:
+            head = (f"{t.requests} request(s) in {sessions} session(s), none with a logged prompt: no "
+                    f"reusable-prefix figures; {n} finding(s)")
+        return [head] + ([usage_only_line(t)] if t.usage_only_requests else [])
+
+    def verdict(self) -> Verdict:
+        """Fail-on and fail-under judged (``fail_under`` judges the reusable fraction of
+        logged prompts; a run with none is not failed by it)."""
+        cfg, total = self.config, self.total
+        threshold = severity_rank(cfg.fail_on)
+        failing = sum(severity_rank(f.severity) >= threshold for f in self.findings)
+        below = None
+        if cfg.fail_under is not None and total.prompt_tokens and total.reusable_fraction < cfg.fail_under:
+            below = (f"{total.reusable_fraction:.1%} of prompt tokens reusable, below --fail-under "
+                     f"{cfg.fail_under:.1%}")
+        return Verdict(failing, below, cfg.fail_under is not None and not total.prompt_tokens)
+
+
+def usage_only_line(w: Waterfall) -> str:
+    """What the log itself reports for requests whose prompts were not logged."""
+    frac = w.usage_only_cached_fraction
+    cached = (f", {w.usage_only_cached_tokens:,} cached ({frac:.1%}, the provider's reported hits)"
+              if frac is not None else ", cached tokens not reported")
+    return (f"usage only: {w.usage_only_requests} request(s) whose prompts were not logged (only the provider's "
+            f"token counts): reported {w.usage_only_prompt_tokens:,} prompt tokens{cached}; no content analysis "
+            f"is possible for them, and they are left out of the reusable figures")
+
+
+def _sarif_rule(code: str) -> dict:
+    rule = REGISTRY[code]
+    doc = rule.doc()
+    return {
+        "id": code, "name": rule.name,
+        "shortDescription": {"text": doc["summary"].splitlines()[0]},
+        "fullDescription": {"text": doc["What it does"]},
+        "help": {"text": "\n\n".join(f"{sec}: {doc[sec]}" for sec in ("Why it breaks caching", "Use instead",
+                                                                        "Fix safety"))},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
+    }
+
+
+def _sarif_result(f: Finding) -> dict:
+    loc: dict = {"physicalLocation": {"artifactLocation": {"uri": f.source or "-"}}}
+    if f.file_line is not None:
+        loc["physicalLocation"]["region"] = {"startLine": f.file_line}
+    path = f.json_path or f.pointer
+    if path:
+        loc["logicalLocations"] = [{"fullyQualifiedName": path, "kind": "member"}]
+    return {
+        "ruleId": f.code, "level": _SARIF_LEVEL[f.severity], "message": {"text": f"{f.message}. Fix: {f.fix}"},
+        "locations": [loc],
+        "properties": {"session": f.session, "request": f.request, "record": f.record, "segment": f.segment,
+                       "char": f.char, "token": f.token, "lost_tokens": f.lost_tokens, "certain": f.certain},
+    }
+
+
+def _text_line(f: Finding) -> str:
+    loc = f"{f.source}:{f.file_line}:" if f.file_line is not None else f"{f.source}:"
+    where = f.json_path or (f.pointer if f.file_line is None and f.pointer else f.segment)
+    pos = ", ".join(p for p in (f"char {f.char}" if f.char is not None else "",
+                                f"token {f.token}" if f.token is not None else "") if p)
+    lost = f" ({f.lost_tokens:,} tokens lost)" if f.lost_tokens else ""
+    return (f"{loc} {f.code} {f.severity} [{f.name}] {request_name(f.session, f.request)}, {where}"
+            f"{f' ({pos})' if pos else ''}: {f.message}{lost}")
+
+
+def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto", stdin: IO[bytes] | None = None,
+               on_request: Callable[[], None] | None = None) -> LintRun:
+    """Ingest ``paths``, lint every request (streaming), return the collected run.
+
+    ``input_format`` is the log reader (``auto`` = detect per file); ``stdin`` what ``-``
+    reads (default the process's stdin); ``on_request`` is called after each request (a
+    progress bar). Raises ConfigError for unknown selectors or readers and for a bad
+    tokenizer or template (explicit specs are checked before any work), InputError for
+    a missing path.
+    """
+    try:
+        rules = select_rules(cfg.select, cfg.ignore)
+    except KeyError as exc:
+        raise ConfigError(f"--select/--ignore: {exc.args[0]}") from None
+    check_specs(cfg.template, cfg.tokenizer)
+    linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity)
+    ingest = Ingest(paths, format=input_format, stdin=stdin)
+    preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)
+    results: list[RequestResult] = []
+    for request in ingest:
+        results.append(linter.feed(preparer.prepare(request)))
+        if on_request is not None:
+            on_request()
+    summary = ingest.summary
+    findings = tuple(f for r in results for f in r.findings)
+    return LintRun(cfg, tuple(results), findings, linter.total, linter.sessions, summary.skipped, summary.files,
+                   preparer.notes)

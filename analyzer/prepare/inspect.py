@@ -1,0 +1,168 @@
+"""``prefixcache inspect``: every request's prompt tokens, tokens per segment and reported usage.
+
+:class:`Inspection` streams one :class:`InspectRecord` per request (the JSON Lines
+document of ``inspect --json``, one object a line) and ends with an
+:class:`InspectSummaryLine`. The records shared with ``lint`` (skipped input records,
+what ``auto`` chose per model) are defined here, the first layer that knows both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO, Iterable, Iterator, Mapping, Sequence
+
+from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.model import Skipped
+from prefixcache.analyzer.prepare.prepared import Prepared, Preparer
+from prefixcache.analyzer.prepare.resolve import resolve
+from prefixcache.analyzer.tokenize import get_tokenizer
+
+#: How the tokenizer notes name requests that log no model.
+NO_MODEL = "(no model name)"
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRecord:
+    """One input record not turned into a request: file, record number (0 = the whole
+    file), the field at fault, why, and whether it is an error (``bad``) or a note."""
+
+    source: str
+    record: int
+    field: str
+    reason: str
+    bad: bool
+
+
+def skipped_records(skipped: Iterable[Skipped]) -> list[SkippedRecord]:
+    """The JSON form of the skipped records, in input order."""
+    return [SkippedRecord(s.source, s.record, s.field, s.reason, s.bad) for s in skipped]
+
+
+def check_specs(template: str = "auto", tokenizer: str = "auto") -> None:
+    """Load an explicitly named tokenizer and compile an explicitly named template once, up
+    front, so a bad spec (unknown name, missing file, template syntax error) raises its
+    ConfigError before a command writes any output. ``auto`` (chosen per logged model) and
+    the ``tokenizer`` template (the tokenizer's own) are checked when first used."""
+    if tokenizer != "auto":
+        get_tokenizer(tokenizer)  # cached: the run gets the same object
+    if template not in ("auto", "tokenizer"):
+        resolve(None, template=template, tokenizer=tokenizer)
+
+
+def tokenizer_notes(notes: Mapping[str | None, str]) -> dict[str, str]:
+    """What was chosen per logged model name (:attr:`Preparer.notes`), keyed for JSON
+    (:data:`NO_MODEL` for requests without a model name)."""
+    return {(k or NO_MODEL): v for k, v in notes.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentTokens:
+    """One rendered part of a prompt and its length (tokens)."""
+
+    kind: str
+    label: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class InspectRecord:
+    """One request of ``inspect --json``: where it came from, its session and index, the
+    tokenizer used (or ``block trace`` / ``reported usage`` when there is no text), prompt
+    tokens (``exact`` False for approximate counts), the provider's reported prompt and
+    cached tokens (None when not logged), tokens per segment, reader notes and renderer
+    warnings."""
+
+    source: str
+    record: int
+    pointer: str
+    session: str
+    index: int
+    format: str
+    model: str | None
+    tokenizer: str
+    exact: bool
+    prompt_tokens: int
+    reported_prompt_tokens: int | None
+    reported_cached_tokens: int | None
+    segments: list[SegmentTokens]
+    notes: list[str]
+    warnings: list[str]
+
+    def group_tokens(self, kind: str) -> int:
+        """Tokens of the segments of one ``kind`` (``system``, ``tool``, ``message`` …)."""
+        return sum(s.tokens for s in self.segments if s.kind == kind)
+
+
+@dataclass(frozen=True, slots=True)
+class InspectSummary:
+    """The counts of one ``inspect`` pass: files, input records, requests, sessions,
+    every skipped record, and what ``auto`` chose per model."""
+
+    files: int
+    records: int
+    requests: int
+    sessions: int
+    skipped: list[SkippedRecord]
+    tokenizers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class InspectSummaryLine:
+    """The last line of ``inspect --json``: ``{"summary": {...}}``."""
+
+    summary: InspectSummary
+
+
+def inspect_record(p: Prepared) -> InspectRecord:
+    """The :class:`InspectRecord` of one prepared request."""
+    r, usage, tokens = p.request, p.request.usage, p.tokens
+    if tokens is not None:
+        used, exact = tokens.tokenizer, bool(tokens.exact)
+    else:
+        used, exact = ("reported usage (prompt not logged)" if p.usage_only else "block trace"), True
+    segments = [SegmentTokens(s.kind, s.label, s.end - s.start) for s in tokens.segments] if tokens else []
+    return InspectRecord(
+        source=r.provenance.source, record=r.provenance.record, pointer=r.provenance.pointer, session=r.session,
+        index=r.index, format=r.format, model=r.model, tokenizer=used, exact=exact, prompt_tokens=p.prompt_tokens,
+        reported_prompt_tokens=usage.prompt_tokens if usage else None,
+        reported_cached_tokens=usage.cached_tokens if usage else None, segments=segments, notes=list(r.notes),
+        warnings=list(p.rendered.warnings) if p.rendered is not None else [],
+    )
+
+
+class Inspection:
+    """One ``inspect`` pass over log ``paths``: iterate it for the records (streaming, in
+    input order), then read :attr:`summary` and :attr:`skipped`.
+
+    ``input_format`` is the log reader (``auto`` = detect per file), ``tokenizer`` and
+    ``template`` the specs of :class:`Preparer` (explicit ones checked at once,
+    :func:`check_specs`); ``stdin`` is what ``-`` reads. Raises ConfigError (unknown
+    reader, bad tokenizer or template) and InputError (missing path).
+    """
+
+    def __init__(self, paths: Sequence[str], input_format: str = "auto", tokenizer: str = "auto",
+                 template: str = "auto", stdin: IO[bytes] | None = None) -> None:
+        check_specs(template, tokenizer)
+        self._ingest = Ingest(paths, format=input_format, stdin=stdin)
+        self._preparer = Preparer(template=template, tokenizer=tokenizer)
+
+    def __iter__(self) -> Iterator[InspectRecord]:
+        for request in self._ingest:
+            yield inspect_record(self._preparer.prepare(request))
+
+    @property
+    def skipped(self) -> tuple[Skipped, ...]:
+        """Every input record of the last pass not turned into a request."""
+        return self._ingest.summary.skipped
+
+    @property
+    def notes(self) -> dict[str | None, str]:
+        """Per logged model name: what was chosen and whether counts are exact."""
+        return self._preparer.notes
+
+    @property
+    def summary(self) -> InspectSummaryLine:
+        """The summary line of the last pass."""
+        s = self._ingest.summary
+        return InspectSummaryLine(InspectSummary(s.files, s.records, s.requests, s.sessions,
+                                                 skipped_records(s.skipped), tokenizer_notes(self._preparer.notes)))
