@@ -1,7 +1,7 @@
 """vLLM v1 block-hash prefix cache: chained full-block hashes, LRU free queue.
 
 Semantics implemented (vLLM 0.33, `vllm/v1/core/kv_cache_utils.py`,
-`block_pool.py`, `kv_cache_manager.py`; see ``shared/reference/engines.md``):
+`block_pool.py`, `kv_cache_manager.py`):
 
 * Only **full** blocks of ``block_size`` tokens are hashed and cached; each block's
   hash covers (parent hash, the block's tokens, extra keys), so equal hashes mean

@@ -1,6 +1,7 @@
 """Cache figures per request and in total: hit tokens, avoided prefill, attribution.
 
-Definitions (``shared/reference/papers.md``, "Metric definitions"):
+Definitions (SGLang's token hit ratio, the Mooncake paper's block hit ratio —
+arXiv 2407.00079 — and the providers' reported usage):
 
 * token hit ratio H = Σ cached tokens / Σ prompt tokens (SGLang's definition,
   equal to the providers' ``cached_tokens / prompt_tokens``); block hit ratio =

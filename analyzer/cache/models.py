@@ -275,7 +275,7 @@ class AnthropicModel(CacheModel):
     def step(self, r: SimRequest) -> Hit:
         tokens = self._tokens(r)
         bps = r.breakpoints if self.expire else tuple(Breakpoint(b.end, _FOREVER_S) for b in r.breakpoints)
-        return Hit(*self.cache.step(tokens, r.boundaries, bps, r.now, r.hidden_tokens))
+        return Hit(*self.cache.step(tokens, r.boundaries, bps, r.now, r.hidden_tokens, r.prefix_hashes()))
 
     def granular(self, r: SimRequest, shared: int) -> int:
         if self._shadow is None:

@@ -1,8 +1,8 @@
 """Provider prompt-cache rules (OpenAI, Anthropic, DeepSeek) and their prices.
 
 Every constant lives in :data:`PROVIDERS` / :data:`ANTHROPIC_MIN_TOKENS` below, with
-its source, so a rule change is a one-line edit. Sources: ``shared/reference/
-papers.md`` §6 (provider docs as of 2026) and ``engines.md``.
+its source, so a rule change is a one-line edit. Sources: each provider's prompt
+caching documentation as of 2026 (named in every entry's ``source``).
 
 * **OpenAI** — automatic for prompts ≥ 1,024 tokens; the cached prefix grows in
   128-token steps (so a hit is 0 or 1,024 + k·128); exact prefix only; kept
@@ -26,7 +26,7 @@ is a CLI option (``--price-input``, ``--price-read``, ``--price-write``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import xxhash
 from array import array
@@ -195,14 +195,17 @@ class AnthropicCache:
         return e is not None and now - e[0] <= e[1]
 
     def lookup(self, tokens: Sequence[int], boundaries: Sequence[int],
-               breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0) -> int:
+               breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
+               hashes: Mapping[int, int] | None = None) -> int:
         """Tokens read from cache: the longest live entry found at a breakpoint or
         within ``lookback_blocks`` boundaries before one. Read-only. ``hidden``:
-        tokens of an unlogged prefix, counted toward the minimum length only."""
+        tokens of an unlogged prefix, counted toward the minimum length only;
+        ``hashes``: :meth:`prefix_hashes` at every boundary and breakpoint, when the
+        caller keeps them (the simulator hashes each request once)."""
         best = 0
         bps = self._usable(breakpoints, len(tokens))
         bounds = sorted(set(b for b in boundaries if 0 < b <= len(tokens)) | {bp.end for bp in bps})
-        hashes = self.prefix_hashes(tokens, bounds)
+        hashes = hashes if hashes is not None else self.prefix_hashes(tokens, bounds)
         for bp in bps:
             j = bounds.index(bp.end)
             for c in reversed(bounds[max(0, j - self.rules.lookback_blocks + 1):j + 1]):
@@ -216,15 +219,17 @@ class AnthropicCache:
         return bps[-self.rules.max_breakpoints:] if self.rules.max_breakpoints else bps
 
     def step(self, tokens: Sequence[int], boundaries: Sequence[int],
-             breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0) -> tuple[int, int, float]:
+             breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
+             hashes: Mapping[int, int] | None = None) -> tuple[int, int, float]:
         """Run one request: returns (read tokens, written tokens, write price multiplier).
 
         The read entry is refreshed; an entry is written at every breakpoint past
         the read point whose prefix is at least ``min_tokens`` long.
         """
-        read = self.lookup(tokens, boundaries, breakpoints, now, hidden)
+        read = self.lookup(tokens, boundaries, breakpoints, now, hidden, hashes)
         bps = self._usable(breakpoints, len(tokens))
-        hashes = self.prefix_hashes(tokens, [read] + [bp.end for bp in bps])
+        if hashes is None:
+            hashes = self.prefix_hashes(tokens, [read] + [bp.end for bp in bps])
         if read:
             key = (read, hashes[read])
             self._entries[key] = (now, self._entries[key][1])

@@ -2,7 +2,7 @@
 simulator's ideal baseline and the SGLang cache model.
 
 :class:`RadixTree` has SGLang's semantics (SGLang 0.5.23 ``srt/mem_cache/radix_cache.py``,
-``evict_policy.py``; see ``docs/method`` on the cache models):
+``evict_policy.py``):
 
 * Keys are token ids; a child is keyed by its first token, or by its first block (a
   tuple) when ``block_size`` (SGLang's ``page_size``) is above 1. Matches and inserts
@@ -227,6 +227,15 @@ class RadixTree:
                 heapq.heappush(heap, (*order(parent.hits, parent.last, parent.created), parent.created,
                                       parent.id, parent))
         return EvictResult(tuple(out), freed)
+
+    def depths(self) -> Iterator[tuple[int, int]]:
+        """``(start, end]``: the prompt positions (tokens from the root) each edge spans."""
+        stack = [(n, 0) for n in self.root.children.values()]
+        while stack:
+            n, start = stack.pop()
+            end = start + n.hi - n.lo
+            yield start, end
+            stack.extend((c, end) for c in n.children.values())
 
     def _leaves(self) -> Iterator[_Node]:
         stack = list(self.root.children.values())

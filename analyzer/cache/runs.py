@@ -75,13 +75,10 @@ def _ideal_tokens(reqs: Sequence[SimRequest], toks) -> list[int]:
     return [min(r.num_tokens, int(t)) for r, t in zip(reqs, toks)]
 
 
-def unique_blocks(reqs: Sequence[SimRequest], block_size: int) -> int:
+def unique_blocks(reqs: Sequence[SimRequest], block_size: int, base: Baseline | None = None) -> int:
     """Distinct blocks of ``block_size`` tokens over all prompts, no salt (the base of
-    ``N%`` capacities)."""
-    seen: set[int] = set()
-    for r in reqs:
-        seen.update(r.chain(block_size, salted=False))
-    return len(seen)
+    ``N%`` capacities; :meth:`~.simulator.Baseline.unique_blocks`)."""
+    return (base or baseline(reqs)).unique_blocks(block_size)
 
 
 def simulate_tokens(reqs, spec, capacity, base) -> list[int]:

@@ -25,11 +25,22 @@ __all__ = ["CACHES", "Baseline", "CacheSpec", "SimRequest", "baseline", "request
 @dataclass(frozen=True, slots=True)
 class Baseline:
     """Cache-independent levels of each request (tokens): the prefix shared with any
-    earlier request, the drift extent, and the distinct tokens of the stream."""
+    earlier request, the drift extent, and the distinct tokens of the stream.
+    ``depths``: the ``(start, end]`` prompt positions of each edge of the tree of all
+    prompts; ``trace_blocks``: distinct block ids of the block traces."""
 
     lcp: tuple[int, ...]
     drift_end: tuple[int, ...]
     unique_tokens: int
+    depths: tuple[tuple[int, int], ...] = ()
+    trace_blocks: int = 0
+
+    def unique_blocks(self, block_size: int) -> int:
+        """Distinct full blocks of ``block_size`` tokens over all prompts (no salt): a
+        block is its whole prefix (the chained hash), so they are the distinct prefixes
+        whose length is a multiple of ``block_size`` — counted on the tree, no hashing —
+        plus the traces' distinct block ids."""
+        return self.trace_blocks + sum(end // block_size - start // block_size for start, end in self.depths)
 
 
 def baseline(reqs: Sequence[SimRequest]) -> Baseline:
@@ -56,7 +67,7 @@ def baseline(reqs: Sequence[SimRequest]) -> Baseline:
         drift.append(max(shared, overlap))
         prev_len[r.session] = r.num_tokens
     uniq = tree.size_tokens + len(seen) * max((r.block_size for r in reqs), default=0)
-    return Baseline(tuple(lcp), tuple(drift), uniq)
+    return Baseline(tuple(lcp), tuple(drift), uniq, tuple(tree.depths()), len(seen))
 
 
 def simulate(reqs: Sequence[SimRequest], spec: CacheSpec, capacity_blocks: int | None = None,

@@ -123,7 +123,7 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
     distinct blocks — pages, units — behind ``N%`` capacities)."""
     block_size = spec.block_size_for(reqs)
     base = baseline(reqs)
-    uniq = base.unique_tokens // block_size if spec.cache == "sglang" else unique_blocks(reqs, block_size)
+    uniq = base.unique_tokens // block_size if spec.cache == "sglang" else unique_blocks(reqs, block_size, base)
     caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities] or [("unbounded", None)]
     blocks = [b for _, b in caps]
     results, first = [], None

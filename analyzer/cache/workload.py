@@ -7,8 +7,8 @@ that logical clock (logged seconds, else the position). Usage-only requests (no
 prompt logged) have nothing to replay and are left out.
 
 Each request's block chain is hashed once per (block size, salt) and kept with the
-request (:meth:`SimRequest.chain`), so every cache model, sweep and count of the run
-reuses it.
+request (:meth:`SimRequest.chain`), so every cache model and sweep of the run reuses
+it; so are its prefix hashes at breakpoints (:meth:`SimRequest.prefix_hashes`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Iterable, Mapping
 
 from prefixcache.analyzer.cache.base import BlockHash
 from prefixcache.analyzer.cache.block_hash import hash_blocks
-from prefixcache.analyzer.cache.provider import Breakpoint
+from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint
 from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.sequence import arrival_order
 
@@ -65,6 +65,7 @@ class SimRequest:
     exact: bool = True
     _chains: dict[tuple[int, str | None], tuple[BlockHash, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    _cuts: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     trace_block: InitVar[int] = 0
 
     def __post_init__(self, trace_block: int) -> None:
@@ -83,6 +84,16 @@ class SimRequest:
             extra = ("cache_salt", key[1]) if key[1] else None
             got = self._chains[key] = tuple(hash_blocks(self.tokens or (), block_size, extra))
         return got
+
+
+    def prefix_hashes(self) -> dict[int, int]:
+        """Hash of the prompt up to each content-block boundary and breakpoint
+        (:meth:`~.provider.AnthropicCache.prefix_hashes`), computed once and kept."""
+        if not self._cuts and self.tokens:
+            n = len(self.tokens)
+            cuts = {b for b in self.boundaries if 0 < b <= n} | {bp.end for bp in self.breakpoints if 0 < bp.end <= n}
+            self._cuts.update(AnthropicCache.prefix_hashes(self.tokens, sorted(cuts)))
+        return self._cuts
 
 
 def _group(kind: str, ref: int, last_assistant: int) -> str:
