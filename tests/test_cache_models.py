@@ -9,7 +9,7 @@ import pytest
 from prefixcache.analyzer.cache import workload
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, block_aligned, hit_cap_tokens, servable_tokens
 from prefixcache.analyzer.cache.eviction import ORDERS, HeapPolicy, make_policy, resolve_policy
-from prefixcache.analyzer.cache.provider import Breakpoint
+from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint
 from prefixcache.analyzer.cache.models import CACHES, MODELS, CacheModel, CacheSpec, Hit, make_model
 from prefixcache.analyzer.cache.simulator import simulate
 from prefixcache.analyzer.cache.study import SimulateOptions, simulate_report
@@ -116,7 +116,8 @@ def test_ttl_is_an_option_and_the_policy_name_an_alias():
     assert opts.runs() == [("lru", 3.0)]  # the same run twice runs once
     assert SimulateOptions(policies=("lru", "ttl")).runs() == [("lru", None), ("lru", 300.0)]
     for bad in (dict(ttl_s=-1.0), dict(block_size=0), dict(in_flight=0), dict(price_read=-0.1),
-                dict(cache="nope"), dict(policies=("random",)), dict(policies=())):
+                dict(cache="nope"), dict(policies=("random",)), dict(policies=()),
+                dict(capacities=tuple(parse_capacities("16GiB")))):  # bytes need a KV shape
         with pytest.raises(ConfigError):
             SimulateOptions(**bad)
 
@@ -129,12 +130,13 @@ def swe():
     return items, ingest.summary, prep.notes
 
 
-@pytest.mark.parametrize("cache", ["vllm", "blocks", "openai"])
+@pytest.mark.parametrize("cache", ["vllm", "blocks", "openai", "anthropic"])
 def test_each_request_is_hashed_once_per_run(swe, monkeypatch, cache):
     items, summary, notes = swe
     calls = []
-    real = workload.hash_blocks
+    real, real_cuts = workload.hash_blocks, AnthropicCache.prefix_hashes
     monkeypatch.setattr(workload, "hash_blocks", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    monkeypatch.setattr(AnthropicCache, "prefix_hashes", staticmethod(lambda *a: calls.append(0) or real_cuts(*a)))
     reqs = to_sim_requests(items)
     opts = SimulateOptions(cache=cache, policies=("lru", "fifo", "lfu"), capacities=tuple(parse_capacities("5%,20%,2Mtok")),
                            per_request=True)
@@ -143,3 +145,14 @@ def test_each_request_is_hashed_once_per_run(swe, monkeypatch, cache):
     assert len(calls) == len(reqs)  # once per request: every model, sweep and count reuses the chain
     assert simulate(reqs, CacheSpec(cache), 50)[0].prompt_tokens == reqs[0].num_tokens
     assert len(calls) == len(reqs)
+
+
+def test_every_structure_implements_the_prefix_cache_protocol():
+    from prefixcache.analyzer.cache.base import PrefixCache
+    from prefixcache.analyzer.cache.block_hash import BlockHashCache
+    from prefixcache.analyzer.cache.provider import UnitPrefixCache, rules_for
+    from prefixcache.analyzer.cache.radix import RadixTree
+
+    for c in (BlockHashCache(), RadixTree(), UnitPrefixCache(rules_for("openai")), AnthropicCache(rules_for("anthropic"))):
+        assert isinstance(c, PrefixCache)
+        assert c.match(tuple(range(40)), 0.0).cached_tokens == 0 and c.evict(8, 0.0).freed_tokens >= 0

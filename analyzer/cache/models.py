@@ -25,9 +25,9 @@ from typing import ClassVar, Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, hit_cap_tokens, servable_tokens
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
-from prefixcache.analyzer.cache.eviction import resolve_policy
+from prefixcache.analyzer.cache.eviction import POLICIES, resolve_policy
 from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint, ProviderRules, UnitPrefixCache, rules_for
-from prefixcache.analyzer.cache.radix import RadixTree
+from prefixcache.analyzer.cache.radix import RADIX_POLICIES, RadixTree
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 
@@ -100,6 +100,8 @@ class CacheModel:
 
     name: ClassVar[str] = ""
     default_block_size: ClassVar[int] = DEFAULT_BLOCK_SIZE
+    #: ``--policy`` names the cache can evict by (``belady``: an offline pass over blocks).
+    policies: ClassVar[tuple[str, ...]] = POLICIES
 
     def __init__(self, spec: CacheSpec, block_size: int, capacity_blocks: int | None, expire: bool = True) -> None:
         self.spec, self.block_size, self.capacity_blocks, self.expire = spec, block_size, capacity_blocks, expire
@@ -149,6 +151,7 @@ class VllmModel(CacheModel):
     """vLLM v1 prefix caching: chained block hashes, n−1 cap, tail-first LRU free queue."""
 
     name = "vllm"
+    policies = (*POLICIES, "belady")
     cap_last_token: ClassVar[bool] = True
     free_order: ClassVar[str] = "tail-first"
 
@@ -198,6 +201,7 @@ class SglangModel(CacheModel):
 
     name = "sglang"
     default_block_size = 1
+    policies = RADIX_POLICIES
 
     def __init__(self, spec: CacheSpec, block_size: int, capacity_blocks: int | None, expire: bool = True) -> None:
         super().__init__(spec, block_size, capacity_blocks, expire)
@@ -258,6 +262,7 @@ class AnthropicModel(CacheModel):
 
     name = "anthropic"
     default_block_size = 1
+    policies = (*POLICIES, "belady", *RADIX_POLICIES)  # breakpoint entries expire; nothing is evicted
 
     def __init__(self, spec: CacheSpec, block_size: int, capacity_blocks: int | None, expire: bool = True) -> None:
         super().__init__(spec, block_size, capacity_blocks, expire)

@@ -68,15 +68,21 @@ class SimulateOptions:
     def __post_init__(self) -> None:
         if self.cache not in MODELS:
             raise ConfigError(f"unknown --cache {self.cache!r}; choose one of {', '.join(MODELS)}")
+        usable = MODELS[self.cache].policies
         for p in self.policies or ("",):
             if p not in POLICY_NAMES:
                 raise ConfigError(f"unknown --policy {p!r}; choose from {', '.join(POLICY_NAMES[:-1])}")
+            if resolve_policy(p, None)[0] not in usable:
+                raise ConfigError(f"--policy {p} does not apply to --cache {self.cache}; choose from {', '.join(usable)}")
         for flag, value, least in (("--block-size", self.block_size, 1), ("--in-flight", self.in_flight, 1),
                                    ("--ttl", self.ttl_s, 0), ("--min-tokens", self.min_tokens, 0),
                                    ("--price-input", self.price_input, 0), ("--price-read", self.price_read, 0),
                                    ("--price-write", self.price_write, 0)):
             if value is not None and not value >= least:
                 raise ConfigError(f"{flag} must be at least {least}, got {value}")
+        in_bytes = next((c for c in self.capacities if c.unit == "bytes"), None)
+        if in_bytes is not None and not (self.kv_model or self.model_config):
+            raise ConfigError(f"capacity {in_bytes.text!r} is in bytes: pass --kv-model or --model-config")
 
     def runs(self) -> list[tuple[str, float | None]]:
         """``(policy, ttl_s)`` of each result group, the ``ttl`` alias resolved; a pair
