@@ -225,12 +225,13 @@ class HeapPolicy:
         self._heap: list[tuple] = []
         self._live: dict[Hashable, tuple] = {}  # key -> current heap entry
         self._freq: dict[Hashable, int] = {}
-        self._pos: dict[Hashable, tuple[int, int, int]] = {}  # key -> (pos, span, born)
+        self._pos: dict[Hashable, tuple[int, int]] = {}  # key -> (pos, span)
+        self._born: dict[Hashable, int] | None = {} if kind == "fifo" else None  # key -> first push
 
     def _key(self, key: Hashable, now: float) -> tuple:
-        hits, (pos, span, born) = self._freq[key], self._pos[key]
+        hits, (pos, span) = self._freq[key], self._pos[key]
         if self._order is not None:
-            return self._order(hits, now, born)
+            return self._order(hits, now, self._born.setdefault(key, self._seq) if self._born is not None else 0)
         if self.name == "length":
             return (hits, -pos, now)
         B = self.block_size
@@ -245,19 +246,19 @@ class HeapPolicy:
 
     def add(self, key: Hashable, now: float, pos: int = 0, span: int = 1) -> None:
         self._freq.setdefault(key, 0)
-        old = self._pos.get(key)
-        self._pos[key] = (pos, span, self._seq if old is None else old[2])
+        self._pos[key] = (pos, span)
         self._push(key, now)
 
     def touch(self, key: Hashable, now: float, pos: int = 0, span: int = 1) -> None:
         self._freq[key] = self._freq.get(key, -1) + 1
-        old = self._pos.get(key)
-        self._pos[key] = (pos, span, self._seq if old is None else old[2])
+        self._pos[key] = (pos, span)
         self._push(key, now)
 
     def remove(self, key: Hashable) -> None:
         if self._live.pop(key, None) is not None:
             del self._freq[key], self._pos[key]
+            if self._born is not None:
+                del self._born[key]
 
     def pop_victim(self, pinned: frozenset | set = frozenset()) -> Hashable:
         held = []
@@ -272,6 +273,8 @@ class HeapPolicy:
                     continue
                 del self._live[key]
                 del self._freq[key], self._pos[key]
+                if self._born is not None:
+                    del self._born[key]
                 if self.name == "gdsf":
                     self.clock = entry[0]
                 return key

@@ -184,6 +184,8 @@ def result_row(cache: str, policy: str, ttl_s: float | None, capacity: str, capa
 def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int) -> list[CallRow]:
     """Calls with a reported cached count: predicted, calibrated (mapped into the
     provider's token count, :func:`~.figures.calibrated_cached`) and reported."""
+    if all(f.reported_cached_tokens is None for f in rows):
+        return []  # nothing to compare (block traces): skip the calibration
     out = []
     for f, cal in zip(rows, calibrated_cached(rows, block_size, min_tokens)):
         if f.reported_cached_tokens is None:
