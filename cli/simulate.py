@@ -19,6 +19,7 @@ from rich.table import Table
 from prefixcache.analyzer.api import SimulateOptions, SimulateReport, simulate
 from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.cache.figures import CAUSES
+from prefixcache.analyzer.cache.report import ResultRow
 from prefixcache.analyzer.cache.models import CACHES
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.cli.common import EXIT_ERROR, console, err, handle_errors, progress, report_skipped
@@ -49,7 +50,7 @@ def _table(title: str, columns: tuple[str, ...], left: int = 0) -> Table:
     return t
 
 
-def _policy(r) -> str:
+def _policy(r: ResultRow) -> str:
     """The policy, with the ``--ttl`` a block cache ran under (providers keep their own)."""
     return f"{r.policy} ttl {r.ttl_s:g}s" if r.ttl_s is not None and r.cache in ("vllm", "blocks") else r.policy
 

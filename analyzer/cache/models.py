@@ -19,6 +19,7 @@ levels of :func:`~.simulator.simulate`).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import ClassVar, Mapping, Sequence
@@ -95,7 +96,7 @@ class Hit:
     write_multiplier: float = 1.0
 
 
-class CacheModel:
+class CacheModel(ABC):
     """One cache instance driven request by request (see the module docstring)."""
 
     name: ClassVar[str] = ""
@@ -116,9 +117,9 @@ class CacheModel:
         """The idle expiry this cache applies under ``spec`` (seconds; None: none)."""
         return spec.ttl_s
 
+    @abstractmethod
     def step(self, r: SimRequest) -> Hit:
         """Look ``r`` up, then store it: its cached (and written) tokens."""
-        raise NotImplementedError
 
     def granular(self, r: SimRequest, shared: int) -> int:
         """Tokens of a ``shared``-token prefix the cache's rules can serve (no capacity or expiry)."""
