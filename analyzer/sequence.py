@@ -66,7 +66,7 @@ def arrival_order(items: Iterable[T], time: Callable[[T], float | None]) -> list
     times keep input order) and ``now`` is that time; when any time is missing,
     input order is kept and ``now`` is the position (0, 1, 2, ...). This is the
     one order ``simulate`` and ``replay`` walk requests in, so their figures
-    agree (design.md: a logical clock, never the wall clock).
+    agree: a logical clock, never the wall clock, so two runs print the same numbers.
     """
     staged = [(time(item), pos, item) for pos, item in enumerate(items)]
     if staged and all(t is not None for t, _, _ in staged):

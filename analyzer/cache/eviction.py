@@ -22,16 +22,24 @@ touched it (0 = first block of the prompt). Sources of the orderings:
   the ``span`` blocks from it to the chain's end unreachable, so its cost is their
   prefill work, Σ ``B·(1 + q·B / attention_scale)`` over those blocks (linear FLOPs
   plus attention over the context before each); size = one block.
-* ``ttl`` — LRU order; entries also expire ``ttl_s`` after their last use
-  (handled by the cache that owns the policy).
+* ``mru`` — SGLang key ``−last_access_time`` (radix tree only).
+
+The usage-based orderings (``lru``, ``fifo``, ``lfu``, ``slru``, ``mru``) are
+defined once, in :data:`ORDERS`: the radix tree sorts its leaves by them, and
+:class:`HeapPolicy` keys its heap by them; :class:`LRUPolicy`, :class:`FIFOPolicy`
+and :class:`SLRUPolicy` are O(1) structures that pop in exactly that order (tests
+compare them with a heap over the key). Expiry is not a policy: a TTL (``ttl_s``) is
+an option of the cache that owns the policy; ``ttl`` is kept only as a deprecated
+name for ``lru`` with a 300 s TTL (:func:`resolve_policy`).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from typing import Hashable, Protocol
+from typing import Callable, Hashable, Protocol
 
+from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.errors import ConfigError
 
 #: Context length (tokens) at which attention FLOPs per token equal the linear
@@ -40,7 +48,46 @@ ATTENTION_SCALE_TOKENS = 32768
 #: SGLang ``SLRUStrategy`` protected threshold (hits).
 SLRU_PROTECTED_HITS = 2
 
-POLICIES = ("lru", "fifo", "lfu", "slru", "length", "gdsf", "ttl")
+#: Block-cache eviction policies (``belady``, the offline optimum, is a separate pass).
+POLICIES = ("lru", "fifo", "lfu", "slru", "length", "gdsf")
+#: TTL (seconds) the deprecated policy name ``ttl`` stands for when no TTL is given.
+TTL_ALIAS_S = 300.0
+
+
+def _lru(hits: int, last: float, born: int) -> tuple:
+    return (last,)
+
+
+def _fifo(hits: int, last: float, born: int) -> tuple:
+    return (born,)
+
+
+def _lfu(hits: int, last: float, born: int) -> tuple:
+    return (hits, last)
+
+
+def _slru(hits: int, last: float, born: int) -> tuple:
+    return (hits >= SLRU_PROTECTED_HITS, last)
+
+
+def _mru(hits: int, last: float, born: int) -> tuple:
+    return (-last,)
+
+
+#: The one definition of each usage-based eviction order: ``key(hits, last, born)``,
+#: lowest first, from an entry's hit count, last use (logical s) and creation rank.
+#: Callers append their own tie-break (radix: node creation, then id; heap: push order).
+ORDERS: dict[str, Callable[[int, float, int], tuple]] = {
+    "lru": _lru, "fifo": _fifo, "lfu": _lfu, "slru": _slru, "mru": _mru,
+}
+
+
+def resolve_policy(name: str, ttl_s: float | None) -> tuple[str, float | None]:
+    """``(policy, ttl_s)`` with the deprecated policy name ``ttl`` resolved: it means
+    ``lru`` with ``ttl_s`` (:data:`TTL_ALIAS_S` when None). Other names pass through."""
+    if name == "ttl":
+        return "lru", TTL_ALIAS_S if ttl_s is None else ttl_s
+    return name, ttl_s
 
 
 class EvictionPolicy(Protocol):
@@ -160,27 +207,31 @@ class SLRUPolicy:
 
 
 class HeapPolicy:
-    """Priority-keyed policy with lazy deletion (lowest key evicted first).
+    """Priority-keyed policy with lazy deletion (lowest key evicted first, ties by push order).
 
-    ``kind`` is ``lfu``, ``length`` or ``gdsf``; ``block_size`` feeds the GDSF cost.
+    ``kind``: any :data:`ORDERS` name (the block caches use it for ``lfu``; the others
+    serve as the reference the O(1) policies are tested against), ``length`` or
+    ``gdsf``; ``block_size`` feeds the GDSF cost.
     """
 
-    def __init__(self, kind: str, block_size: int = 16,
+    def __init__(self, kind: str, block_size: int = DEFAULT_BLOCK_SIZE,
                  attention_scale: int = ATTENTION_SCALE_TOKENS) -> None:
         self.name = kind
         self.block_size = block_size
         self.attention_scale = attention_scale
         self.clock = 0.0  # GDSF inflation value L
+        self._order = ORDERS.get(kind)
         self._seq = 0
         self._heap: list[tuple] = []
         self._live: dict[Hashable, tuple] = {}  # key -> current heap entry
         self._freq: dict[Hashable, int] = {}
         self._pos: dict[Hashable, tuple[int, int]] = {}  # key -> (pos, span)
+        self._born: dict[Hashable, int] | None = {} if kind == "fifo" else None  # key -> first push
 
     def _key(self, key: Hashable, now: float) -> tuple:
         hits, (pos, span) = self._freq[key], self._pos[key]
-        if self.name == "lfu":
-            return (hits, now)
+        if self._order is not None:
+            return self._order(hits, now, self._born.setdefault(key, self._seq) if self._born is not None else 0)
         if self.name == "length":
             return (hits, -pos, now)
         B = self.block_size
@@ -206,6 +257,8 @@ class HeapPolicy:
     def remove(self, key: Hashable) -> None:
         if self._live.pop(key, None) is not None:
             del self._freq[key], self._pos[key]
+            if self._born is not None:
+                del self._born[key]
 
     def pop_victim(self, pinned: frozenset | set = frozenset()) -> Hashable:
         held = []
@@ -220,6 +273,8 @@ class HeapPolicy:
                     continue
                 del self._live[key]
                 del self._freq[key], self._pos[key]
+                if self._born is not None:
+                    del self._born[key]
                 if self.name == "gdsf":
                     self.clock = entry[0]
                 return key
@@ -235,8 +290,9 @@ class HeapPolicy:
         return len(self._live)
 
 
-def make_policy(name: str, block_size: int = 16) -> EvictionPolicy:
-    """A fresh policy by name (one of :data:`POLICIES`); ``ConfigError`` otherwise."""
+def make_policy(name: str, block_size: int = DEFAULT_BLOCK_SIZE) -> EvictionPolicy:
+    """A fresh policy by name (one of :data:`POLICIES`, or the deprecated ``ttl``: LRU
+    order); ``ConfigError`` otherwise."""
     if name in ("lru", "ttl"):
         return LRUPolicy()
     if name == "fifo":

@@ -1,6 +1,7 @@
 """Cache figures per request and in total: hit tokens, avoided prefill, attribution.
 
-Definitions (``shared/reference/papers.md``, "Metric definitions"):
+Definitions (SGLang's token hit ratio, the Mooncake paper's block hit ratio —
+arXiv 2407.00079 — and the providers' reported usage):
 
 * token hit ratio H = Σ cached tokens / Σ prompt tokens (SGLang's definition,
   equal to the providers' ``cached_tokens / prompt_tokens``); block hit ratio =
@@ -238,7 +239,7 @@ def reported_usage(usages: Iterable) -> ReportedUsage | None:
     return ReportedUsage(n, p, c, w) if n else None
 
 
-def calibrated_cached(rows: Sequence[RequestFigures], unit: int = 1, min_tokens: int = 0) -> list[int | None]:
+def calibrated_cached(rows: Sequence[RequestFigures], block_size: int = 1, min_tokens: int = 0) -> list[int | None]:
     """Predicted cached tokens mapped into the provider's token count (None where
     the provider reported no prompt length).
 
@@ -246,7 +247,7 @@ def calibrated_cached(rows: Sequence[RequestFigures], unit: int = 1, min_tokens:
     a prefix of ``p`` of our tokens is mapped piecewise-linearly through the
     anchors ``(our prompt length, reported prompt length)`` of the session's
     requests so far (and ``(0, 0)``), then rounded down to the provider's
-    ``unit``. The prefix mapped is the full shared prefix when the cache served
+    ``block_size`` (its storage unit). The prefix mapped is the full shared prefix when the cache served
     all of it, else the cached tokens.
     """
     import numpy as np
@@ -265,7 +266,7 @@ def calibrated_cached(rows: Sequence[RequestFigures], unit: int = 1, min_tokens:
         full = r.lost.get("capacity", 0) + r.lost.get("ttl", 0) == 0
         raw = max(r.cached_tokens, r.shared_tokens) if full else r.cached_tokens
         xs, ys = _monotone(pts)
-        mapped = int(np.interp(raw, xs, ys)) // unit * unit
+        mapped = int(np.interp(raw, xs, ys)) // block_size * block_size
         mapped = min(mapped, r.reported_prompt_tokens)
         out.append(mapped if mapped >= min_tokens else 0)
     return out

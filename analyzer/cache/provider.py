@@ -1,8 +1,8 @@
 """Provider prompt-cache rules (OpenAI, Anthropic, DeepSeek) and their prices.
 
 Every constant lives in :data:`PROVIDERS` / :data:`ANTHROPIC_MIN_TOKENS` below, with
-its source, so a rule change is a one-line edit. Sources: ``shared/reference/
-papers.md`` §6 (provider docs as of 2026) and ``engines.md``.
+its source, so a rule change is a one-line edit. Sources: each provider's prompt
+caching documentation as of 2026 (named in every entry's ``source``).
 
 * **OpenAI** — automatic for prompts ≥ 1,024 tokens; the cached prefix grows in
   128-token steps (so a hit is 0 or 1,024 + k·128); exact prefix only; kept
@@ -26,7 +26,7 @@ is a CLI option (``--price-input``, ``--price-read``, ``--price-write``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import xxhash
 from array import array
@@ -40,7 +40,8 @@ from prefixcache.analyzer.cache.block_hash import BlockHashCache
 class ProviderRules:
     """One provider's caching constants.
 
-    ``unit_tokens``: hit granularity (tokens); ``min_tokens``: shortest prompt (or
+    ``block_size``: hit granularity (tokens; the storage unit, also readable as
+    ``unit_tokens``); ``min_tokens``: shortest prompt (or
     breakpoint prefix) that is cached; ``ttl_s``: idle retention, refreshed on hit;
     ``price_input``: base $/MTok; ``read_multiplier`` / ``write_multiplier``: cache
     read / write price relative to the base; ``max_breakpoints`` and
@@ -48,7 +49,7 @@ class ProviderRules:
     """
 
     name: str
-    unit_tokens: int
+    block_size: int
     min_tokens: int
     ttl_s: float
     price_input: float
@@ -58,22 +59,27 @@ class ProviderRules:
     lookback_blocks: int = 0
     source: str = ""
 
+    @property
+    def unit_tokens(self) -> int:
+        """Earlier name of :attr:`block_size` (the provider's storage unit, tokens)."""
+        return self.block_size
+
 
 #: The constants table (edit here when a provider changes its rules).
 PROVIDERS: dict[str, ProviderRules] = {
     "openai": ProviderRules(
-        "openai", unit_tokens=128, min_tokens=1024, ttl_s=300.0,
+        "openai", block_size=128, min_tokens=1024, ttl_s=300.0,
         price_input=1.25, read_multiplier=0.1, write_multiplier=1.0,
         source="platform.openai.com prompt caching guide: ≥1,024 tokens, 128-token increments, "
                "5–10 min idle (≤1 h); GPT-5 $1.25/MTok input, cached 0.1× (gpt-4o era 0.5×)"),
     "anthropic": ProviderRules(
-        "anthropic", unit_tokens=1, min_tokens=1024, ttl_s=300.0,
+        "anthropic", block_size=1, min_tokens=1024, ttl_s=300.0,
         price_input=3.0, read_multiplier=0.1, write_multiplier=1.25,
         max_breakpoints=4, lookback_blocks=20,
         source="platform.claude.com prompt caching: ≤4 breakpoints, ~20-block lookback, "
                "5 min TTL refreshed on hit (1 h: write 2×), write 1.25×, read 0.1×; Sonnet $3/MTok"),
     "deepseek": ProviderRules(
-        "deepseek", unit_tokens=64, min_tokens=64, ttl_s=86400.0,
+        "deepseek", block_size=64, min_tokens=64, ttl_s=86400.0,
         price_input=0.14, read_multiplier=0.1, write_multiplier=1.0,
         source="api-docs.deepseek.com context caching (2024): 64-token units, <64 tokens not cached, "
                "hours to days retention; hit $0.014 vs miss $0.14 per MTok"),
@@ -107,30 +113,42 @@ def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderR
 
 
 class UnitPrefixCache:
-    """OpenAI / DeepSeek automatic prefix caching: a chain of ``unit_tokens`` blocks
-    with idle TTL, no last-token cap, nothing below ``min_tokens``."""
+    """OpenAI / DeepSeek automatic prefix caching: a chain of ``block_size``-token units
+    with idle TTL, no last-token cap, nothing below ``min_tokens``.
+
+    ``match`` / ``insert`` hash the prompt; ``match_hashes`` / ``insert_hashes`` take
+    its unit chain already hashed (the simulator hashes each request once).
+    """
 
     def __init__(self, rules: ProviderRules, capacity_blocks: int | None = None, policy: str = "lru") -> None:
         self.rules = rules
-        self.block_size = rules.unit_tokens
-        self._cache = BlockHashCache(rules.unit_tokens, capacity_blocks, policy,
+        self.block_size = rules.block_size
+        self._cache = BlockHashCache(rules.block_size, capacity_blocks, policy,
                                      ttl_s=rules.ttl_s, cap_last_token=False, free_order="tail-first")
 
     def match(self, tokens: Sequence[int], now: float, hidden: int = 0) -> MatchResult:
         """Cached prefix in whole units; 0 under the minimum. ``hidden``: tokens of
         an unlogged prefix counted toward the minimum length only."""
-        if len(tokens) + hidden < self.rules.min_tokens:
+        return self.match_hashes(self._cache.hashes(tokens), len(tokens), now, hidden)
+
+    def match_hashes(self, hashes: Sequence[int], num_tokens: int, now: float, hidden: int = 0) -> MatchResult:
+        """:meth:`match` for a prompt of ``num_tokens`` tokens whose unit chain is ``hashes``."""
+        if num_tokens + hidden < self.rules.min_tokens:
             return MatchResult(0)
-        m = self._cache.match(tokens, now)
+        m = self._cache.match_hashes(hashes, now)
         if m.cached_tokens + hidden < self.rules.min_tokens:
             return MatchResult(0)
         return m
 
     def insert(self, tokens: Sequence[int], now: float, hidden: int = 0) -> InsertResult:
         """Store the prompt's whole units (nothing under the minimum length)."""
-        if len(tokens) + hidden < self.rules.min_tokens:
+        return self.insert_hashes(self._cache.hashes(tokens), len(tokens), now, hidden)
+
+    def insert_hashes(self, hashes: Sequence[int], num_tokens: int, now: float, hidden: int = 0) -> InsertResult:
+        """:meth:`insert` for a prompt of ``num_tokens`` tokens whose unit chain is ``hashes``."""
+        if num_tokens + hidden < self.rules.min_tokens:
             return InsertResult(evicted=self._cache.expire(now).evicted)
-        return self._cache.insert(tokens, now)
+        return self._cache.insert_hashes(hashes, now)
 
     def evict(self, num_tokens: int, now: float) -> EvictResult:
         return self._cache.evict(num_tokens, now)
@@ -177,14 +195,17 @@ class AnthropicCache:
         return e is not None and now - e[0] <= e[1]
 
     def lookup(self, tokens: Sequence[int], boundaries: Sequence[int],
-               breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0) -> int:
+               breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
+               hashes: Mapping[int, int] | None = None) -> int:
         """Tokens read from cache: the longest live entry found at a breakpoint or
         within ``lookback_blocks`` boundaries before one. Read-only. ``hidden``:
-        tokens of an unlogged prefix, counted toward the minimum length only."""
+        tokens of an unlogged prefix, counted toward the minimum length only;
+        ``hashes``: :meth:`prefix_hashes` at every boundary and breakpoint, when the
+        caller keeps them (the simulator hashes each request once)."""
         best = 0
         bps = self._usable(breakpoints, len(tokens))
         bounds = sorted(set(b for b in boundaries if 0 < b <= len(tokens)) | {bp.end for bp in bps})
-        hashes = self.prefix_hashes(tokens, bounds)
+        hashes = hashes if hashes is not None else self.prefix_hashes(tokens, bounds)
         for bp in bps:
             j = bounds.index(bp.end)
             for c in reversed(bounds[max(0, j - self.rules.lookback_blocks + 1):j + 1]):
@@ -198,15 +219,17 @@ class AnthropicCache:
         return bps[-self.rules.max_breakpoints:] if self.rules.max_breakpoints else bps
 
     def step(self, tokens: Sequence[int], boundaries: Sequence[int],
-             breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0) -> tuple[int, int, float]:
+             breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
+             hashes: Mapping[int, int] | None = None) -> tuple[int, int, float]:
         """Run one request: returns (read tokens, written tokens, write price multiplier).
 
         The read entry is refreshed; an entry is written at every breakpoint past
         the read point whose prefix is at least ``min_tokens`` long.
         """
-        read = self.lookup(tokens, boundaries, breakpoints, now, hidden)
+        read = self.lookup(tokens, boundaries, breakpoints, now, hidden, hashes)
         bps = self._usable(breakpoints, len(tokens))
-        hashes = self.prefix_hashes(tokens, [read] + [bp.end for bp in bps])
+        if hashes is None:
+            hashes = self.prefix_hashes(tokens, [read] + [bp.end for bp in bps])
         if read:
             key = (read, hashes[read])
             self._entries[key] = (now, self._entries[key][1])

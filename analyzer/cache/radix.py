@@ -1,156 +1,203 @@
-"""SGLang radix prefix cache: token-level radix tree, page size, leaf eviction.
+"""The one radix tree over token sequences: lint's prefix index, ``reuse``, the
+simulator's ideal baseline and the SGLang cache model.
 
-Semantics (SGLang 0.5.23 ``srt/mem_cache/radix_cache.py``, ``evict_policy.py``;
-see ``shared/reference/engines.md`` §2):
+:class:`RadixTree` has SGLang's semantics (SGLang 0.5.23 ``srt/mem_cache/radix_cache.py``,
+``evict_policy.py``):
 
-* Keys are token ids; a child is keyed by its first token, or by its first page
-  (a tuple) when ``page_size > 1``. Matches and inserts are page-aligned
-  (``len // page_size * page_size``); a partial last page is never inserted.
-* A lookup is capped at ``input_len − 1`` tokens (``Req._compute_max_prefix_len``).
-* A match ending inside a node splits it (``_split_node``); insert adds the
-  unmatched remainder as a new leaf and bumps ``hit_count`` on reused nodes.
-* Eviction frees whole **leaves** that are not locked (not on the path of a
-  request in flight), lowest policy key first, pushing a parent once it becomes
-  a childless leaf — until enough tokens are freed. Policy keys: ``lru``
-  last access, ``lfu`` (hits, last access), ``fifo`` creation, ``slru`` (hits ≥ 2,
-  last access), ``mru`` −last access.
+* Keys are token ids; a child is keyed by its first token, or by its first block (a
+  tuple) when ``block_size`` (SGLang's ``page_size``) is above 1. Matches and inserts
+  are block-aligned; a partial last block is never inserted.
+* :meth:`~RadixTree.match` is capped at ``n − 1`` tokens (``Req._compute_max_prefix_len``)
+  unless ``cap_last_token`` is False; the cap is :func:`~.base.servable_tokens`.
+* An insert ending inside a node, or diverging inside it, splits it (``_split_node``);
+  the unmatched remainder becomes a new leaf; reused nodes get ``hit_count`` + 1 and
+  their last access refreshed.
+* With ``capacity_tokens``, eviction frees whole **leaves** not on the path of the
+  request being inserted, lowest :data:`~.eviction.ORDERS` key first (``lru``,
+  ``lfu``, ``fifo``, ``slru``, ``mru``; ties by node creation, then id), pushing a
+  parent once it becomes a childless leaf, until enough tokens are freed.
+* Optional owner tracking: ``insert(..., owner=x)`` records ``x`` as the owner of
+  every node on the inserted path, so a node's owner is the most recent request
+  whose prompt covers its whole edge; :meth:`~RadixTree.longest` returns the longest
+  stored prefix and its owner (what lint reports as ``shared_with``).
 
-Capacity is in tokens (SGLang sizes its KV pool in tokens). ``now`` is the
-logical clock; ties break on node creation order, so runs are deterministic.
+Memory: an edge is a slice ``src[lo:hi]`` of an inserted sequence (a reference,
+never a copy; lists are frozen into tuples once). A lookup or insert costs O(n)
+token comparisons: tuple slice compares in C (:func:`~prefixcache.analyzer.sequence.common_prefix_len`)
+with a binary search only on the one mismatching edge. ``now`` is the logical clock.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Hashable, Iterator, Sequence
 
+from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens
+from prefixcache.analyzer.cache.eviction import ORDERS
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.sequence import common_prefix_len
-from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult
 
-RADIX_POLICIES = ("lru", "lfu", "fifo", "slru", "mru")
+#: Eviction policies the radix tree supports (SGLang ``evict_policy.py``).
+RADIX_POLICIES = tuple(ORDERS)
 
 
 class _Node:
-    __slots__ = ("key", "children", "parent", "last", "created", "hits", "id")
+    """A tree node: the edge into it is ``src[lo:hi]``; usage figures for eviction;
+    ``owner`` of the most recent insert that covered the whole edge."""
 
-    def __init__(self, key: tuple, parent: "_Node | None", now: float, nid: int) -> None:
-        self.key = key
+    __slots__ = ("src", "lo", "hi", "children", "parent", "owner", "last", "created", "hits", "id")
+
+    def __init__(self, src: Sequence[int], lo: int, hi: int, parent: "_Node | None", now: float, nid: int,
+                 owner: Hashable | None = None) -> None:
+        self.src, self.lo, self.hi = src, lo, hi
         self.children: dict = {}
         self.parent = parent
+        self.owner = owner
         self.last = now
-        self.created = nid
+        self.created = self.id = nid
         self.hits = 0
-        self.id = nid
+
+    @property
+    def key(self) -> Sequence[int]:
+        """The edge's tokens (a slice: a copy, for inspection only)."""
+        return self.src[self.lo:self.hi]
 
 
-def _lcp(a: tuple, b: tuple, off: int, end: int) -> int:
-    """Length of the common prefix of ``a`` and ``b[off:end]`` (chunked compares)."""
-    n = min(len(a), end - off)
-    k = 0
-    while k + 64 <= n and a[k:k + 64] == b[off + k:off + k + 64]:
-        k += 64
-    while k < n and a[k] == b[off + k]:
-        k += 1
-    return k
+@dataclass(frozen=True, slots=True)
+class PrefixMatch:
+    """A lookup with owners: ``length`` leading tokens are shared with the earlier
+    insert ``owner`` (the most recent one sharing that many; None when ``length`` is 0
+    or the covering insert gave no owner)."""
+
+    length: int
+    owner: Hashable | None
 
 
-class RadixCache:
-    """A token radix tree with SGLang semantics (implements ``PrefixCache``).
+def _frozen(tokens: Sequence[int]) -> Sequence[int]:
+    """``tokens`` as a tuple the tree may keep a reference to (slice compares need one type)."""
+    return tokens if isinstance(tokens, tuple) else tuple(tokens)
 
-    ``capacity_tokens`` None = unbounded. ``cap_last_token`` False gives the
-    plain longest-common-prefix (used for the infinite "ideal" cache).
-    ``block_size`` equals ``page_size``. ``InsertResult.evicted`` lists evicted
-    node ids (as ``BlockHash``); ``EvictResult.freed_tokens`` the tokens.
+
+class RadixTree:
+    """A token radix tree (implements :class:`~.base.PrefixCache`); see the module docstring.
+
+    ``block_size``: tokens per block (SGLang's page; ``page_size`` is accepted as its
+    alias); ``capacity_tokens``: None = unbounded; ``policy``: one of
+    :data:`RADIX_POLICIES`; ``cap_last_token`` False gives the plain longest common
+    prefix in :meth:`match`. ``InsertResult.inserted`` / ``evicted`` list node ids (as
+    ``BlockHash``); ``EvictResult.freed_tokens`` the tokens freed. ConfigError for a
+    block size < 1 or an unknown policy.
     """
 
-    def __init__(self, page_size: int = 1, capacity_tokens: int | None = None,
-                 policy: str = "lru", *, cap_last_token: bool = True) -> None:
-        if page_size <= 0:
-            raise ConfigError(f"page size must be positive, got {page_size}")
-        if policy not in RADIX_POLICIES:
+    def __init__(self, block_size: int = 1, capacity_tokens: int | None = None, policy: str = "lru", *,
+                 cap_last_token: bool = True, page_size: int | None = None) -> None:
+        block_size = block_size if page_size is None else page_size
+        if block_size < 1:
+            raise ConfigError(f"page size must be positive, got {block_size}")
+        if policy not in ORDERS:
             raise ConfigError(f"unknown radix eviction policy {policy!r}; choose one of {', '.join(RADIX_POLICIES)}")
-        self.block_size = self.page_size = page_size
+        self.block_size = block_size
         self.capacity_tokens = capacity_tokens
         self.policy = policy
         self.cap_last_token = cap_last_token
+        self._order = ORDERS[policy]
         self._ids = 0
-        self.root = _Node((), None, 0.0, 0)
+        self.root = _Node((), 0, 0, None, 0.0, 0)
         self.size_tokens = 0
 
-    def _child_key(self, tokens: Sequence[int], off: int):
-        return tokens[off] if self.page_size == 1 else tuple(tokens[off:off + self.page_size])
+    @property
+    def page_size(self) -> int:
+        """SGLang's name for :attr:`block_size`."""
+        return self.block_size
 
-    def _walk(self, tokens: Sequence[int], limit: int):
-        """Yield (node, matched tokens inside it) along the longest page-aligned match."""
-        node, off = self.root, 0
-        while off + self.page_size <= limit:
-            child = node.children.get(self._child_key(tokens, off))
+    def _key(self, src: Sequence[int], at: int):
+        return src[at] if self.block_size == 1 else tuple(src[at:at + self.block_size])
+
+    def _walk(self, tokens: Sequence[int], limit: int) -> tuple[list[_Node], int, int]:
+        """Follow ``tokens[:limit]`` (``limit`` block-aligned): the nodes entered, the
+        tokens matched, and how many of them lie inside the last node's edge."""
+        B = self.block_size
+        node, off, path, used = self.root, 0, [], 0
+        children = node.children
+        while off + B <= limit:
+            child = children.get(tokens[off] if B == 1 else tuple(tokens[off:off + B]))
             if child is None:
-                return
-            k = _lcp(child.key, tokens, off, limit) // self.page_size * self.page_size
+                break
+            edge = child.hi - child.lo
+            k = common_prefix_len(tokens, child.src, off, child.lo, min(edge, limit - off))
+            if B > 1:
+                k -= k % B
             if k == 0:
-                return
-            yield child, k
-            if k < len(child.key):
-                return
-            node, off = child, off + k
+                break
+            path.append(child)
+            off += k
+            used = k
+            if k < edge:
+                break
+            children = child.children
+        return path, off, used
 
-    def _limit(self, n: int) -> int:
-        m = n - 1 if self.cap_last_token else n
-        return max(0, m) // self.page_size * self.page_size
+    def match(self, tokens: Sequence[int], now: float = 0.0) -> MatchResult:
+        """Cached prefix (block-aligned, ≤ n−1 with the cap); read-only: no split, no refresh."""
+        tokens = _frozen(tokens)
+        path, matched, _ = self._walk(tokens, hit_cap_tokens(len(tokens), self.block_size, self.cap_last_token))
+        return MatchResult(matched, tuple(BlockHash(n.id) for n in path))
 
-    def match(self, tokens: Sequence[int], now: float) -> MatchResult:
-        """Cached prefix length (page-aligned, ≤ n−1); read-only (no split, no refresh)."""
-        total, ids = 0, []
-        tokens = tuple(tokens)
-        for node, k in self._walk(tokens, self._limit(len(tokens))):
-            total += k
-            ids.append(BlockHash(node.id))
-        return MatchResult(total, tuple(ids))
+    def longest(self, tokens: Sequence[int]) -> PrefixMatch:
+        """Longest stored prefix of ``tokens`` with no cap (block-aligned) and its owner."""
+        tokens = _frozen(tokens)
+        path, matched, _ = self._walk(tokens, len(tokens) // self.block_size * self.block_size)
+        return PrefixMatch(matched, path[-1].owner if path else None)
 
     def longest_prefix(self, tokens: Sequence[int]) -> int:
-        """Longest cached prefix of ``tokens`` with no cap (page-aligned)."""
-        tokens = tuple(tokens)
-        lim = len(tokens) // self.page_size * self.page_size
-        return sum(k for _, k in self._walk(tokens, lim))
+        """Length of :meth:`longest` (tokens)."""
+        return self.longest(tokens).length
 
-    def insert(self, tokens: Sequence[int], now: float) -> InsertResult:
-        """Insert every full page of ``tokens``; refresh/bump the reused path; evict."""
-        tokens = tuple(tokens)
-        lim = len(tokens) // self.page_size * self.page_size
-        node, off, path, new = self.root, 0, [], []
-        while off < lim:
-            child = node.children.get(self._child_key(tokens, off))
-            if child is None:
-                self._ids += 1
-                leaf = _Node(tuple(tokens[off:lim]), node, now, self._ids)
-                node.children[self._child_key(tokens, off)] = leaf
-                self.size_tokens += lim - off
-                path.append(leaf)
-                new.append(BlockHash(leaf.id))
-                break
-            k = _lcp(child.key, tokens, off, lim) // self.page_size * self.page_size
-            if k < len(child.key):
-                child = self._split(child, k)
-            child.last = now
-            child.hits += 1
-            path.append(child)
-            node, off = child, off + k
-        evicted = self._evict_tokens(self._over(), now, frozenset(id(n) for n in path))
-        return InsertResult(tuple(new), evicted.evicted)
+    def insert(self, tokens: Sequence[int], now: float = 0.0, owner: Hashable | None = None) -> InsertResult:
+        """Insert every full block of ``tokens`` (under ``owner``, when given); refresh and
+        bump the reused path; evict to capacity."""
+        return self._insert(_frozen(tokens), now, owner)[1]
+
+    def share(self, tokens: Sequence[int], owner: Hashable | None, now: float = 0.0) -> PrefixMatch:
+        """:meth:`longest` as it was *before* inserting ``tokens`` under ``owner`` (so a
+        request never matches itself), then the insert: one walk for both."""
+        return self._insert(_frozen(tokens), now, owner)[0]
+
+    def _insert(self, tokens: Sequence[int], now: float, owner: Hashable | None) -> tuple[PrefixMatch, InsertResult]:
+        lim = len(tokens) // self.block_size * self.block_size
+        path, matched, used = self._walk(tokens, lim)
+        found = PrefixMatch(matched, path[-1].owner if path else None)
+        if path and used < path[-1].hi - path[-1].lo:
+            path[-1] = self._split(path[-1], used)  # cut at the mismatch, or where ``tokens`` ends
+        for node in path:
+            node.last = now
+            node.hits += 1
+            if owner is not None:
+                node.owner = owner
+        new: tuple[BlockHash, ...] = ()
+        if matched < lim:
+            parent = path[-1] if path else self.root
+            self._ids += 1
+            leaf = _Node(tokens, matched, lim, parent, now, self._ids, owner)
+            parent.children[self._key(tokens, matched)] = leaf
+            self.size_tokens += lim - matched
+            path.append(leaf)
+            new = (BlockHash(leaf.id),)
+        over = self._over()
+        evicted = self._evict_tokens(over, frozenset(id(n) for n in path)).evicted if over else ()
+        return found, InsertResult(new, evicted)
 
     def _split(self, child: _Node, k: int) -> _Node:
-        """Split ``child`` after ``k`` tokens; returns the new upper node."""
+        """Split ``child`` after ``k`` tokens; returns the new upper node (new id, the
+        child's usage and owner); the child keeps its id and the tail of the edge."""
         self._ids += 1
-        upper = _Node(child.key[:k], child.parent, child.last, self._ids)
+        upper = _Node(child.src, child.lo, child.lo + k, child.parent, child.last, self._ids, child.owner)
         upper.hits, upper.created = child.hits, child.created
-        parent = child.parent
-        parent.children[self._child_key(child.key, 0)] = upper
-        child.key = child.key[k:]
+        child.parent.children[self._key(child.src, child.lo)] = upper
+        child.lo += k
         child.parent = upper
-        upper.children[self._child_key(child.key, 0)] = child
+        upper.children[self._key(child.src, child.lo)] = child
         return upper
 
     def _over(self) -> int:
@@ -158,40 +205,39 @@ class RadixCache:
             return 0
         return max(0, self.size_tokens - self.capacity_tokens)
 
-    def _prio(self, n: _Node) -> tuple:
-        p = self.policy
-        if p == "lru":
-            return (n.last, n.created)
-        if p == "lfu":
-            return (n.hits, n.last, n.created)
-        if p == "fifo":
-            return (n.created,)
-        if p == "slru":
-            return (n.hits >= 2, n.last, n.created)
-        return (-n.last, n.created)  # mru
+    def evict(self, num_tokens: int, now: float = 0.0) -> EvictResult:
+        """Free at least ``num_tokens`` tokens (fewer if the tree holds less) by deleting leaves."""
+        return self._evict_tokens(num_tokens, frozenset())
 
-    def evict(self, num_tokens: int, now: float) -> EvictResult:
-        """Free at least ``num_tokens`` tokens by deleting unlocked leaves."""
-        return self._evict_tokens(num_tokens, now, frozenset())
-
-    def _evict_tokens(self, num_tokens: int, now: float, locked: frozenset) -> EvictResult:
+    def _evict_tokens(self, num_tokens: int, locked: frozenset) -> EvictResult:
         if num_tokens <= 0:
             return EvictResult()
-        heap = [(self._prio(n), n.id, n) for n in self._leaves() if id(n) not in locked]
+        order = self._order
+        heap = [(*order(n.hits, n.last, n.created), n.created, n.id, n) for n in self._leaves() if id(n) not in locked]
         heapq.heapify(heap)
         freed, out = 0, []
         while freed < num_tokens and heap:
-            _, _, leaf = heapq.heappop(heap)
+            leaf = heapq.heappop(heap)[-1]
             parent = leaf.parent
-            del parent.children[self._child_key(leaf.key, 0)]
-            freed += len(leaf.key)
-            self.size_tokens -= len(leaf.key)
+            del parent.children[self._key(leaf.src, leaf.lo)]
+            freed += leaf.hi - leaf.lo
+            self.size_tokens -= leaf.hi - leaf.lo
             out.append(BlockHash(leaf.id))
             if parent is not self.root and not parent.children and id(parent) not in locked:
-                heapq.heappush(heap, (self._prio(parent), parent.id, parent))
+                heapq.heappush(heap, (*order(parent.hits, parent.last, parent.created), parent.created,
+                                      parent.id, parent))
         return EvictResult(tuple(out), freed)
 
-    def _leaves(self):
+    def depths(self) -> Iterator[tuple[int, int]]:
+        """``(start, end]``: the prompt positions (tokens from the root) each edge spans."""
+        stack = [(n, 0) for n in self.root.children.values()]
+        while stack:
+            n, start = stack.pop()
+            end = start + n.hi - n.lo
+            yield start, end
+            stack.extend((c, end) for c in n.children.values())
+
+    def _leaves(self) -> Iterator[_Node]:
         stack = list(self.root.children.values())
         while stack:
             n = stack.pop()
@@ -201,82 +247,31 @@ class RadixCache:
                 yield n
 
 
-class _OwnerNode:
-    """A radix-tree node: the edge into it is ``src[lo:hi]``; ``owner`` is the most
-    recent request whose prompt covers the whole edge."""
-
-    __slots__ = ("src", "lo", "hi", "children", "owner")
-
-    def __init__(self, src: Sequence[int], lo: int, hi: int, owner: Hashable) -> None:
-        self.src, self.lo, self.hi = src, lo, hi
-        self.children: dict[int, _OwnerNode] = {}
-        self.owner = owner
-
-    def split(self, at: int) -> None:
-        """Cut the edge after ``at`` tokens: self keeps the head, a new child the tail."""
-        tail = _OwnerNode(self.src, self.lo + at, self.hi, self.owner)
-        tail.children = self.children
-        self.children = {self.src[self.lo + at]: tail}
-        self.hi = self.lo + at
-
-
-@dataclass(frozen=True, slots=True)
-class PrefixMatch:
-    """Result of a lookup: ``length`` leading tokens (tokens) are shared with the
-    earlier request ``owner`` (the most recent one sharing that many; None when
-    ``length`` is 0)."""
-
-    length: int
-    owner: Hashable | None
+#: SGLang's cache model is the tree itself (``RadixCache(page_size=…)`` reads as SGLang does).
+RadixCache = RadixTree
 
 
 class PrefixIndex:
-    """Radix tree over token-id sequences with the owner of every path.
+    """Lint's view of the tree: token granularity, unbounded, owners on every path.
 
-    Memory holds a reference to each inserted sequence (edges are slices into them,
-    never copies). A lookup or insert costs O(n) token comparisons, done as tuple
-    slice comparisons in C plus a binary search at the one mismatching edge.
+    :meth:`insert` returns the match found *before* inserting (so a request never
+    matches itself); ``requests`` / ``tokens`` count what was inserted. Memory and
+    cost are the tree's (edges are slices of the inserted sequences; O(n) per call).
     """
 
+    __slots__ = ("tree", "requests", "tokens")
+
     def __init__(self) -> None:
-        self._root = _OwnerNode((), 0, 0, None)
+        self.tree = RadixTree(cap_last_token=False)
         self.requests = 0
         self.tokens = 0
 
-    def _walk(self, ids: Sequence[int]) -> tuple[list[_OwnerNode], int, int]:
-        """Follow ``ids``: the nodes whose edge was entered, matched length, and how
-        far into the last node's edge the match got."""
-        node, i, n, path, used = self._root, 0, len(ids), [], 0
-        while i < n:
-            child = node.children.get(ids[i])
-            if child is None:
-                break
-            span = min(child.hi - child.lo, n - i)
-            used = common_prefix_len(ids, child.src, i, child.lo, span)
-            path.append(child)
-            i += used
-            if used < child.hi - child.lo:
-                break
-            node = child
-        return path, i, used
-
     def match(self, ids: Sequence[int]) -> PrefixMatch:
-        """Longest prefix of ``ids`` shared with any inserted sequence (read-only)."""
-        path, length, _ = self._walk(ids)
-        return PrefixMatch(length, path[-1].owner if path and length else None)
+        """Longest prefix of ``ids`` shared with any inserted sequence, and its owner (read-only)."""
+        return self.tree.longest(ids)
 
     def insert(self, ids: Sequence[int], owner: Hashable) -> PrefixMatch:
-        """Look ``ids`` up, then add it under ``owner``; returns the match found
-        *before* insertion (so a request never matches itself)."""
-        path, length, used = self._walk(ids)
-        found = PrefixMatch(length, path[-1].owner if path and length else None)
-        if path and used < path[-1].hi - path[-1].lo:
-            path[-1].split(used)  # cut at the mismatch, or where ``ids`` ends
-        for node in path:
-            node.owner = owner
-        if length < len(ids):
-            parent = path[-1] if path else self._root
-            parent.children[ids[length]] = _OwnerNode(ids, length, len(ids), owner)
+        """Look ``ids`` up, then add it under ``owner``; returns the match found before."""
         self.requests += 1
         self.tokens += len(ids)
-        return found
+        return self.tree.share(ids, owner)

@@ -12,26 +12,25 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.cache.figures import Levels, RequestFigures, lost_by_cause
 from prefixcache.analyzer.cache.base import hit_cap_tokens
 from prefixcache.analyzer.cache.belady import belady_hits
-from prefixcache.analyzer.cache.block_hash import hash_blocks
-from prefixcache.analyzer.cache.simulator import Baseline, CacheSpec, SimRequest, _figures, _granular, baseline, simulate
+from prefixcache.analyzer.cache.figures import Levels, RequestFigures, lost_by_cause
+from prefixcache.analyzer.cache.models import CacheSpec, Hit, make_model
+from prefixcache.analyzer.cache.simulator import Baseline, baseline, request_figures, simulate
 from prefixcache.analyzer.cache.sweep import ChainRequest, stack_profile
+from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.errors import ConfigError
 
 
-def chains(reqs: Sequence[SimRequest], spec: CacheSpec, unit: int) -> list[ChainRequest]:
-    """Block chains for the one-pass sweep and Belady (block caches only)."""
+def chains(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int) -> list[ChainRequest]:
+    """Block chains for the one-pass sweep and Belady (block caches only), from each
+    request's kept chain (:meth:`SimRequest.chain`)."""
     out = []
     for r in reqs:
-        if r.hashes is not None:
-            hashes, n = r.hashes, r.num_tokens
-        else:
-            hashes = hash_blocks(r.tokens, unit, ("cache_salt", r.salt) if r.salt else None)
-            n = len(hashes) * unit  # only full blocks are cached
-        cap = hit_cap_tokens(r.num_tokens, unit) // unit if spec.cache == "vllm" else None
-        out.append(ChainRequest(hashes, n, unit, cap))
+        hashes = r.chain(block_size)
+        n = r.num_tokens if r.hashes is not None else len(hashes) * block_size  # only full blocks are cached
+        cap = hit_cap_tokens(r.num_tokens, block_size) // block_size if spec.cache == "vllm" else None
+        out.append(ChainRequest(hashes, n, block_size, cap))
     return out
 
 
@@ -43,47 +42,43 @@ def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: S
     LRU without TTL: one stack-distance pass (:mod:`.sweep`) serves every capacity;
     ``belady``: one MIN replay per capacity; any other policy: one replay each.
     """
-    unit = spec.unit(reqs)
+    block_size = spec.block_size_for(reqs)
     base = base or baseline(reqs)
     sequential = spec.in_flight <= 1
     if spec.policy == "lru" and spec.ttl_s is None and spec.cache in ("vllm", "blocks") and sequential:
-        prof = stack_profile(chains(reqs, spec, unit), "tail-first" if spec.cache == "vllm" else "head-first")
-        ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1], unit)
-        per_cap = [_ideal_tokens(reqs, prof.per_request(c)[1], unit) for c in capacities]
+        prof = stack_profile(chains(reqs, spec, block_size), "tail-first" if spec.cache == "vllm" else "head-first")
+        ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1])
+        per_cap = [_ideal_tokens(reqs, prof.per_request(c)[1]) for c in capacities]
     elif spec.policy == "belady" and sequential:
         if spec.cache not in ("vllm", "blocks"):
             raise ConfigError("--policy belady works with --cache vllm or blocks")
-        ch = chains(reqs, spec, unit)
+        ch = chains(reqs, spec, block_size)
         ideal = simulate_tokens(reqs, spec, None, base)
         per_cap = []
         for c in capacities:
-            per_cap.append([min(r.num_tokens, int(k) * unit) for r, k in zip(reqs, belady_hits(ch, c))])
+            per_cap.append([min(r.num_tokens, int(k) * block_size) for r, k in zip(reqs, belady_hits(ch, c))])
             if progress:
                 progress(1)
     else:
         return [simulate(reqs, spec, c, base) for c in capacities]
-    out = []
-    for cached_list in per_cap:
-        rows = []
-        for i, r in enumerate(reqs):
-            lv = Levels(r.num_tokens, base.lcp[i], base.drift_end[i],
-                        _granular(spec, unit, r, base.lcp[i]), ideal[i], ideal[i], cached_list[i])
-            rows.append(_figures(r, unit, cached_list[i], ideal[i], 0, 1.0, lost_by_cause(lv), None,
-                                 base.lcp[i]))
-        out.append(rows)
-    return out
+    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
+    return [[_row(model, r, base, i, cached[i], ideal[i]) for i, r in enumerate(reqs)] for cached in per_cap]
 
 
-def _ideal_tokens(reqs: Sequence[SimRequest], toks, unit: int) -> list[int]:
+def _row(model, r: SimRequest, base: Baseline, i: int, cached: int, ideal: int) -> RequestFigures:
+    lcp = base.lcp[i]
+    lv = Levels(r.num_tokens, lcp, base.drift_end[i], model.granular(r, lcp), ideal, ideal, cached)
+    return request_figures(r, model.block_size, Hit(cached), ideal, lost_by_cause(lv), None, lcp)
+
+
+def _ideal_tokens(reqs: Sequence[SimRequest], toks) -> list[int]:
     return [min(r.num_tokens, int(t)) for r, t in zip(reqs, toks)]
 
 
-def unique_blocks(reqs: Sequence[SimRequest], unit: int) -> int:
-    """Distinct blocks of ``unit`` tokens over all prompts (the base of ``N%`` capacities)."""
-    seen: set[int] = set()
-    for r in reqs:
-        seen.update(r.hashes if r.hashes is not None else hash_blocks(r.tokens, unit))
-    return len(seen)
+def unique_blocks(reqs: Sequence[SimRequest], block_size: int, base: Baseline | None = None) -> int:
+    """Distinct blocks of ``block_size`` tokens over all prompts, no salt (the base of
+    ``N%`` capacities; :meth:`~.simulator.Baseline.unique_blocks`)."""
+    return (base or baseline(reqs)).unique_blocks(block_size)
 
 
 def simulate_tokens(reqs, spec, capacity, base) -> list[int]:

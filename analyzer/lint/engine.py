@@ -38,10 +38,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from prefixcache.analyzer.cache.simulator import SimRequest
-from prefixcache.analyzer.prepare import Prepared
-from prefixcache.analyzer.cache.base import block_aligned
+from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, servable_tokens
 from prefixcache.analyzer.cache.radix import PrefixIndex
+from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.prepare import Prepared
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.lint.rules import RULES, Finding, PairContext, Rule, classify
@@ -184,7 +184,7 @@ class Linter:
     by code (``{"PC502": "warning"}``).
     """
 
-    def __init__(self, block_size: int = 16, rules: Sequence[Rule] = RULES, redact: bool = False,
+    def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE, rules: Sequence[Rule] = RULES, redact: bool = False,
                  severity: Mapping[str, str] | None = None) -> None:
         if block_size < 1:
             raise ValueError(f"block size must be >= 1, got {block_size}")
@@ -291,7 +291,7 @@ class Linter:
         return RequestResult(
             session=req.session, index=req.index, source=req.provenance.source, record=req.provenance.record,
             model=req.model, prompt_tokens=n, reusable_tokens=shared,
-            reusable_block_tokens=block_aligned(shared, n, block) if p.tokens is not None else shared,
+            reusable_block_tokens=servable_tokens(shared, n, block) if p.tokens is not None else shared,
             new_tokens=n - shared - lost, lost_tokens=lost, lost_code=lost_code,
             shared_with=tuple(owner) if owner else None, compared_with=compared, findings=findings,
             exact=p.tokens.exact if p.tokens is not None else True, line=req.provenance.line,
@@ -300,12 +300,13 @@ class Linter:
         )
 
 
-def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = 16) -> dict[int, str]:
+def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = DEFAULT_BLOCK_SIZE) -> dict[int, str]:
     """Name the rule behind each simulated request's drift: request order → the code
     :class:`Linter` attributes its lost tokens to (``lost_code``, e.g. ``PC101``).
 
     ``items`` are the prepared requests in input order, ``reqs`` the simulator's
-    requests built from them; ``block_size`` in tokens."""
+    requests built from them; ``block_size`` in tokens (it sets only the block-aligned
+    figure, never which rule a loss is attributed to)."""
     codes: dict[tuple[str, int], str] = {}
     linter = Linter(block_size=block_size)
     for p in items:

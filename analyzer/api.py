@@ -1,0 +1,56 @@
+"""The library entry points: what the commands compute, callable from Python.
+
+>>> from prefixcache.analyzer.api import SimulateOptions, simulate
+>>> report = simulate(["logs/"], SimulateOptions(cache="sglang", capacities=parse_capacities("5%,20%")))
+>>> orjson.dumps(report)          # the ``simulate --json`` document, byte for byte
+
+This facade is the one layer that composes features: ``simulate`` names each
+request's drift with lint's rule codes (:func:`prefixcache.analyzer.lint.engine.drift_causes`),
+which the cache layer below lint cannot import. Errors are :class:`~prefixcache.analyzer.errors.PrefixcacheError`
+subclasses: ConfigError for bad options, InputError for unreadable inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
+from prefixcache.analyzer.cache.report import SimulateReport, SimulateReportWithRequests
+from prefixcache.analyzer.cache.study import SimulateOptions, simulate_report
+from prefixcache.analyzer.cache.workload import to_sim_requests
+from prefixcache.analyzer.errors import PrefixcacheError
+from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint.engine import drift_causes
+from prefixcache.analyzer.prepare import Preparer
+
+__all__ = ["SimulateOptions", "SimulateReport", "SimulateReportWithRequests", "parse_capacities", "simulate"]
+
+
+def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None, *,
+             on_prepared: Callable[[], None] | None = None) -> SimulateReport:
+    """Simulate a prefix cache over logs: hit tokens, avoided prefill, lost tokens by cause.
+
+    ``inputs``: log paths (files, directories, globs, ``-``), read with
+    ``options.input_format``; or an :class:`~prefixcache.analyzer.ingest.Ingest` the
+    caller made, whose ``summary.skipped`` then lists the records left out.
+    ``on_prepared`` is called once per request prepared (progress). Returns a
+    :class:`SimulateReportWithRequests` when ``options.per_request``. The KV shape
+    (byte capacities) is resolved before any input is read.
+    """
+    options = options or SimulateOptions()
+    shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
+    ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
+    preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
+    items = []
+    for request in ingest:
+        items.append(preparer.prepare(request))
+        if on_prepared is not None:
+            on_prepared()
+    reqs = to_sim_requests(items)
+    causes: dict[int, str] = {}
+    if reqs:
+        try:
+            causes = drift_causes(items, reqs)
+        except (ImportError, PrefixcacheError, ValueError):
+            causes = {}  # drift is still counted, only not named
+    return simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes)

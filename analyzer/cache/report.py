@@ -1,0 +1,235 @@
+"""The ``simulate`` document as library types: ``orjson.dumps(report)`` is ``--json``.
+
+Every type is a frozen dataclass whose fields are the JSON keys in output order, with
+JSON-ready values (ratios rounded to 6 places, errors to 1, costs to 6 USD places).
+Counts are tokens unless named blocks, bytes, calls or requests. The builders here
+turn :mod:`.figures` into rows; :mod:`.study` assembles the whole report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from prefixcache.analyzer.cache.figures import (
+    Prices, ReportedUsage, RequestFigures, calibrated_cached, cost_usd, totals,
+)
+from prefixcache.analyzer.cache.provider import ProviderRules
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRow:
+    """One policy × capacity: hit ratios, ideal, avoided prefill, lost tokens by cause.
+    ``ttl_s``: idle expiry the cache applied (seconds; null: none)."""
+
+    cache: str
+    policy: str
+    ttl_s: float | None
+    capacity: str
+    capacity_blocks: int | None
+    block_size: int
+    capacity_tokens: int | None
+    capacity_bytes: int | None
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    hit_ratio_tokens: float
+    hit_ratio_blocks: float
+    request_hit_rate: float
+    ideal_hit_ratio: float
+    fraction_of_ideal: float
+    avoided_prefill_tokens: int
+    written_tokens: int
+    lost_tokens_by_cause: dict[str, int]
+    hits_by_segment: dict[str, int]
+    drift_by_rule: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRow:
+    """One logged call with the provider's reported cached tokens, next to ours."""
+
+    session: str
+    source: str
+    record: int
+    prompt_tokens: int
+    reported_prompt_tokens: int | None
+    predicted_cached_tokens: int
+    calibrated_cached_tokens: int
+    reported_cached_tokens: int
+    warm_before_log: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """Predicted vs reported cached tokens over the calls (within ``tolerance_tokens``)."""
+
+    calls: int
+    tolerance_tokens: int
+    within_tolerance: int
+    agreement: float
+    calibrated_within_tolerance: int
+    calibrated_agreement: float
+    mean_abs_error_tokens: float
+    calibrated_mean_abs_error_tokens: float
+    warm_before_log: int
+    reported_cached_tokens: int
+    predicted_cached_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Provider caches: input cost (USD) of our predicted hits (first result row) and the
+    cost the log's reported usage implies, with the prices and rules used."""
+
+    usd_with_cache: float | None
+    usd_without_cache: float | None
+    reported_usd_with_cache: float | None
+    reported_usd_without_cache: float | None
+    price_input_per_mtok: float
+    read_multiplier: float
+    write_multiplier: float
+    min_tokens: int
+    ttl_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """What the log's own provider usage says (no simulation), over the calls reporting it."""
+
+    calls: int
+    prompt_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int
+    hit_ratio: float
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Ingest counts: files, records, requests, sessions, skipped records."""
+
+    files: int
+    records: int
+    requests: int
+    sessions: int
+    skipped: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    """One request under the first result row's cache (``--per-request``)."""
+
+    order: int
+    session: str
+    source: str
+    record: int
+    prompt_tokens: int
+    cached_tokens: int
+    ideal_tokens: int
+    blocks_total: int
+    blocks_hit: int
+    written_tokens: int
+    lost_tokens_by_cause: dict[str, int]
+    hits_by_segment: dict[str, int]
+    drift_cause: str | None
+    reported_cached_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateReport:
+    """The ``simulate --json`` document: one cache, every policy × capacity, the calls
+    predicted vs reported, the provider cost, the log's reported usage."""
+
+    cache: str
+    block_size: int
+    unique_blocks: int
+    kv_bytes_per_token: int | None
+    results: list[ResultRow]
+    calls: list[CallRow]
+    agreement: Agreement | None
+    cost: Cost | None
+    usage_only_requests: int
+    reported: Reported | None
+    tokenizers: dict[str, str]
+    summary: Summary
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateReportWithRequests(SimulateReport):
+    """The ``simulate --json --per-request`` document: :class:`SimulateReport` plus every
+    request's figures under the first result row."""
+
+    requests: list[RequestRow]
+
+
+def r6(x: float | None) -> float | None:
+    """Round to 6 places (None stays None)."""
+    return None if x is None else round(x, 6)
+
+
+def result_row(cache: str, policy: str, ttl_s: float | None, capacity: str, capacity_blocks: int | None,
+               block_size: int, bytes_per_token: int | None, rows: Sequence[RequestFigures]) -> ResultRow:
+    """The totals of one policy × capacity run (``capacity`` as given; blocks, tokens and
+    bytes derived from ``capacity_blocks``)."""
+    t = totals(rows)
+    cap_tokens = None if capacity_blocks is None else capacity_blocks * block_size
+    return ResultRow(
+        cache, policy, ttl_s, capacity, capacity_blocks, block_size, cap_tokens,
+        None if cap_tokens is None or not bytes_per_token else cap_tokens * bytes_per_token,
+        t.requests, t.prompt_tokens, t.cached_tokens, r6(t.hit_ratio_tokens), r6(t.hit_ratio_blocks),
+        r6(t.request_hit_rate), r6(t.ideal_hit_ratio), r6(t.fraction_of_ideal), t.avoided_prefill_tokens,
+        t.written_tokens, dict(t.lost), dict(t.segments), dict(t.drift_by_cause))
+
+
+def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int) -> list[CallRow]:
+    """Calls with a reported cached count: predicted, calibrated (mapped into the
+    provider's token count, :func:`~.figures.calibrated_cached`) and reported."""
+    if all(f.reported_cached_tokens is None for f in rows):
+        return []  # nothing to compare (block traces): skip the calibration
+    out = []
+    for f, cal in zip(rows, calibrated_cached(rows, block_size, min_tokens)):
+        if f.reported_cached_tokens is None:
+            continue
+        out.append(CallRow(f.session, f.source, f.record, f.prompt_tokens, f.reported_prompt_tokens,
+                           f.cached_tokens, f.cached_tokens if cal is None else cal, f.reported_cached_tokens,
+                           f.shared_tokens == 0 and f.reported_cached_tokens > 0))
+    return out
+
+
+def agreement(calls: Sequence[CallRow], tolerance: int) -> Agreement | None:
+    """How often predicted (and calibrated) cached tokens are within ``tolerance`` of the
+    reported ones, and the mean absolute errors; None without calls."""
+    if not calls:
+        return None
+    n = len(calls)
+    pred = [abs(c.predicted_cached_tokens - c.reported_cached_tokens) for c in calls]
+    cal = [abs(c.calibrated_cached_tokens - c.reported_cached_tokens) for c in calls]
+    within, cal_within = sum(e <= tolerance for e in pred), sum(e <= tolerance for e in cal)
+    return Agreement(n, tolerance, within, round(within / n, 4), cal_within, round(cal_within / n, 4),
+                     round(sum(pred) / n, 1), round(sum(cal) / n, 1), sum(c.warm_before_log for c in calls),
+                     sum(c.reported_cached_tokens for c in calls), sum(c.predicted_cached_tokens for c in calls))
+
+
+def cost(rules: ProviderRules, rows: Sequence[RequestFigures] | None, reported: ReportedUsage | None) -> Cost:
+    """Input cost of the predicted hits (None when nothing was simulated) and of the
+    reported usage (None when the log reports none), at the provider's prices."""
+    prices = Prices(rules.price_input, rules.read_multiplier)
+    with_c, without = cost_usd(rows, prices) if rows else (None, None)
+    rep_c, rep_without = reported.cost_usd(prices, rules.write_multiplier) if reported else (None, None)
+    return Cost(r6(with_c), r6(without), r6(rep_c), r6(rep_without), rules.price_input, rules.read_multiplier,
+                rules.write_multiplier, rules.min_tokens, rules.ttl_s)
+
+
+def reported_row(usage: ReportedUsage | None) -> Reported | None:
+    """The reported-usage block (None when no call reports a prompt size)."""
+    if usage is None:
+        return None
+    return Reported(usage.requests, usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens,
+                    r6(usage.hit_ratio))
+
+
+def request_row(f: RequestFigures) -> RequestRow:
+    """One request's figures as a ``--per-request`` row."""
+    return RequestRow(f.order, f.session, f.source, f.record, f.prompt_tokens, f.cached_tokens, f.ideal_tokens,
+                      f.blocks_total, f.blocks_hit, f.written_tokens, dict(f.lost), dict(f.segments), f.drift_cause,
+                      f.reported_cached_tokens)

@@ -1,0 +1,160 @@
+"""The request stream a cache simulation replays: :class:`SimRequest` and its arrival order.
+
+Input: :class:`~prefixcache.analyzer.prepare.Prepared` requests (token prompts from
+logs, or block-hash traces). They are put in :func:`~prefixcache.analyzer.sequence.arrival_order`
+(by logged timestamp, stable; input order when any time is missing) and ``now`` is
+that logical clock (logged seconds, else the position). Usage-only requests (no
+prompt logged) have nothing to replay and are left out.
+
+Each request's block chain is hashed once per (block size, salt) and kept with the
+request (:meth:`SimRequest.chain`), so every cache model and sweep of the run reuses
+it; so are its prefix hashes at breakpoints (:meth:`SimRequest.prefix_hashes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import InitVar, dataclass, field, replace
+from typing import Iterable, Mapping
+
+from prefixcache.analyzer.cache.base import BlockHash
+from prefixcache.analyzer.cache.block_hash import hash_blocks
+from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint
+from prefixcache.analyzer.model import Request
+from prefixcache.analyzer.sequence import arrival_order
+
+#: ``cache_control`` TTL codes of the logs (seconds).
+TTL_CODES = {"5m": 300.0, "1h": 3600.0}
+#: Segment kinds that are content blocks (breakpoints and lookback stop at their ends;
+#: the generation prompt and template glue are not content).
+_CONTENT = ("system", "tool", "message", "opaque")
+
+
+@dataclass(frozen=True, slots=True)
+class SimRequest:
+    """A request reduced to what cache models need.
+
+    ``tokens`` for log prompts, ``hashes`` + ``block_size`` (the trace's block size,
+    tokens) for block traces; ``spans``: ``(group, start, end)`` token spans for hit
+    attribution; ``boundaries``: content-block ends (tokens); ``breakpoints``:
+    Anthropic marks (automatic mode — end of the system/tools prefix and end of
+    prompt — when the log has none); ``salt``: vLLM ``cache_salt`` namespace, if
+    logged; ``hidden_tokens``: size of a prefix the log lacks and the prompt does not
+    represent (Claude Code's system prompt and tools: reported prompt tokens minus
+    ours), counted toward provider minimum lengths only. ``trace_block`` is the
+    earlier, deprecated name of ``block_size`` (accepted by the constructor only).
+    """
+
+    order: int
+    session: str
+    index: int
+    source: str
+    record: int
+    model: str | None
+    now: float
+    num_tokens: int
+    tokens: tuple[int, ...] | None = None
+    hashes: tuple[int, ...] | None = None
+    block_size: int = 0
+    spans: tuple[tuple[str, int, int], ...] = ()
+    boundaries: tuple[int, ...] = ()
+    breakpoints: tuple[Breakpoint, ...] = ()
+    salt: str | None = None
+    hidden_tokens: int = 0
+    reported_prompt: int | None = None
+    reported_cached: int | None = None
+    exact: bool = True
+    _chains: dict[tuple[int, str | None], tuple[BlockHash, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _cuts: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    trace_block: InitVar[int] = 0
+
+    def __post_init__(self, trace_block: int) -> None:
+        if trace_block:
+            object.__setattr__(self, "block_size", trace_block)
+
+    def chain(self, block_size: int, salted: bool = True) -> tuple[BlockHash, ...]:
+        """Chained hashes of the prompt's full blocks of ``block_size`` tokens, in the
+        request's ``cache_salt`` namespace (``salted``) or none; computed once per
+        (block size, salt) and kept. A block trace's chain is its logged hash ids."""
+        if self.hashes is not None:
+            return self.hashes  # type: ignore[return-value]
+        key = (block_size, self.salt if salted else None)
+        got = self._chains.get(key)
+        if got is None:
+            extra = ("cache_salt", key[1]) if key[1] else None
+            got = self._chains[key] = tuple(hash_blocks(self.tokens or (), block_size, extra))
+        return got
+
+
+    def prefix_hashes(self) -> dict[int, int]:
+        """Hash of the prompt up to each content-block boundary and breakpoint
+        (:meth:`~.provider.AnthropicCache.prefix_hashes`), computed once and kept."""
+        if not self._cuts and self.tokens:
+            n = len(self.tokens)
+            cuts = {b for b in self.boundaries if 0 < b <= n} | {bp.end for bp in self.breakpoints if 0 < bp.end <= n}
+            self._cuts.update(AnthropicCache.prefix_hashes(self.tokens, sorted(cuts)))
+        return self._cuts
+
+
+def _group(kind: str, ref: int, last_assistant: int) -> str:
+    if kind in ("system", "opaque"):
+        return "system"
+    if kind == "tool":
+        return "tools"
+    if kind == "message":
+        return "newest_turn" if ref > last_assistant else "history"
+    return "other"
+
+
+def _marks(req: Request, segments) -> tuple[Breakpoint, ...]:
+    out = []
+    for seg in segments:
+        src = None
+        if seg.kind in ("message", "system") and 0 <= seg.ref < len(req.messages):
+            src = req.messages[seg.ref].cache_control
+        elif seg.kind == "tool" and 0 <= seg.ref < len(req.tools):
+            src = req.tools[seg.ref].cache_control
+        if src:
+            out.append(Breakpoint(seg.end, TTL_CODES.get(src, 300.0)))
+    if out:
+        return tuple(out)
+    head = [s.end for s in segments if s.kind in ("system", "tool", "opaque")]
+    ends = [s.end for s in segments if s.kind in _CONTENT]
+    auto = ([Breakpoint(max(head))] if head else []) + ([Breakpoint(max(ends))] if ends else [])
+    return tuple(auto)
+
+
+def _sim_request(p, pos: int) -> SimRequest | None:
+    """One prepared request as a :class:`SimRequest` (order and clock set later); None
+    for a usage-only request."""
+    r = p.request
+    u = r.usage
+    common = dict(order=pos, now=0.0, session=r.session, index=r.index, source=r.provenance.source,
+                  record=r.provenance.record, model=r.model, reported_prompt=u.prompt_tokens if u else None,
+                  reported_cached=u.cached_tokens if u else None)
+    if r.trace is not None:
+        return SimRequest(num_tokens=r.trace.input_length, hashes=tuple(r.trace.hash_ids),
+                          block_size=r.trace.block_size, **common)
+    if p.tokens is None:
+        return None
+    segs = p.tokens.segments
+    last_a = max((i for i, m in enumerate(r.messages) if m.role == "assistant"), default=-1)
+    salt = r.extra.get("cache_salt") if isinstance(r.extra, Mapping) else None
+    hidden = 0
+    if r.extra.get("opaque_prefix_key") and not p.tokens.opaque_prefix_tokens and u and u.prompt_tokens:
+        hidden = max(0, u.prompt_tokens - len(p.tokens.ids))
+    return SimRequest(
+        num_tokens=len(p.tokens.ids), tokens=tuple(p.tokens.ids),
+        spans=tuple((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
+        boundaries=tuple(sorted({s.end for s in segs if s.kind in _CONTENT})),
+        breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
+        exact=bool(p.tokens.exact), **common)
+
+
+def to_sim_requests(items: Iterable) -> list[SimRequest]:
+    """``Prepared`` items (input order) as :class:`SimRequest`s in arrival order, with
+    ``order`` their position in it and ``now`` the logical clock."""
+    staged = [(p.request.timestamp, sim) for pos, p in enumerate(items)
+              if (sim := _sim_request(p, pos)) is not None]
+    ordered = arrival_order(staged, lambda item: item[0])
+    return [replace(sim, order=i, now=now) for i, (now, (_, sim)) in enumerate(ordered)]
