@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -92,14 +91,6 @@ def report_skipped(skipped: Iterable[Skipped], skip_bad: bool) -> bool:
         label = "[red]error:[/]" if is_error else "[yellow]skipped:[/]"
         err.print(f"{label} {escape(skipped_message(s))}", highlight=False)
     return fatal
-
-
-def one_per_kind(warnings: Iterable[str]) -> list[str]:
-    """Renderer warnings folded to one per kind (numbers ignored), keeping each kind's last instance."""
-    kinds: dict[str, str] = {}
-    for w in warnings:
-        kinds[re.sub(r"\d+", "N", w)] = w
-    return list(kinds.values())
 
 
 def check_output(path: Path, inputs: Iterable[str], force: bool = False, flag: str = "--force") -> None:

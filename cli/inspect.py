@@ -18,9 +18,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from prefixcache.analyzer.ingest import formats
+from prefixcache.analyzer.render import fold_warnings
 from prefixcache.analyzer.prepare.inspect import InspectRecord, Inspection
 
-from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, console, handle_errors, one_per_kind, progress, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, console, handle_errors, progress, report_skipped
 from prefixcache.cli.options import (
     AsJson, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, deprecated_alias, output_format,
 )
@@ -72,7 +73,7 @@ def run_inspect(paths: list[str], input_format: str, tokenizer: str, template: s
         _print_tables(rows)
         for note in inspection.notes.values():
             console.print(f"[dim]{escape(note)}[/]")
-        for w in one_per_kind(w for rec in rows for w in rec.warnings):
+        for w in fold_warnings(w for rec in rows for w in rec.warnings):
             console.print(f"[yellow]warning:[/] {escape(w)} (latest instance; lint rule PC503)")
         s = inspection.summary.summary
         console.print(

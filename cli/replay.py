@@ -19,6 +19,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.cache.capacity import parse_capacity
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, check_output, console, err, handle_errors, progress, report_skipped
@@ -129,7 +130,7 @@ def register(app: typer.Typer) -> None:
         device: str = typer.Option("auto", "--device", help="auto (CUDA when present, else CPU), cpu, cuda, cuda:N."),
         dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16."),
         passes: str = typer.Option("cold,warm,canonical", "--pass", help="Comma-separated passes: cold, warm, canonical."),
-        block_size: int = typer.Option(16, "--block-size", min=1, help="KV block size in tokens (vLLM default 16)."),
+        block_size: int = typer.Option(DEFAULT_BLOCK_SIZE, "--block-size", min=1, help="KV block size in tokens (vLLM's default)."),
         capacity: Optional[str] = typer.Option(None, "--capacity", help=CAPACITY_HELP),
         capacity_bytes: Optional[str] = typer.Option(None, "--capacity-bytes", hidden=True),
         capacity_blocks: Optional[int] = typer.Option(None, "--capacity-blocks", hidden=True),

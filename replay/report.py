@@ -7,11 +7,11 @@ computes it from the prompts a run replayed and the results it produced.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Iterable, Sequence
+from typing import Sequence
 
+from prefixcache.analyzer.render import fold_warnings
 from prefixcache.replay.engine.base import Engine
 from prefixcache.replay.results import PassSummary, RequestResult, summarize
 from prefixcache.replay.runner import Prompt, ReplayConfig
@@ -55,15 +55,6 @@ class ReplayReport:
     interrupted: bool
 
 
-def one_per_kind(warnings: Iterable[str]) -> tuple[str, ...]:
-    """Warnings folded to one per kind (numbers ignored), keeping each kind's last instance,
-    in the order each kind first appeared."""
-    kinds: dict[str, str] = {}
-    for w in warnings:
-        kinds[re.sub(r"\d+", "N", w)] = w
-    return tuple(kinds.values())
-
-
 def build_report(engine: Engine, config: ReplayConfig, prompts: dict[str, list[Prompt]],
                  results: Sequence[RequestResult], *, run: str, template: str,
                  max_prompt_tokens: int | None, skipped_records: int, interrupted: bool) -> ReplayReport:
@@ -83,6 +74,6 @@ def build_report(engine: Engine, config: ReplayConfig, prompts: dict[str, list[P
         truncated_canonical_prompts=sum(p.truncated for p in prompts.get("canonical", [])),
         dropped_hidden_prefixes=sum(1 for p in orig if p.dropped_opaque),
         skipped_records=skipped_records,
-        warnings=tuple(w.replace(own, "the model's own chat template") for w in one_per_kind(every)),
+        warnings=tuple(w.replace(own, "the model's own chat template") for w in fold_warnings(every)),
         passes=tuple(summarize(results, config.passes)), interrupted=interrupted,
     )

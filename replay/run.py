@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Callable, Sequence
 
-from prefixcache.analyzer.cache.block_hash import hash_blocks
+from prefixcache.analyzer.cache.runs import unique_blocks
 from prefixcache.analyzer.cache.capacity import Capacity
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
@@ -25,7 +25,7 @@ from prefixcache.analyzer.prepare import Preparer
 from prefixcache.replay.engine.base import Engine
 from prefixcache.replay.report import ReplayReport, build_report
 from prefixcache.replay.results import RequestResult, ResultWriter, load_results
-from prefixcache.replay.runner import Prompt, Replay, ReplayConfig, at_least_one, run_key, to_prompts
+from prefixcache.replay.runner import Prompt, Replay, ReplayConfig, at_least_one, run_key, sim_requests, to_prompts
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,7 @@ def capacity_blocks(capacity: Capacity | None, block_size: int, kv_bytes_per_tok
     as replayed, i.e. after ``--max-prompt-tokens``. Raises ConfigError below one block."""
     if capacity is None:
         return None
-    unique = len({h for p in prompts for h in hash_blocks(p.ids, block_size)}) if capacity.unit == "%" else 0
+    unique = unique_blocks(sim_requests(prompts), block_size) if capacity.unit == "%" else 0
     blocks = capacity.blocks(block_size, unique, kv_bytes_per_token)
     if blocks < 1:
         raise ConfigError(f"--capacity {capacity.text}: {blocks} blocks of {block_size} tokens "

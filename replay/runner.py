@@ -26,8 +26,12 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 import numpy as np
 import orjson
 
+from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
-from prefixcache.analyzer.cache.simulator import CacheSpec, SimRequest, simulate
+from prefixcache.analyzer.cache.eviction import POLICIES
+from prefixcache.analyzer.cache.models import CacheSpec
+from prefixcache.analyzer.cache.simulator import simulate
+from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError, EngineError, InputError
 from prefixcache.analyzer.sequence import arrival_order
 from prefixcache.replay.engine.base import Engine, Generation, KVStore
@@ -93,13 +97,17 @@ def to_prompts(prepared: Iterable["Prepared"], max_prompt_tokens: int | None = N
     return [replace(prompt, now=now) for now, (_, prompt) in arrival_order(staged, lambda item: item[0])]
 
 
+def sim_requests(prompts: Sequence[Prompt]) -> list[SimRequest]:
+    """The prompts as the simulator's requests, in the same order and on the same clock."""
+    return [SimRequest(order=i, session=p.session, index=p.request_index, source=p.source, record=p.record,
+                       model=None, now=p.now, num_tokens=len(p.ids), tokens=p.ids) for i, p in enumerate(prompts)]
+
+
 def predict(prompts: Sequence[Prompt], config: "ReplayConfig") -> list[int]:
     """The simulator's cached tokens for each prompt (``simulate --cache vllm`` with the
     same block size, capacity and policy as ``config``), in order."""
-    reqs = [SimRequest(order=i, session=p.session, index=p.request_index, source=p.source, record=p.record,
-                       model=None, now=p.now, num_tokens=len(p.ids), tokens=p.ids) for i, p in enumerate(prompts)]
     spec = CacheSpec(cache="vllm", policy=config.policy, block_size=config.block_size)
-    return [f.cached_tokens for f in simulate(reqs, spec, config.capacity_blocks)]
+    return [f.cached_tokens for f in simulate(sim_requests(prompts), spec, config.capacity_blocks)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +124,7 @@ class ReplayConfig:
     """
 
     passes: tuple[str, ...] = PASSES
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     capacity_blocks: int | None = None
     policy: str = "lru"
     max_new_tokens: int = 1
@@ -131,6 +139,8 @@ class ReplayConfig:
             raise ConfigError(f"--pass {','.join(bad) or '(none)'}: choose from {', '.join(PASSES)}")
         if self.verify not in VERIFY_MODES:
             raise ConfigError(f"--verify {self.verify}: choose from {', '.join(VERIFY_MODES)}")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"--policy {self.policy}: the KV store's index evicts with one of {', '.join(POLICIES)}")
         at_least_one(("--max-new-tokens", self.max_new_tokens), ("--verify-every", self.verify_every),
                      ("--block-size", self.block_size), ("--capacity (blocks)", self.capacity_blocks),
                      ("--repeat", self.repeat))

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.lint.rules import SEVERITIES
 
@@ -45,7 +46,7 @@ FORMATS = ("rich", "text", "json", "sarif", "github")
 class LintConfig:
     """Effective lint settings; ``source`` is the file they came from ("" = defaults)."""
 
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     fail_under: float | None = None

@@ -11,15 +11,16 @@ later, in :mod:`prefixcache.analyzer.prepare.resolve`.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Protocol
+from typing import Iterable, Protocol
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.model import RenderedPrompt, Request
 from prefixcache.analyzer.render.provider import ProviderLayout
 from prefixcache.analyzer.render.renderer import JinjaRenderer
 
-__all__ = ["Renderer", "JinjaRenderer", "ProviderLayout", "load_template"]
+__all__ = ["Renderer", "JinjaRenderer", "ProviderLayout", "fold_warnings", "load_template"]
 
 
 class Renderer(Protocol):
@@ -44,3 +45,13 @@ def load_template(name: str) -> str:
     if not res.is_file():
         raise ConfigError(f"unknown chat template {name!r}: not a shipped template, provider layout or .jinja file")
     return res.read_text(encoding="utf-8")
+
+
+def fold_warnings(warnings: Iterable[str]) -> tuple[str, ...]:
+    """Renderer warnings (what a template dropped) folded to one per kind: warnings that
+    differ only in numbers (``messages[3]`` vs ``messages[7]``) are one kind, shown by its
+    last instance, in the order each kind first appeared."""
+    kinds: dict[str, str] = {}
+    for w in warnings:
+        kinds[re.sub(r"\d+", "N", w)] = w
+    return tuple(kinds.values())
