@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench docs clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,10 @@ demo: setup
 
 test: setup
 	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider
+
+# Rule pages and JSON Schemas under docs/ are generated from the code; tests/test_docs.py fails when they drift.
+docs: setup
+	$(PY) scripts/gen_docs.py
 
 bench: setup
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import IO, Iterable, Sequence
+from typing import IO, ClassVar, Iterable, Sequence
 
 import numpy as np
 import orjson
@@ -109,9 +109,13 @@ class RequestResult(RequestTiming):
         """Verified and not equal to the cold recomputation (argmax, greedy tokens, tolerance)."""
         return self.verified and not self.verify_ok
 
+    #: Figures derived from the fields that each JSONL row also carries (after the fields).
+    DERIVED: ClassVar[tuple[str, ...]] = ("ttft_s", "prefill_s", "prefill_tok_s")
+
     def to_json(self) -> bytes:
+        """The JSONL row: every field, then :data:`DERIVED` (``docs/schemas/replay-result.schema.json``)."""
         row = asdict(self)
-        row.update(ttft_s=self.ttft_s, prefill_s=self.prefill_s, prefill_tok_s=self.prefill_tok_s)
+        row.update({name: getattr(self, name) for name in self.DERIVED})
         return orjson.dumps(row)
 
 

@@ -17,19 +17,54 @@ import argparse
 import importlib
 import json
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
-#: Schema name -> (report type "module:Name", the output it describes, JSON Lines?).
-SCHEMAS: dict[str, tuple[str, str]] = {}
+#: Schema name -> (the report type that produces the output, "module:Name" or "list[module:Name]";
+#: which output it describes).
+SCHEMAS: dict[str, tuple[str, str]] = {
+    "inspect-request": ("prefixcache.analyzer.prepare.inspect:InspectRecord",
+                        "inspect --format json: every line but the last (JSON Lines)"),
+    "inspect-summary": ("prefixcache.analyzer.prepare.inspect:InspectSummaryLine",
+                        "inspect --format json: the last line"),
+    "lint": ("prefixcache.analyzer.lint.document:LintReport", "lint --format json"),
+    "simulate": ("prefixcache.analyzer.cache.report:SimulateReport", "simulate --format json"),
+    "simulate-per-request": ("prefixcache.analyzer.cache.report:SimulateReportWithRequests",
+                             "simulate --format json --per-request"),
+    "canonicalize": ("prefixcache.analyzer.canonical.report:CanonicalizeReport",
+                     "canonicalize --format json (the report; stderr when --out -)"),
+    "check": ("prefixcache.analyzer.check.report:TemplateRecord",
+              "check --format json: one line per template (JSON Lines)"),
+    "rules": ("list[prefixcache.analyzer.lint.rules.docs:RuleDoc]", "rules --json"),
+    "rule": ("prefixcache.analyzer.lint.rules.docs:RuleDoc", "rule CODE --json"),
+    "replay": ("prefixcache.replay.report:ReplayReport", "replay --format json"),
+    "replay-result": ("prefixcache.replay.results:RequestResult", "replay --out FILE: one line per request and pass"),
+}
 
 
 def _load(ref: str) -> Any:
+    """The type named by ``ref`` (``module:Name`` or ``list[module:Name]``)."""
+    if ref.startswith("list[") and ref.endswith("]"):
+        return list[_load(ref[5:-1])]
     module, name = ref.split(":")
     return getattr(importlib.import_module(module), name)
+
+
+def _derived(tp: Any) -> dict[str, dict]:
+    """Schemas of the derived figures a row type appends after its fields (``DERIVED``
+    properties, typed by their return annotations)."""
+    from pydantic import TypeAdapter
+
+    out = {}
+    for name in getattr(tp, "DERIVED", ()):
+        fget = getattr(tp, name).fget
+        out[name] = {"description": (fget.__doc__ or "").strip(),
+                     **TypeAdapter(typing.get_type_hints(fget)["return"]).json_schema()}
+    return out
 
 
 def _tighten(node: Any) -> Any:
@@ -50,7 +85,12 @@ def schema(name: str) -> dict:
     from pydantic import TypeAdapter
 
     ref, what = SCHEMAS[name]
-    body = _tighten(TypeAdapter(_load(ref)).json_schema(mode="serialization"))
+    tp = _load(ref)
+    raw = TypeAdapter(tp).json_schema(mode="serialization")
+    raw["properties"] = {**raw.get("properties", {}), **_derived(tp)} if "properties" in raw else raw.get("properties")
+    if raw["properties"] is None:
+        del raw["properties"]
+    body = _tighten(raw)
     head = {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": f"https://prefixcache.dev/schemas/{name}.schema.json",
             "title": f"prefixcache {name}", "x-output": what}

@@ -36,3 +36,14 @@ def existing(path: Path) -> Path:
     one is a failure, never a skip."""
     assert path.exists(), f"{path} is missing from the repository"
     return path
+
+
+def validate(doc: object, schema: str) -> None:
+    """Validate a parsed JSON document against the published ``docs/schemas/<schema>.schema.json``
+    (generated from the report types by ``scripts/gen_docs.py``); raises on any mismatch."""
+    import json
+
+    import jsonschema
+
+    path = existing(ROOT / "docs" / "schemas" / f"{schema}.schema.json")
+    jsonschema.Draft202012Validator(json.loads(path.read_text())).validate(doc)

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prefixcache.cli.app import app
-from tests.helpers import EXAMPLES, SAMPLES, existing
+from tests.helpers import EXAMPLES, SAMPLES, existing, validate
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -208,4 +208,8 @@ def test_json_summary_is_the_library_report(tmp_path, monkeypatch):
         {"pass_name": "warm", "requests": 6, "prompt_tokens": 1422, "cached_tokens": 80, "computed_tokens": 1342,
          "avoided_prefill": 80, "verified": 2, "mismatches": 0, "simulator_equal": True}]
     assert doc["passes"][1]["hit_rate"] == 80 / 1422 and doc["passes"][1]["kv_bytes_peak"] == 61194240
-    assert len(out.read_bytes().splitlines()) == 12  # --force started the file over
+    rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert len(rows) == 12  # --force started the file over
+    validate(doc, "replay")
+    for row in rows:
+        validate(row, "replay-result")
