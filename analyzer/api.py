@@ -1,10 +1,16 @@
 """The library entry points: what the commands compute, callable from Python.
 
->>> from prefixcache.analyzer.api import SimulateOptions, simulate
+>>> from prefixcache.analyzer.api import SimulateOptions, parse_capacities, simulate
 >>> report = simulate(["logs/"], SimulateOptions(cache="sglang", capacities=parse_capacities("5%,20%")))
 >>> orjson.dumps(report)          # the ``simulate --json`` document, byte for byte
 
-This facade is the one layer that composes features: ``simulate`` names each
+One name per command (each returns the typed report its ``--json`` prints; see
+docs/schemas): ``Inspection`` (inspect), ``lint_paths`` (lint), ``simulate``,
+``canonicalize_paths`` (canonicalize), ``check_templates`` (check); below them the
+stages ``Ingest`` (logs → requests) and ``Preparer`` (requests → rendered, tokenized
+prompts). Replay lives one layer up, in :mod:`prefixcache.replay.run` (it needs torch).
+
+This facade is also the one layer that composes features: ``simulate`` names each
 request's drift with lint's rule codes (:func:`prefixcache.analyzer.lint.engine.drift_causes`),
 which the cache layer below lint cannot import. Errors are :class:`~prefixcache.analyzer.errors.PrefixcacheError`
 subclasses: ConfigError for bad options, InputError for unreadable inputs.
@@ -18,12 +24,20 @@ from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
 from prefixcache.analyzer.cache.report import SimulateReport, SimulateReportWithRequests
 from prefixcache.analyzer.cache.study import SimulateOptions, simulate_report
 from prefixcache.analyzer.cache.workload import to_sim_requests
+from prefixcache.analyzer.canonical.report import canonicalize_paths
+from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
+from prefixcache.analyzer.check.report import check_templates
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.engine import drift_causes
+from prefixcache.analyzer.lint.report import lint_paths
 from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.prepare.inspect import Inspection
 
-__all__ = ["SimulateOptions", "SimulateReport", "SimulateReportWithRequests", "parse_capacities", "simulate"]
+__all__ = ["CanonicalOptions", "Ingest", "Inspection", "LintConfig", "Preparer", "SimulateOptions", "SimulateReport",
+           "SimulateReportWithRequests", "canonicalize_paths", "check_templates", "lint_paths", "parse_capacities",
+           "simulate"]
 
 
 def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None, *,

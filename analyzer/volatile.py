@@ -2,9 +2,9 @@
 
 A volatile value is text that changes between otherwise identical renders of a
 prompt (``Utc::now()``, ``uuid4()``, a per-request nonce). Inside a shared prefix
-it breaks every KV prefix cache from that point on (see
-``shared/reference/bugs.md`` section A: goose #2431, opencode-agent-memory #20,
-claude-code ``cch=`` nonce, oh-my-openagent CONVERSATION_ID).
+it breaks every KV prefix cache from that point on (reported upstream: block/goose
+#2431, opencode-agent-memory #20, the claude-code ``cch=`` nonce, oh-my-openagent
+CONVERSATION_ID; docs/references.md lists them).
 
 :func:`find_volatile` is regex-based and tuned for precision: a match must look
 like a clock reading or a generated identifier, not merely like a number.

@@ -1,8 +1,8 @@
 """Cache-stable rewriting of logged requests (``prefixcache canonicalize``, ``lint --fix``).
 
 Each rewrite keeps what the model is told and makes the rendered prefix identical
-wherever only the *form* drifted (``shared/reference/bugs.md``; rule codes from
-``notes/codes.md``):
+wherever only the *form* drifted (the upstream reports in docs/references.md; rule
+codes as ``prefixcache rules`` lists them):
 
 ======  =====================================================================
 PC302   whitespace drift only: a message, system prompt or tool description

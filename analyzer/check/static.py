@@ -1,7 +1,7 @@
 """Static checks of a Jinja2 prompt template, on the parsed AST (jinja2's own parser).
 
 Each check names a construct that makes a rendered prefix differ between two
-renders of the same conversation (``shared/reference/bugs.md``: goose #2431 clock
+renders of the same conversation (docs/references.md: goose #2431 clock
 in the system prompt, codex #2610 / redpanda #157 map iteration order, Bifrost
 #2347 unsorted JSON keys, oh-my-openagent #6881 ids in the prompt):
 

@@ -1,6 +1,6 @@
 """Reader for Claude Code session logs (``~/.claude/projects/<cwd>/<sessionId>.jsonl``).
 
-Layout (reference/formats.md §4): one JSON object per line; ``user`` / ``assistant``
+Layout (docs/formats.md): one JSON object per line; ``user`` / ``assistant``
 lines are threaded by ``uuid`` / ``parentUuid``; each content block of a streamed
 response is its own ``assistant`` line, and all lines of one API call share
 ``requestId`` (and ``message.id``).
@@ -52,7 +52,7 @@ from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import first_object
 from prefixcache.analyzer.ingest.jsonio import FieldError, field, parse_time, parse_usage, read_lines, skip
 
-#: Line types that are records but never a model call nor prompt content (reference/formats.md §4).
+#: Line types that are records but never a model call nor prompt content (docs/formats.md).
 _QUIET_TYPES = frozenset({"summary", "system", "file-history-snapshot", "queue-operation", "progress"})
 
 NOTE_OPAQUE = ("system prompt and tools are not logged: an opaque shared prefix (extra.opaque_prefix_key) "

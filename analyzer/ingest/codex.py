@@ -1,6 +1,6 @@
 """Reader for OpenAI Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
 
-Layout (reference/formats.md §5; serde ``RolloutItem`` in codex-rs/protocol): one
+Layout (serde ``RolloutItem`` in codex-rs/protocol): one
 ``{timestamp, type, payload}`` object per line.
 
 * ``session_meta``: session id; ``instructions`` or ``base_instructions.text`` is the

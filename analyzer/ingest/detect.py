@@ -4,7 +4,7 @@ Every reader module in :data:`READER_MODULES` exports ``READERS``; the registry
 maps each reader's ``format`` name to it. Detection asks every reader's
 ``sniff(head, name)`` for a confidence in [0, 1] on the first 64 KiB of the file
 and takes the highest (ties go to the earlier module in the list); 0 everywhere
-means "unknown format". ``--format NAME`` skips detection.
+means "unknown format". ``--input-format NAME`` skips detection.
 
 :func:`first_object` gives sniffers the first JSON object of the head whatever
 the layout (JSONL line, single document, first item of a JSON list), when the

@@ -1,6 +1,6 @@
 """Reader for mini-swe-agent trajectories (``*.traj.json``, one JSON document).
 
-Layouts (reference/formats.md §6; SWE-agent/mini-swe-agent ``agents/default.py``,
+Layouts (SWE-agent/mini-swe-agent ``agents/default.py``,
 ``models/litellm_model.py``):
 
 * **v1.x** ``{info{model_stats, config{model{model_name, set_cache_control...}},

@@ -1,6 +1,6 @@
 """Session grouping: which requests belong to one conversation, and in what order.
 
-Rules, first match wins (documented in README "Input formats"):
+Rules, first match wins (documented in docs/formats.md, "Sessions"):
 
 1. **Explicit.** A reader that knows the session (Claude Code ``sessionId``, a
    Codex rollout, one trajectory file) sets ``Request.session``; it is kept.

@@ -1,6 +1,6 @@
 """Reader for SWE-agent trajectories (``*.traj``, one JSON document).
 
-Layout (reference/formats.md §6; SWE-agent ``sweagent/types.py``): ``{environment,
+Layout (SWE-agent ``sweagent/types.py``): ``{environment,
 trajectory[], history[], info, replay_config}``. Which messages a step sent:
 
 * ``trajectory[i].query`` (SWE-agent ≥ 1.0) is the message list sent at step i: taken as is.

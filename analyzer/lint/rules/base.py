@@ -1,7 +1,7 @@
 """Rule base class, the Finding record, and the context a pair rule inspects.
 
 A rule has a permanent ``code`` (``PCnnn``, never reused), a ``name`` (the cause
-string used in JSON output and in ``shared/cases/expected.json``), a default
+string used in JSON output and in ``tests/fixtures/cases/expected.json``), a default
 ``severity`` and a docstring in five fixed sections: *What it does*, *Why it
 breaks caching*, *Example*, *Use instead*, *Fix safety*.
 
