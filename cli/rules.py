@@ -8,6 +8,7 @@ The documents come from the library (:mod:`prefixcache.analyzer.lint.rules.docs`
 from __future__ import annotations
 
 import sys
+from typing import Optional
 
 import orjson
 import typer
@@ -19,6 +20,7 @@ from rich.text import Text
 from prefixcache.analyzer.lint.rules import RULES, get_rule, rule_doc, rule_markdown, rules_plain
 
 from prefixcache.cli.common import console, fail, handle_errors
+from prefixcache.cli.options import AsJson, output_format
 
 
 def register(app: typer.Typer) -> None:
@@ -26,9 +28,13 @@ def register(app: typer.Typer) -> None:
 
     @app.command("rules")
     @handle_errors
-    def rules(as_json: bool = typer.Option(False, "--json", help="Print the rules as a JSON list.")) -> None:
+    def rules(
+        fmt: Optional[str] = typer.Option(None, "--format", metavar="FMT",
+                                          help="Output: rich (a table; plain lines on a pipe, the default) or json."),
+        as_json: AsJson = False,
+    ) -> None:
         """List every lint rule: code, name, group, severity, what it finds."""
-        if as_json:
+        if output_format(fmt, as_json, ("rich", "json"), "rich") == "json":
             sys.stdout.write(orjson.dumps([rule_doc(r) for r in RULES], option=orjson.OPT_INDENT_2).decode() + "\n")
             return
         if not console.is_terminal:
@@ -54,14 +60,17 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def rule(
         code: str = typer.Argument(..., help="A rule code (PC101) or name (volatile-timestamp)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the rule as JSON."),
+        fmt: Optional[str] = typer.Option(None, "--format", metavar="FMT",
+                                          help="Output: rich (the rule's page, default) or json."),
+        as_json: AsJson = False,
     ) -> None:
         """Show one rule's documentation."""
+        fmt = output_format(fmt, as_json, ("rich", "json"), "rich")
         try:
             found = get_rule(code)
         except KeyError:
             raise fail(f"unknown rule {code!r}; `prefixcache rules` lists them") from None
-        if as_json:
+        if fmt == "json":
             sys.stdout.write(orjson.dumps(rule_doc(found), option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
             console.print(Markdown(rule_markdown(found)))

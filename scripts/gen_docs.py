@@ -4,7 +4,7 @@
   from the rule classes (``prefixcache.analyzer.lint.rules``).
 * ``docs/schemas/<name>.schema.json``: a JSON Schema (draft 2020-12) per machine-readable
   output, derived from the typed report dataclass that produces it (pydantic's
-  ``TypeAdapter``; every property required, no others allowed).
+  ``TypeAdapter``; every property required, no others allowed), and ``index.md``.
 
 ``python scripts/gen_docs.py`` writes them; ``--check`` writes nothing and exits 1
 naming every file that differs from what the code generates (``tests/test_docs.py``
@@ -114,11 +114,23 @@ def rule_pages() -> dict[Path, str]:
     return pages
 
 
+def schema_index() -> str:
+    """``docs/schemas/index.md``: which schema describes which output."""
+    rows = ["# JSON Schemas of the machine-readable outputs", "",
+            "Generated from the typed report classes by `scripts/gen_docs.py`; do not edit. Every property is",
+            "required and no other is allowed; `tests/test_docs.py` validates each command's output against them.", "",
+            "| schema | output | report type |", "|---|---|---|"]
+    for name, (ref, what) in SCHEMAS.items():
+        rows.append(f"| [{name}]({name}.schema.json) | `{what}` | `{ref}` |")
+    return "\n".join(rows) + "\n"
+
+
 def outputs() -> dict[Path, str]:
     """Every generated file and its text."""
     files = rule_pages()
     for name in SCHEMAS:
         files[DOCS / "schemas" / f"{name}.schema.json"] = json.dumps(schema(name), indent=2, ensure_ascii=False) + "\n"
+    files[DOCS / "schemas" / "index.md"] = schema_index()
     return files
 
 
