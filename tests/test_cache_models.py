@@ -7,7 +7,7 @@ import random
 import pytest
 
 from prefixcache.analyzer.cache import workload
-from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, block_aligned, hit_cap_tokens, servable_tokens
+from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, hit_cap_tokens, servable_tokens
 from prefixcache.analyzer.cache.eviction import ORDERS, HeapPolicy, make_policy, resolve_policy
 from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint
 from prefixcache.analyzer.cache.models import CACHES, MODELS, CacheModel, CacheSpec, Hit, make_model
@@ -60,7 +60,7 @@ def test_block_sizes_come_from_the_model_and_one_default():
     assert CacheSpec("sglang").block_size_for(reqs) == 1 and CacheSpec("vllm", block_size=4).block_size_for(reqs) == 4
     assert CacheSpec("openai", block_size=4).block_size_for(reqs) == 128  # the provider's unit is fixed
     assert CacheSpec("anthropic").block_size_for(reqs) == 1 and CacheSpec("deepseek").block_size_for(reqs) == 64
-    trace = SimRequest(0, "s", 0, "t", 1, None, 0.0, 8, hashes=(1, 2), trace_block=4)  # the earlier keyword
+    trace = SimRequest(0, "s", 0, "t", 1, None, 0.0, 8, hashes=(1, 2), block_size=4)
     assert trace.block_size == 4 and CacheSpec("blocks").block_size_for([trace]) == 4
     with pytest.raises(ConfigError, match="block traces fix"):
         CacheSpec("vllm", block_size=16).block_size_for([trace])
@@ -70,7 +70,7 @@ def test_one_cap_function():
     for n in range(0, 70):
         for shared in (0, 5, 16, 33, n, n + 3):
             want = (min(shared, n - 1) // 16) * 16 if n > 0 and shared > 0 else 0
-            assert servable_tokens(shared, n, 16) == block_aligned(shared, n, 16) == max(0, want)
+            assert servable_tokens(shared, n, 16) == max(0, want)
         assert hit_cap_tokens(n, 16) == servable_tokens(n, n, 16)
         assert hit_cap_tokens(n, 16, False) == n // 16 * 16
     with pytest.raises(ConfigError):

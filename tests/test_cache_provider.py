@@ -11,8 +11,8 @@ from prefixcache.analyzer.errors import ConfigError
 
 
 def test_constants_table():
-    assert PROVIDERS["openai"].unit_tokens == 128 and PROVIDERS["openai"].min_tokens == 1024
-    assert PROVIDERS["deepseek"].unit_tokens == 64
+    assert PROVIDERS["openai"].block_size == 128 and PROVIDERS["openai"].min_tokens == 1024
+    assert PROVIDERS["deepseek"].block_size == 64
     a = PROVIDERS["anthropic"]
     assert (a.max_breakpoints, a.lookback_blocks, a.write_multiplier, a.read_multiplier) == (4, 20, 1.25, 0.1)
     assert rules_for("anthropic", "claude-opus-4-5-20251101").min_tokens == 4096

@@ -7,12 +7,12 @@ import random
 import pytest
 
 from prefixcache.analyzer.cache.base import PrefixCache
-from prefixcache.analyzer.cache.radix import RadixCache
+from prefixcache.analyzer.cache.radix import RadixTree
 from prefixcache.analyzer.errors import ConfigError
 
 
 def test_match_capped_at_n_minus_one_and_split():
-    c = RadixCache()
+    c = RadixTree()
     assert isinstance(c, PrefixCache)
     a = list(range(10))
     assert c.insert(a, 0).inserted and c.size_tokens == 10
@@ -28,7 +28,7 @@ def test_match_capped_at_n_minus_one_and_split():
 
 
 def test_page_alignment():
-    c = RadixCache(page_size=4)
+    c = RadixTree(block_size=4)
     toks = list(range(11))
     c.insert(toks, 0)
     assert c.size_tokens == 8  # partial last page never inserted
@@ -39,7 +39,7 @@ def test_page_alignment():
 
 
 def test_lru_leaf_eviction_keeps_shared_prefix():
-    c = RadixCache(capacity_tokens=12)
+    c = RadixTree(capacity_tokens=12)
     shared = [1, 2, 3, 4]
     c.insert(shared + [10, 11, 12, 13], 0)
     c.insert(shared + [20, 21, 22, 23], 1)
@@ -54,7 +54,7 @@ def test_lru_leaf_eviction_keeps_shared_prefix():
 @pytest.mark.parametrize("policy", ["lru", "lfu", "fifo", "slru", "mru"])
 def test_capacity_respected_and_matches_agree_with_prefixes(policy):
     rng = random.Random(3)
-    c = RadixCache(capacity_tokens=40, policy=policy)
+    c = RadixTree(capacity_tokens=40, policy=policy)
     seen: list[tuple[int, ...]] = []
     for t in range(60):
         toks = tuple([rng.randrange(3) for _ in range(rng.randrange(1, 12))])
@@ -65,12 +65,12 @@ def test_capacity_respected_and_matches_agree_with_prefixes(policy):
         seen.append(toks)
         assert c.size_tokens <= 40 or len(toks) > 40
     with pytest.raises(ConfigError):
-        RadixCache(policy="nope")
+        RadixTree(policy="nope")
 
 
 def test_unbounded_equals_longest_common_prefix():
     rng = random.Random(5)
-    c = RadixCache(cap_last_token=False)
+    c = RadixTree(cap_last_token=False)
     seen: list[tuple[int, ...]] = []
     for t in range(80):
         toks = tuple([rng.randrange(2) for _ in range(rng.randrange(1, 200))])

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.prepare import prepare
-from prefixcache.analyzer.cache.base import block_aligned
+from prefixcache.analyzer.cache.base import servable_tokens
 from prefixcache.analyzer.cache.radix import PrefixIndex
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import common_prefix_len
@@ -54,11 +54,11 @@ def test_long_sequences_use_the_binary_search():
 
 
 def test_block_aligned_follows_vllm():
-    assert block_aligned(100, 200, 16) == 96
-    assert block_aligned(200, 200, 16) == 192  # the last token is always computed: ⌊199/16⌋·16
-    assert block_aligned(32, 33, 16) == 32 and block_aligned(33, 33, 16) == 32
-    assert block_aligned(15, 100, 16) == 0 and block_aligned(5, 0, 16) == 0
-    assert block_aligned(100, 200, 1) == 100
+    assert servable_tokens(100, 200, 16) == 96
+    assert servable_tokens(200, 200, 16) == 192  # the last token is always computed: ⌊199/16⌋·16
+    assert servable_tokens(32, 33, 16) == 32 and servable_tokens(33, 33, 16) == 32
+    assert servable_tokens(15, 100, 16) == 0 and servable_tokens(5, 0, 16) == 0
+    assert servable_tokens(100, 200, 1) == 100
 
 
 def test_locate_maps_a_timestamp_divergence(cases):

@@ -104,7 +104,7 @@ def test_in_flight_window_pins_blocks():
 
     def req(i, hashes):
         return SimRequest(order=i, session="s", index=i, source="t", record=i + 1, model=None, now=float(i),
-                          num_tokens=len(hashes) * 4, hashes=tuple(hashes), trace_block=4)
+                          num_tokens=len(hashes) * 4, hashes=tuple(hashes), block_size=4)
 
     # capacity 2 blocks: A=[1,2], B=[3,4], then A's prefix again
     reqs = [req(0, [1, 2]), req(1, [3, 4]), req(2, [1, 2, 9])]

@@ -107,6 +107,3 @@ def hit_cap_tokens(num_tokens: int, block_size: int, cap_last_token: bool = True
     (⌊n/B⌋·B without the last-token cap)."""
     return servable_tokens(num_tokens, num_tokens, block_size, cap_last_token)
 
-
-#: Earlier name of :func:`servable_tokens` (lint's block-aligned figure).
-block_aligned = servable_tokens

@@ -40,8 +40,7 @@ from prefixcache.analyzer.cache.block_hash import BlockHashCache
 class ProviderRules:
     """One provider's caching constants.
 
-    ``block_size``: hit granularity (tokens; the storage unit, also readable as
-    ``unit_tokens``); ``min_tokens``: shortest prompt (or
+    ``block_size``: hit granularity (tokens; the provider's storage unit); ``min_tokens``: shortest prompt (or
     breakpoint prefix) that is cached; ``ttl_s``: idle retention, refreshed on hit;
     ``price_input``: base $/MTok; ``read_multiplier`` / ``write_multiplier``: cache
     read / write price relative to the base; ``max_breakpoints`` and
@@ -58,11 +57,6 @@ class ProviderRules:
     max_breakpoints: int = 0
     lookback_blocks: int = 0
     source: str = ""
-
-    @property
-    def unit_tokens(self) -> int:
-        """Earlier name of :attr:`block_size` (the provider's storage unit, tokens)."""
-        return self.block_size
 
 
 #: The constants table (edit here when a provider changes its rules).

@@ -82,8 +82,7 @@ def _frozen(tokens: Sequence[int]) -> Sequence[int]:
 class RadixTree:
     """A token radix tree (implements :class:`~.base.PrefixCache`); see the module docstring.
 
-    ``block_size``: tokens per block (SGLang's page; ``page_size`` is accepted as its
-    alias); ``capacity_tokens``: None = unbounded; ``policy``: one of
+    ``block_size``: tokens per block (SGLang's page); ``capacity_tokens``: None = unbounded; ``policy``: one of
     :data:`RADIX_POLICIES`; ``cap_last_token`` False gives the plain longest common
     prefix in :meth:`match`. ``InsertResult.inserted`` / ``evicted`` list node ids (as
     ``BlockHash``); ``EvictResult.freed_tokens`` the tokens freed. ConfigError for a
@@ -91,8 +90,7 @@ class RadixTree:
     """
 
     def __init__(self, block_size: int = 1, capacity_tokens: int | None = None, policy: str = "lru", *,
-                 cap_last_token: bool = True, page_size: int | None = None) -> None:
-        block_size = block_size if page_size is None else page_size
+                 cap_last_token: bool = True) -> None:
         if block_size < 1:
             raise ConfigError(f"page size must be positive, got {block_size}")
         if policy not in ORDERS:
@@ -105,11 +103,6 @@ class RadixTree:
         self._ids = 0
         self.root = _Node((), 0, 0, None, 0.0, 0)
         self.size_tokens = 0
-
-    @property
-    def page_size(self) -> int:
-        """SGLang's name for :attr:`block_size`."""
-        return self.block_size
 
     def _key(self, src: Sequence[int], at: int):
         return src[at] if self.block_size == 1 else tuple(src[at:at + self.block_size])
@@ -245,10 +238,6 @@ class RadixTree:
                 stack.extend(n.children.values())
             else:
                 yield n
-
-
-#: SGLang's cache model is the tree itself (``RadixCache(page_size=…)`` reads as SGLang does).
-RadixCache = RadixTree
 
 
 class PrefixIndex:

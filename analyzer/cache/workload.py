@@ -13,7 +13,7 @@ it; so are its prefix hashes at breakpoints (:meth:`SimRequest.prefix_hashes`).
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from prefixcache.analyzer.cache.base import BlockHash
@@ -40,8 +40,7 @@ class SimRequest:
     prompt — when the log has none); ``salt``: vLLM ``cache_salt`` namespace, if
     logged; ``hidden_tokens``: size of a prefix the log lacks and the prompt does not
     represent (Claude Code's system prompt and tools: reported prompt tokens minus
-    ours), counted toward provider minimum lengths only. ``trace_block`` is the
-    earlier, deprecated name of ``block_size`` (accepted by the constructor only).
+    ours), counted toward provider minimum lengths only.
     """
 
     order: int
@@ -66,11 +65,6 @@ class SimRequest:
     _chains: dict[tuple[int, str | None], tuple[BlockHash, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _cuts: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
-    trace_block: InitVar[int] = 0
-
-    def __post_init__(self, trace_block: int) -> None:
-        if trace_block:
-            object.__setattr__(self, "block_size", trace_block)
 
     def chain(self, block_size: int, salted: bool = True) -> tuple[BlockHash, ...]:
         """Chained hashes of the prompt's full blocks of ``block_size`` tokens, in the
