@@ -100,7 +100,9 @@ def test_vllm_on_text_logs_and_bad_options():
 
 
 def test_in_flight_window_pins_blocks():
-    from prefixcache.analyzer.cache.simulator import CacheSpec, SimRequest, simulate
+    from prefixcache.analyzer.cache.models import CacheSpec
+    from prefixcache.analyzer.cache.simulator import simulate
+    from prefixcache.analyzer.cache.workload import SimRequest
 
     def req(i, hashes):
         return SimRequest(order=i, session="s", index=i, source="t", record=i + 1, model=None, now=float(i),

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.figures import Levels, RequestFigures, hits_by_segment, lost_by_cause
-from prefixcache.analyzer.cache.models import CACHES, CacheModel, CacheSpec, Hit, make_model
+from prefixcache.analyzer.cache.models import CacheModel, CacheSpec, Hit, make_model
 from prefixcache.analyzer.cache.radix import RadixTree
-from prefixcache.analyzer.cache.workload import SimRequest, to_sim_requests
+from prefixcache.analyzer.cache.workload import SimRequest
 
-__all__ = ["CACHES", "Baseline", "CacheSpec", "SimRequest", "baseline", "request_figures", "simulate",
-           "to_sim_requests"]
+__all__ = ["Baseline", "baseline", "request_figures", "simulate"]
 
 
 @dataclass(frozen=True, slots=True)
