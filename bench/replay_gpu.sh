@@ -15,7 +15,7 @@ PY=${PYTHON:-.venv/bin/python}
 MODEL=${MODEL:-smollm2}
 DTYPE=${DTYPE:-float32}
 OUT=${OUT:-build/replay-gpu}
-SAMPLES=${SAMPLES:-../shared/samples}
+SAMPLES=${SAMPLES:-tests/fixtures/samples}
 MAX_PROMPT=${MAX_PROMPT:-8000}
 MAX_REQUESTS=${MAX_REQUESTS:-60}
 DEVICE=${DEVICE:-cuda}   # DEVICE=cpu MAX_PROMPT=128 MAX_REQUESTS=3 makes a quick smoke run of this script

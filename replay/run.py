@@ -181,10 +181,10 @@ def open_replay(paths: Sequence[str], options: ReplayOptions, *, engine: Engine 
     base = options.config
     config = replace(base, capacity_blocks=capacity_blocks(options.capacity, base.block_size,
                                                            engine.kv_bytes_per_token, prompts["original"]))
-    run = run_key(model=engine.tokenizer, dtype=engine.dtype, device=engine.device_kind, block_size=config.block_size,
+    run = run_key(model=engine.model_id, dtype=engine.dtype, device=engine.device_kind, block_size=config.block_size,
                   capacity=config.capacity_blocks, policy=config.policy,
                   template="tokenizer" if options.template == "model" else options.template,
-                  tokenizer=engine.tokenizer, max_prompt_tokens=options.max_prompt_tokens,
+                  tokenizer=engine.model_id, max_prompt_tokens=options.max_prompt_tokens,
                   max_new_tokens=config.max_new_tokens)
     out = options.out
     done = load_results(out) if options.resume and out is not None and out.exists() else []

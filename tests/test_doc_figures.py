@@ -451,7 +451,8 @@ class CountingEngine:
     the hits that are checked, the real engine's verdicts are in the bounded test below."""
 
     def __init__(self, real) -> None:
-        for name in ("name", "max_context", "kv_bytes_per_token", "dtype", "device", "device_kind", "tokenizer"):
+        for name in ("name", "max_context", "kv_bytes_per_token", "dtype", "device", "device_kind", "tokenizer",
+                     "model_id"):
             setattr(self, name, getattr(real, name))
 
     def kv_store(self, index) -> CountingStore:

@@ -48,7 +48,7 @@ class FakeEngine:
     computed token costs 1 ms of pretend prefill."""
 
     name, max_context, kv_bytes_per_token, dtype = "fake-model", 4096, 8, "float32"
-    device, device_kind, tokenizer = "cpu", "cpu", "smollm2"
+    device, device_kind, tokenizer, model_id = "cpu", "cpu", "smollm2", "smollm2"
 
     def __init__(self) -> None:
         self.calls = 0

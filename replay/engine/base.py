@@ -75,6 +75,9 @@ class Engine(Protocol):
       ``device_kind`` its kind (``"cpu"``, ``"cuda"``; part of the run key);
     * ``tokenizer`` — the tokenizer spec the analyzer tokenizes prompts with (a folder,
       an HF id: prompts must be the engine's own token ids);
+    * ``model_id`` — what identifies the weights and tokenizer wherever they are stored (a
+      converted GGUF's folder name carries the file's content digest): the run key's model,
+      so ``--resume`` accepts the same run from another cache folder or home directory;
     * ``kv_store(index)`` — a fresh, empty KV store over ``index`` (one per cache pass);
     * ``generate(...)`` — run one request (below);
     * ``notes()`` — lines worth telling the user after a run (e.g. a dequantized GGUF,
@@ -91,6 +94,7 @@ class Engine(Protocol):
     device: str
     device_kind: str
     tokenizer: str
+    model_id: str
 
     def kv_store(self, index: BlockHashCache) -> KVStore:
         """An empty KV store driven by ``index`` (block size = ``index.block_size``)."""

@@ -242,6 +242,8 @@ class HFEngine:
         self.device = str(loaded.device)
         self.device_kind = loaded.device.type
         self.tokenizer = loaded.path
+        # a converted GGUF's folder is named <stem>-<content digest>: the same model in any cache folder
+        self.model_id = Path(loaded.path).name if loaded.gguf is not None else loaded.path
 
     def kv_store(self, index: BlockHashCache) -> KVPrefixCache:
         """An empty KV store over ``index``: one tensor per block the index holds."""
