@@ -26,7 +26,6 @@ datetime; ``_prefixcache.now`` in the context sets the base clock) and
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.render.files import read_json, read_text
 from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.check.render import Trace, TracingLoader, make_env, render
 from prefixcache.analyzer.check.static import StaticFinding, boundary_line, static_findings
@@ -156,7 +156,7 @@ class TemplateChecker:
         self.variations, self.seed = tuple(variations), seed
         roots = [str(path.parent), *search_path]
         self.env, self.traced = make_env(roots, trace=False), make_env(roots, trace=True)
-        self.source = path.read_text(encoding="utf-8")
+        self.source = read_text(path, "template")
         self.boundary_line = boundary_line(self.source)
 
     def display(self, file: str) -> str:
@@ -252,14 +252,9 @@ class TemplateChecker:
 
 
 def load_context(path: str | Path) -> dict[str, Any]:
-    """A context file (a JSON object). Raises ConfigError naming the file and line."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: context file not found") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    """A context file (a JSON object). Raises ConfigError naming the file (and line) when it
+    is missing, a folder, not UTF-8 text, not valid JSON (truncated) or not an object."""
+    data = read_json(path, "context file")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a context must be a JSON object, got {type(data).__name__}")
     return data

@@ -17,6 +17,7 @@ chat-template convention); ``tojson`` follows transformers' semantics
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,10 +25,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from jinja2 import FileSystemLoader, TemplateNotFound
 from jinja2.exceptions import TemplateError, TemplateSyntaxError
+from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.check.static import BOUNDARY_RE
+from prefixcache.analyzer.render.files import not_text
 from prefixcache.analyzer.render.jinja_template import tojson
 
 _MARK, _END, _BOUNDARY = "\ue000", "\ue001", "\ue002"
@@ -45,9 +48,24 @@ class TracingLoader(FileSystemLoader):
         self.sources: dict[str, list[str]] = {}
 
     def get_source(self, environment: Any, template: str) -> tuple[str, str | None, Callable[[], bool] | None]:
-        source, filename, uptodate = super().get_source(environment, template)
+        """The instrumented source; ConfigError naming the file when it is not UTF-8 text,
+        binary (NUL bytes) or unreadable."""
+        try:
+            source, filename, uptodate = super().get_source(environment, template)
+        except UnicodeDecodeError as exc:
+            raise ConfigError(not_text(self._locate(template), "template", exc)) from None
+        except OSError as exc:
+            raise ConfigError(f"{self._locate(template)}: cannot read template ({exc.strerror or exc})") from None
+        if "\x00" in source:
+            raise ConfigError(f"{filename or template}: template is a binary file (it holds NUL bytes), not text")
         self.sources[template] = source.splitlines()
         return self.instrument(source, template), filename, uptodate
+
+    def _locate(self, template: str) -> str:
+        """The file a template name resolves to on the search path (the name itself if none)."""
+        pieces = split_template_path(template)
+        found = (os.path.join(root, *pieces) for root in self.searchpath)
+        return next((f for f in found if os.path.isfile(f)), template)
 
     def mark(self, file: str, line: int) -> str:
         self.table.append((file, line))

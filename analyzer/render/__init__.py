@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable, Protocol
 
 from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.render.files import read_text
 from prefixcache.analyzer.model import RenderedPrompt, Request
 from prefixcache.analyzer.render.provider import ProviderLayout
 from prefixcache.analyzer.render.renderer import JinjaRenderer
@@ -33,12 +34,15 @@ class Renderer(Protocol):
 
 
 def load_template(name: str) -> str:
-    """The source of a shipped template (``chatml_tools``) or of a ``.jinja`` file path."""
+    """The source of a shipped template (``chatml_tools``) or of a ``.jinja`` file path.
+
+    Raises ConfigError for an unknown name, a missing file, or a file that is not
+    UTF-8 text (see :func:`prefixcache.analyzer.render.files.read_text`)."""
     p = Path(name)
     if p.suffix == ".jinja":
         if not p.is_file():
             raise ConfigError(f"chat template file not found: {name}")
-        return p.read_text(encoding="utf-8")
+        return read_text(p, "chat template")
     from importlib.resources import files
 
     res = files("prefixcache.templates").joinpath(f"{name}.jinja")

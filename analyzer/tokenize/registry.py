@@ -16,8 +16,8 @@ Specs
     a folder with ``tokenizer.json`` (+ optional ``tokenizer_config.json`` /
     ``chat_template.jinja``).
 ``hf:ORG/NAME``
-    a Hugging Face model id found in the local HF cache (downloaded only when
-    online and ``huggingface_hub`` is installed).
+    a Hugging Face model id found in the local HF cache (:func:`cached_snapshot`);
+    never downloaded, so a missing id fails at once, online or not.
 ``auto``
     chosen from the logged model name by :func:`choose_auto`.
 """
@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.render.files import read_json, read_text
 from prefixcache.analyzer.tokenize.backends import HFTokenizer, TiktokenTokenizer, Tokenizer
 
 
@@ -175,13 +176,17 @@ def _tiktoken(name: str) -> Tokenizer:
 
 
 def _read_config(d: Path) -> dict:
+    """The folder's ``tokenizer_config.json`` (+ ``chat_template.jinja`` as ``chat_template``);
+    ConfigError naming the file when one is not UTF-8 JSON (object) text."""
     cfg: dict = {}
     p = d / "tokenizer_config.json"
     if p.is_file():
-        cfg = json.loads(p.read_text(encoding="utf-8"))
+        cfg = read_json(p, "tokenizer config")
+        if not isinstance(cfg, dict):
+            raise ConfigError(f"{p}: tokenizer config must be a JSON object, got {type(cfg).__name__}")
     jt = d / "chat_template.jinja"
     if jt.is_file():
-        cfg["chat_template"] = jt.read_text(encoding="utf-8")
+        cfg["chat_template"] = read_text(jt, "chat template")
     for key in ("bos_token", "eos_token", "unk_token", "pad_token"):
         v = cfg.get(key)
         if isinstance(v, dict):  # serialized AddedToken
@@ -191,13 +196,20 @@ def _read_config(d: Path) -> dict:
 
 def hf_from_dir(d: Path, name: str | None = None, exact: bool = True) -> HFTokenizer:
     """An :class:`HFTokenizer` from a folder holding ``tokenizer.json``; ``config`` carries
-    the folder's tokenizer_config.json (chat_template, bos/eos tokens)."""
+    the folder's tokenizer_config.json (chat_template, bos/eos tokens). Raises ConfigError
+    (one line naming the file) when ``tokenizer.json`` is missing or ``tokenizers`` cannot
+    load it (corrupt, truncated, not a tokenizers file)."""
     from tokenizers import Tokenizer as _Tok
 
     tj = d / "tokenizer.json"
     if not tj.is_file():
         raise ConfigError(f"{d}: no tokenizer.json (tokenizer directories need a tokenizers-format file)")
-    return HFTokenizer(_Tok.from_file(str(tj)), name=name or d.name, exact=exact, config=_read_config(d))
+    try:
+        tok = _Tok.from_file(str(tj))
+    except Exception as exc:  # tokenizers raises a bare Exception with serde's message
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise ConfigError(f"{tj}: cannot load tokenizer.json ({first})") from None
+    return HFTokenizer(tok, name=name or d.name, exact=exact, config=_read_config(d))
 
 
 def hf_from_gguf(path: Path, name: str | None = None) -> HFTokenizer:
@@ -210,15 +222,41 @@ def hf_from_gguf(path: Path, name: str | None = None) -> HFTokenizer:
     return HFTokenizer(_Tok.from_file(str(tj)), name=name or Path(path).stem, config=meta)
 
 
-def _hf_hub(model_id: str) -> HFTokenizer:
-    """A model id from the local HF cache (or downloaded when online with huggingface_hub)."""
-    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub")
-    snaps = sorted((hub / f"models--{model_id.replace('/', '--')}" / "snapshots").glob("*/tokenizer.json"))
-    if snaps:
-        return hf_from_dir(snaps[-1].parent, name=model_id)
-    if _offline() or importlib.util.find_spec("huggingface_hub") is None:
-        raise ConfigError(f"tokenizer {model_id!r} is not in the local Hugging Face cache ({hub}) and cannot be downloaded")
-    from huggingface_hub import snapshot_download
+#: An HF model id: ``NAME`` or ``ORG/NAME`` (letters, digits, ``-``, ``_``, ``.``).
+HF_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
-    d = snapshot_download(model_id, allow_patterns=["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"])
-    return hf_from_dir(Path(d), name=model_id)
+
+def hf_cache() -> Path:
+    """The local Hugging Face hub cache, located as ``huggingface_hub`` does: ``$HF_HUB_CACHE``,
+    else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub``."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache",
+                                                     "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def cached_snapshot(model_id: str, filename: str) -> Path | None:
+    """The snapshot folder of ``model_id`` in the local HF cache that holds ``filename``: the one
+    ``refs/main`` names, else the most recently written; None when there is none. Reads the
+    cache layout (``models--ORG--NAME/{refs,snapshots}``) only: never touches the network."""
+    repo = hf_cache() / f"models--{model_id.replace('/', '--')}"
+    main = repo / "refs" / "main"
+    if main.is_file():
+        snap = repo / "snapshots" / main.read_text(encoding="utf-8", errors="replace").strip()
+        if (snap / filename).is_file():
+            return snap
+    found = [p.parent for p in (repo / "snapshots").glob(f"*/{filename}")]
+    return max(found, key=lambda p: p.stat().st_mtime_ns) if found else None
+
+
+def _hf_hub(model_id: str) -> HFTokenizer:
+    """A model id from the local HF cache (local only: nothing is downloaded). Raises
+    ConfigError when ``model_id`` is not an id or is not in the cache."""
+    if not HF_ID.fullmatch(model_id):
+        raise ConfigError(f"tokenizer hf:{model_id}: not a folder, nor a Hugging Face model id (ORG/NAME)")
+    snap = cached_snapshot(model_id, "tokenizer.json")
+    if snap is None:
+        raise ConfigError(f"tokenizer hf:{model_id}: not a folder, nor a model with a tokenizer.json in the local "
+                          f"Hugging Face cache ({hf_cache()}); nothing is downloaded")
+    return hf_from_dir(snap, name=model_id)

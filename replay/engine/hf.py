@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -47,6 +48,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
 from prefixcache.analyzer.errors import EngineError
 from prefixcache.analyzer.tokenize.gguf import cache_dir
+from prefixcache.analyzer.tokenize.registry import HF_ID, cached_snapshot, hf_cache
 from prefixcache.replay.engine.base import Generation
 from prefixcache.replay.kv import KVPrefixCache
 
@@ -150,7 +152,8 @@ def _looks_local(spec: str) -> bool:
 def resolve_model_path(spec: str | None) -> tuple[str, str, Path | None]:
     """Map ``--model`` to ``(what from_pretrained loads: a folder or an HF id, display name,
     the GGUF file it was converted from or None)``. Local paths are checked first, so a
-    missing one is "no such model folder or file", not an HF id error. Raises EngineError."""
+    missing one is "no such model folder or file", not an HF id error; an HF id must be in
+    the local HF cache (checked here, without the network). Raises EngineError."""
     if spec in (None, "", DEFAULT_MODEL):
         gguf = default_gguf()
         return str(convert_gguf(gguf)), gguf.stem, gguf
@@ -161,17 +164,34 @@ def resolve_model_path(spec: str | None) -> tuple[str, str, Path | None]:
         return str(convert_gguf(path)), path.stem, path
     if path.exists() and not (path / "config.json").exists():
         raise EngineError(f"{spec}: not a model folder (no config.json)")
-    if not path.exists() and _looks_local(spec):
+    if path.exists():
+        return str(path), path.name, None
+    if _looks_local(spec) or not HF_ID.fullmatch(spec):
         raise EngineError(f"{spec}: no such model folder or file")
-    return (str(path), path.name, None) if path.exists() else (spec, spec, None)
+    if cached_snapshot(spec, "config.json") is None:
+        raise EngineError(f"{spec}: no such model folder or file, nor a model in the local Hugging Face cache "
+                          f"({hf_cache()}); nothing is downloaded")
+    return spec, spec, None
+
+
+#: The ``--device`` values :func:`pick_device` accepts.
+DEVICE_SPEC = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 def pick_device(device: str) -> torch.device:
-    """``auto`` → CUDA when present, else CPU; anything else must be available."""
+    """``auto`` → CUDA when present, else CPU; ``cpu``, ``cuda`` or ``cuda:N`` must be
+    available. Raises EngineError for any other spelling (listing the accepted ones), for
+    CUDA on a machine without it, and for a ``cuda:N`` beyond the devices present."""
+    if not DEVICE_SPEC.fullmatch(device):
+        raise EngineError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise EngineError(f"--device {device}: CUDA is not available on this machine")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise EngineError(f"--device {device}: CUDA is not available on this machine")
+        count, index = torch.cuda.device_count(), int(device.partition(":")[2] or 0)
+        if index >= count:
+            raise EngineError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
     return torch.device(device)
 
 
@@ -205,9 +225,9 @@ def load_model(spec: str | None = None, device: str = "auto", dtype: str = "floa
     if dev.type == "cpu":
         torch.set_num_threads(threads)
     path, name, gguf = resolve_model_path(spec)
-    try:
-        tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+    try:  # local only: an HF id is read from the local cache, never fetched (no retry loop offline)
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], local_files_only=True)
     except Exception as exc:
         what = ("unusable model" if Path(path).exists()
                 else "no such model folder or file, nor a model id in the local HF cache")
