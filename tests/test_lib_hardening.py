@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from prefixcache.analyzer.cache.capacity import parse_capacities, parse_capacity
+from prefixcache.analyzer.cache.figures import reported_usage
+from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint, rules_for
 from prefixcache.analyzer.errors import ConfigError, EngineError
-from tests.helpers import CASES, EXAMPLES, existing
+from prefixcache.analyzer.model import Usage
+from tests.helpers import CASES, EXAMPLES, SAMPLES, existing
 
 BINARY = bytes(range(256)) * 4  # not UTF-8 (0x80 is no start byte)
+MOONCAKE = SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl"
 
 
 @pytest.fixture
@@ -229,3 +234,94 @@ def test_replay_loads_hf_ids_local_only(online, monkeypatch):
     with pytest.raises(EngineError, match=r"^org/local-only: .*\(OSError: not a model\)$"):
         load_model("org/local-only", device="cpu")
     assert seen["path"] == "org/local-only" and seen["local_files_only"] is True
+
+
+# --- 3: simulate --ttl on provider caches ----------------------------------------------------
+
+
+def _anthropic(ttl_s=None) -> AnthropicCache:
+    return AnthropicCache(rules_for("anthropic", min_tokens=0), ttl_s)
+
+
+def test_anthropic_marks_keep_their_retention_unless_ttl_overrides():
+    tokens = list(range(64))
+    for mark, gap, default_hit in ((300.0, 200.0, True), (300.0, 400.0, False), (3600.0, 1800.0, True)):
+        bps = [Breakpoint(64, mark)]
+        plain = _anthropic()
+        plain.step(tokens, [64], bps, 0.0)
+        assert (plain.step(tokens, [64], bps, gap)[0] == 64) is default_hit
+        short = _anthropic(ttl_s=100.0)  # --ttl 100: every entry, 1 h marks included
+        assert short.step(tokens, [64], bps, 0.0)[2] == (2.0 if mark == 3600 else 1.25)  # price follows the mark
+        assert short.step(tokens, [64], bps, gap)[0] == 0
+        long = _anthropic(ttl_s=7200.0)
+        long.step(tokens, [64], bps, 0.0)
+        assert long.step(tokens, [64], bps, gap)[0] == 64
+
+
+def _simulate(path: Path, **options):
+    from prefixcache.analyzer.api import SimulateOptions, simulate
+
+    return simulate([str(path)], SimulateOptions(**options))
+
+
+def test_simulate_ttl_applies_to_anthropic_and_cost_reports_it():
+    case = CASES / "anthropic_rolling_breakpoint.jsonl"
+    base = _simulate(case, cache="anthropic")
+    assert base.results[0].ttl_s == base.cost.ttl_s == 300.0 and base.results[0].cached_tokens > 0
+    cold = _simulate(case, cache="anthropic", ttl_s=0.0)  # positions as the clock: every gap exceeds 0 s
+    row = cold.results[0]
+    assert row.ttl_s == cold.cost.ttl_s == 0.0
+    assert row.cached_tokens == 0 and row.lost_tokens_by_cause["ttl"] > 0
+
+
+@pytest.mark.parametrize("cache,default", [("openai", 300.0), ("deepseek", 86400.0)])
+def test_provider_cost_ttl_is_the_ttl_applied(cache, default):
+    cases = sorted(str(p) for p in CASES.glob("*.jsonl"))
+    from prefixcache.analyzer.api import SimulateOptions, simulate
+
+    assert simulate(cases, SimulateOptions(cache=cache)).cost.ttl_s == default
+    rep = simulate(cases, SimulateOptions(cache=cache, ttl_s=10.0))
+    assert rep.results[0].ttl_s == rep.cost.ttl_s == 10.0
+
+
+# --- 7: nothing reported is not "0 cached" -----------------------------------------------------
+
+
+def test_reported_usage_needs_a_cached_count():
+    assert reported_usage([Usage(prompt_tokens=100), Usage(prompt_tokens=50), None]) is None
+    got = reported_usage([Usage(prompt_tokens=100, cached_tokens=0), Usage(prompt_tokens=50)])
+    assert (got.requests, got.prompt_tokens, got.cached_tokens) == (2, 150, 0)
+
+
+def test_block_traces_report_no_cache_figures():
+    rep = _simulate(MOONCAKE, cache="blocks")
+    assert rep.reported is None and rep.results and rep.calls == []
+
+
+# --- 17: capacities --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,message", [
+    ("0.5blocks", "--capacity 0.5blocks: a number of blocks must be whole"),
+    ("0.5", "--capacity 0.5: a number of blocks must be whole"),
+    ("-5", "--capacity -5: a capacity cannot be negative"),
+    ("-1GiB", "--capacity -1GiB: a capacity cannot be negative"),
+    ("five", "--capacity five: not a capacity"),
+    ("5 parsecs", "--capacity 5 parsecs: unknown unit 'parsecs'"),
+])
+def test_capacity_errors_name_the_option_and_value(text, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_capacity(text)
+    with pytest.raises(ConfigError, match=message):
+        parse_capacities(f"5%,{text}")
+
+
+def test_whole_block_counts_and_tokens_still_parse():
+    assert parse_capacity("1.5k").blocks(16, 0) == 1500
+    assert parse_capacity("0.5Mtok").blocks(16, 0) == 31250
+
+
+@pytest.mark.parametrize("capacity", ["5tok", "0", "0%"])
+def test_simulate_refuses_a_capacity_of_zero_blocks(capacity):
+    with pytest.raises(ConfigError, match=rf"--capacity {capacity}: 0 blocks of 16 tokens"):
+        _simulate(EXAMPLES / "agent_session.jsonl", capacities=tuple(parse_capacities(capacity)))

@@ -126,7 +126,7 @@ def test_counts_below_one_fail_before_any_work(args):
 
 @pytest.mark.parametrize("capacity,message", [("0", "--capacity 0: less than one block"),
                                               ("8tok", "--capacity 8tok: less than one block"),
-                                              ("-1GiB", "bad capacity '-1GiB'"), ("5%,10%", "one capacity"),
+                                              ("-1GiB", "--capacity -1GiB: a capacity cannot be negative"), ("5%,10%", "one capacity"),
                                               ("0%", "--capacity 0%: less than one block")])
 def test_bad_capacity_is_a_usage_error_before_any_work(capacity, message):
     res = runner.invoke(app, ["replay", str(EXAMPLES / "agent_session.jsonl"), "--capacity", capacity])

@@ -137,24 +137,32 @@ _RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)\s*([A-Za-z%]*)\s*$")
 
 
 def parse_capacity(text: str) -> Capacity:
-    """Parse one capacity spec (see module docstring); ``ConfigError`` if malformed."""
+    """Parse one ``--capacity`` spec (see module docstring). ``ConfigError`` naming
+    ``--capacity`` and the value when it is malformed, negative, or a fractional number
+    of blocks (``0.5blocks``; ``1.5k`` = 1,500 blocks is whole)."""
+    spec = text.strip()
     m = _RE.match(text)
     if not m:
-        raise ConfigError(f"bad capacity {text!r}: use e.g. 5%, 4000blocks, 2Mtok, 16GiB")
+        if spec.startswith("-") and _RE.match(spec[1:]):
+            raise ConfigError(f"--capacity {spec}: a capacity cannot be negative")
+        raise ConfigError(f"--capacity {spec or repr(text)}: not a capacity; use e.g. 5%, 4000blocks, 2Mtok, 16GiB")
     num, scale, unit = float(m.group(1)), m.group(2).lower(), m.group(3)
     if unit and (scale + unit).lower() in _BYTES:
-        return Capacity(num * _BYTES[(scale + unit).lower()], "bytes", text.strip())
+        return Capacity(num * _BYTES[(scale + unit).lower()], "bytes", spec)
     u = unit.lower()
     if u not in _UNITS:
-        raise ConfigError(f"bad capacity unit in {text!r}: use %, blocks, tokens, or bytes (KiB, MiB, GiB, GB)")
+        raise ConfigError(f"--capacity {spec}: unknown unit {unit!r}; use %, blocks, tokens, or bytes (KiB, MiB, GiB, GB)")
     if _UNITS[u] == "%" and scale:
-        raise ConfigError(f"bad capacity {text!r}")
-    return Capacity(num * _SCALE[scale], _UNITS[u], text.strip())
+        raise ConfigError(f"--capacity {spec}: a percentage takes no k/M/G")
+    value = num * _SCALE[scale]
+    if _UNITS[u] == "blocks" and value != int(value):
+        raise ConfigError(f"--capacity {spec}: a number of blocks must be whole")
+    return Capacity(value, _UNITS[u], spec)
 
 
 def parse_capacities(text: str) -> list[Capacity]:
-    """Parse a comma-separated list of capacity specs."""
+    """Parse a comma-separated list of capacity specs (ConfigError as :func:`parse_capacity`)."""
     items = [t for t in text.split(",") if t.strip()]
     if not items:
-        raise ConfigError("empty --capacity")
+        raise ConfigError("--capacity: empty; use e.g. 5%, 4000blocks, 2Mtok, 16GiB")
     return [parse_capacity(t) for t in items]

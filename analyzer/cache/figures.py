@@ -226,9 +226,13 @@ class ReportedUsage:
 
 def reported_usage(usages: Iterable) -> ReportedUsage | None:
     """Sum :class:`~prefixcache.analyzer.model.Usage` records (None entries and
-    calls without a reported prompt size are skipped); None when no call reports one.
-    A missing cached / write count reads as 0."""
+    calls without a reported prompt size are skipped). None when no call reports a
+    prompt size, or when none reports a cached count: a log that says nothing about
+    the cache (block traces log only prompt lengths; some agents log only prompt
+    sizes) is not a report of 0 cached tokens. Otherwise a missing cached / write
+    count of one call reads as 0."""
     n = p = c = w = 0
+    cache_reported = False
     for u in usages:
         if u is None or u.prompt_tokens is None:
             continue
@@ -236,7 +240,8 @@ def reported_usage(usages: Iterable) -> ReportedUsage | None:
         p += u.prompt_tokens
         c += u.cached_tokens or 0
         w += u.cache_write_tokens or 0
-    return ReportedUsage(n, p, c, w) if n else None
+        cache_reported = cache_reported or u.cached_tokens is not None
+    return ReportedUsage(n, p, c, w) if n and cache_reported else None
 
 
 def calibrated_cached(rows: Sequence[RequestFigures], block_size: int = 1, min_tokens: int = 0) -> list[int | None]:

@@ -27,7 +27,7 @@ from typing import ClassVar, Mapping, Sequence
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, hit_cap_tokens, servable_tokens
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
 from prefixcache.analyzer.cache.eviction import POLICIES, resolve_policy
-from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint, ProviderRules, UnitPrefixCache, rules_for
+from prefixcache.analyzer.cache.provider import AnthropicCache, ProviderRules, UnitPrefixCache, rules_for
 from prefixcache.analyzer.cache.radix import RADIX_POLICIES, RadixTree
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
@@ -259,7 +259,13 @@ class OpenAIModel(_UnitModel):
 class AnthropicModel(CacheModel):
     """Anthropic breakpoints; the granular level is measured by a shadow cache with no
     minimum length and no expiry (breakpoint placement, not a formula), stepped on each
-    :meth:`granular` call — once per request, in order."""
+    :meth:`granular` call — once per request, in order.
+
+    Retention: each breakpoint keeps its mark (``5m`` = 300 s, the default and the
+    automatic mode's; ``1h`` = 3,600 s), refreshed on hit. ``--ttl`` (``spec.ttl_s``)
+    replaces the retention of every entry, 1 h marks included — the same "what if the
+    cache kept entries this long" question as for every other cache; write prices keep
+    following the marks (1.25×, 2× for 1 h)."""
 
     name = "anthropic"
     default_block_size = 1
@@ -267,7 +273,7 @@ class AnthropicModel(CacheModel):
 
     def __init__(self, spec: CacheSpec, block_size: int, capacity_blocks: int | None, expire: bool = True) -> None:
         super().__init__(spec, block_size, capacity_blocks, expire)
-        self.cache = AnthropicCache(spec.provider_rules())
+        self.cache = AnthropicCache(spec.provider_rules(), spec.ttl_s if expire else _FOREVER_S)
         self._shadow: AnthropicModel | None = None
 
     @classmethod
@@ -276,12 +282,13 @@ class AnthropicModel(CacheModel):
 
     @classmethod
     def ttl_of(cls, spec: CacheSpec) -> float | None:
-        return spec.provider_rules().ttl_s  # the default breakpoint TTL (5 min; ``1h`` marks live longer)
+        """``--ttl`` when given (it replaces every breakpoint's retention, 5 min and 1 h marks
+        alike), else the default breakpoint TTL (5 min; ``1h`` marks live longer)."""
+        return spec.ttl_s if spec.ttl_s is not None else spec.provider_rules().ttl_s
 
     def step(self, r: SimRequest) -> Hit:
         tokens = self._tokens(r)
-        bps = r.breakpoints if self.expire else tuple(Breakpoint(b.end, _FOREVER_S) for b in r.breakpoints)
-        return Hit(*self.cache.step(tokens, r.boundaries, bps, r.now, r.hidden_tokens, r.prefix_hashes()))
+        return Hit(*self.cache.step(tokens, r.boundaries, r.breakpoints, r.now, r.hidden_tokens, r.prefix_hashes()))
 
     def granular(self, r: SimRequest, shared: int) -> int:
         if self._shadow is None:

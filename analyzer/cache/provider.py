@@ -164,12 +164,18 @@ class AnthropicCache:
     and its breakpoints, and returns (read tokens, written tokens). Entries are
     keyed by a hash of the whole prefix, so any earlier change misses. ``match``
     and ``insert`` (the ``PrefixCache`` protocol) use one breakpoint at the end.
+    ``ttl_s`` (seconds; None = each breakpoint's own 5 min / 1 h mark) is the
+    retention of every entry, refreshed on hit; the write multiplier still follows
+    the marks (2× for a 1 h mark), since that is what the request asked to pay.
     """
 
     block_size = 1
 
-    def __init__(self, rules: ProviderRules) -> None:
+    def __init__(self, rules: ProviderRules, ttl_s: float | None = None) -> None:
         self.rules = rules
+        #: Retention of every entry when given (``simulate --ttl``), in place of its breakpoint's
+        #: mark (5 min, or 1 h); write prices still follow the marks.
+        self.ttl_s = ttl_s
         self._entries: dict[tuple[int, int], tuple[float, float]] = {}  # (len, hash) -> (last use, ttl)
 
     @staticmethod
@@ -236,7 +242,8 @@ class AnthropicCache:
                 written = bp.end - read
                 top_ttl = max(top_ttl, bp.ttl_s)
             old = self._entries.get(key)
-            self._entries[key] = (now, max(bp.ttl_s, old[1] if old else 0.0))
+            keep = bp.ttl_s if self.ttl_s is None else self.ttl_s
+            self._entries[key] = (now, max(keep, old[1] if old else 0.0))
         mult = ANTHROPIC_WRITE_1H if top_ttl >= ANTHROPIC_TTL_1H_S else self.rules.write_multiplier
         self._purge(now)
         return read, written, mult

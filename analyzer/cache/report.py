@@ -80,7 +80,8 @@ class Agreement:
 @dataclass(frozen=True, slots=True)
 class Cost:
     """Provider caches: input cost (USD) of our predicted hits (first result row) and the
-    cost the log's reported usage implies, with the prices and rules used."""
+    cost the log's reported usage implies, with the prices and rules used (``ttl_s``: the
+    retention the first result row applied, seconds: ``--ttl`` or the provider's)."""
 
     usd_with_cache: float | None
     usd_without_cache: float | None
@@ -95,7 +96,8 @@ class Cost:
 
 @dataclass(frozen=True, slots=True)
 class Reported:
-    """What the log's own provider usage says (no simulation), over the calls reporting it."""
+    """What the log's own provider usage says (no simulation), over the calls reporting a
+    prompt size; absent (null) when no call reports cached tokens (block traces)."""
 
     calls: int
     prompt_tokens: int
@@ -221,7 +223,8 @@ def cost(rules: ProviderRules, rows: Sequence[RequestFigures] | None, reported: 
 
 
 def reported_row(usage: ReportedUsage | None) -> Reported | None:
-    """The reported-usage block (None when no call reports a prompt size)."""
+    """The reported-usage block (None when no call reports a prompt size and a cached
+    count, see :func:`~.figures.reported_usage`)."""
     if usage is None:
         return None
     return Reported(usage.requests, usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens,

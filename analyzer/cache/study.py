@@ -112,6 +112,9 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     rules = spec.provider_rules(model) if provider else None
     calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0)
     usage = reported_usage(p.request.usage for p in items)
+    if rules is not None:  # the retention the first result row applied (--ttl, or the provider's)
+        applied = results[0].ttl_s if results else spec.model_class().ttl_of(spec)
+        rules = replace(rules, ttl_s=rules.ttl_s if applied is None else applied)
     fields = dict(
         cache=options.cache, block_size=block_size, unique_blocks=uniq, kv_bytes_per_token=bpt, results=results,
         calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage) if rules else None,
@@ -131,6 +134,10 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
     base = baseline(reqs)
     uniq = base.unique_tokens // block_size if spec.cache == "sglang" else unique_blocks(reqs, block_size, base)
     caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities] or [("unbounded", None)]
+    empty = next((text for text, b in caps if b == 0), None)
+    if empty is not None:
+        raise ConfigError(f"--capacity {empty}: 0 blocks of {block_size} tokens here ({uniq:,} distinct blocks"
+                          f"{f', {bpt:,} KV bytes per token' if bpt else ''}); a cache needs at least one")
     blocks = [b for _, b in caps]
     results, first = [], None
     for policy, ttl_s in options.runs():
