@@ -9,7 +9,7 @@ continue it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, ClassVar, Iterable, Sequence
 
@@ -122,8 +122,17 @@ class RequestResult(RequestTiming):
 _FIELDS = {f.name for f in fields(RequestResult)}
 
 
+_REQUIRED = tuple(f.name for f in fields(RequestResult) if f.default is MISSING and f.default_factory is MISSING)
+
+
 def _parse(line: bytes) -> RequestResult:
+    """One JSONL row; ValueError (or TypeError for a wrongly typed field) when it is not one."""
     row = orjson.loads(line)
+    if not isinstance(row, dict):
+        raise ValueError(f"a JSON {type(row).__name__}, not an object")
+    missing = [k for k in _REQUIRED if k not in row]
+    if missing:
+        raise ValueError(f"no {', '.join(missing[:3])}{', …' if len(missing) > 3 else ''}")
     row = {k: v for k, v in row.items() if k in _FIELDS}
     row["output_ids"] = tuple(row["output_ids"])
     row["ttft_samples"] = tuple(row.get("ttft_samples") or ())
@@ -131,8 +140,10 @@ def _parse(line: bytes) -> RequestResult:
 
 
 def _read(path: Path) -> tuple[list[RequestResult], int]:
-    """Results of a JSONL file and the byte length of its intact part (a torn last
-    line, from a run killed mid-write, is excluded). Raises InputError for any other bad line."""
+    """Results of a JSONL file and the byte length of its intact part. A torn last line
+    (from a run killed mid-write: the file's last line, not ended by a newline, that does
+    not parse) is excluded; any other bad line — a newline-terminated line is whole, so one
+    that does not parse is foreign — raises InputError naming the file and line."""
     data = path.read_bytes()
     out: list[RequestResult] = []
     lines = data.split(b"\n")
@@ -142,17 +153,17 @@ def _read(path: Path) -> tuple[list[RequestResult], int]:
         if line.strip():
             try:
                 out.append(_parse(line))
-            except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
-                if all(not rest.strip() for rest in lines[n:]):
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                if n == len(lines):  # the unterminated last line: torn mid-write
                     return out, offset
-                raise InputError(f"not a replay result ({exc})", str(path), n) from exc
+                raise InputError(f"not a replay result ({exc})", str(path), n) from None
         offset = end
     return out, len(data)
 
 
 def load_results(path: Path) -> list[RequestResult]:
-    """Read a results JSONL file (for ``--resume``). A torn last line (the run was
-    killed mid-write) is dropped; any other bad line raises InputError."""
+    """Read a results JSONL file (for ``--resume``). A torn last line (unterminated: the
+    run was killed mid-write) is dropped; any other bad line raises InputError."""
     return _read(path)[0]
 
 

@@ -21,7 +21,7 @@ from prefixcache.analyzer.cache.capacity import Capacity
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request, Skipped
-from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.prepare import Preparer, usage_only
 from prefixcache.replay.engine.base import Engine
 from prefixcache.replay.report import ReplayReport, build_report
 from prefixcache.replay.results import RequestResult, ResultWriter, load_results
@@ -142,9 +142,12 @@ def load_engine(options: ReplayOptions) -> Engine:
 
 
 def _requests(ingest: Ingest, max_requests: int | None) -> list[Request]:
-    reqs = [r for r in ingest if r.trace is None]
+    """The requests with prompt text (the first ``max_requests``); ConfigError when there are
+    none: block-hash traces and usage-only logs (prompts not logged) carry no prompt."""
+    reqs = [r for r in ingest if r.trace is None and not usage_only(r)]
     if not reqs:
-        raise ConfigError("no replayable requests: replay needs logs with prompt text (block-hash traces carry none)")
+        raise ConfigError("no replayable requests: replay needs logs with prompt text (block-hash traces and "
+                          "usage-only logs, whose prompts were not logged, carry none)")
     return reqs[:max_requests] if max_requests else reqs
 
 
@@ -176,6 +179,8 @@ def open_replay(paths: Sequence[str], options: ReplayOptions, *, engine: Engine 
     ingest = Ingest(list(paths), format=options.input_format,
                     stdin=stdin if stdin is not None else (sys.stdin.buffer if "-" in paths else None))
     requests = _requests(ingest, options.max_requests)
+    out = options.out
+    done = load_results(out) if options.resume and out is not None and out.exists() else []
     engine = engine if engine is not None else load_engine(options)
     prompts, note = _prompts(requests, options, engine)
     base = options.config
@@ -186,7 +191,5 @@ def open_replay(paths: Sequence[str], options: ReplayOptions, *, engine: Engine 
                   template="tokenizer" if options.template == "model" else options.template,
                   tokenizer=engine.model_id, max_prompt_tokens=options.max_prompt_tokens,
                   max_new_tokens=config.max_new_tokens)
-    out = options.out
-    done = load_results(out) if options.resume and out is not None and out.exists() else []
     replay = Replay(engine, config, prompts, done, run=run, results_file=str(out) if out is not None else "")
     return ReplaySession(options, engine, replay, ingest, (note,), bool(done))

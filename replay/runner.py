@@ -120,7 +120,7 @@ class ReplayConfig:
     ``none``, ``sample`` (every ``verify_every``-th cache hit, starting with the
     first) or ``all`` (every hit). ``tol``: max |Δlogit| allowed (None = by dtype).
     ``repeat``: prefills timed per request (TTFT = their median). Raises ConfigError
-    for unknown names and counts below 1, before any work is done.
+    for unknown names, a pass listed twice and counts below 1, before any work is done.
     """
 
     passes: tuple[str, ...] = PASSES
@@ -137,6 +137,9 @@ class ReplayConfig:
         bad = [p for p in self.passes if p not in PASSES]
         if bad or not self.passes:
             raise ConfigError(f"--pass {','.join(bad) or '(none)'}: choose from {', '.join(PASSES)}")
+        twice = sorted({p for p in self.passes if self.passes.count(p) > 1})
+        if twice:
+            raise ConfigError(f"--pass {','.join(self.passes)}: {', '.join(twice)} listed twice; give each pass once")
         if self.verify not in VERIFY_MODES:
             raise ConfigError(f"--verify {self.verify}: choose from {', '.join(VERIFY_MODES)}")
         if self.policy not in POLICIES:

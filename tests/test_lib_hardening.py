@@ -13,11 +13,12 @@ import pytest
 from prefixcache.analyzer.cache.capacity import parse_capacities, parse_capacity
 from prefixcache.analyzer.cache.figures import reported_usage
 from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint, rules_for
-from prefixcache.analyzer.errors import ConfigError, EngineError
+from prefixcache.analyzer.errors import ConfigError, EngineError, InputError
 from prefixcache.analyzer.model import Usage
 from tests.helpers import CASES, EXAMPLES, SAMPLES, existing
 
 BINARY = bytes(range(256)) * 4  # not UTF-8 (0x80 is no start byte)
+OPENHANDS = SAMPLES / "openhands_trajectory_events_basic_gui_mode.json"
 MOONCAKE = SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl"
 
 
@@ -296,6 +297,50 @@ def test_reported_usage_needs_a_cached_count():
 def test_block_traces_report_no_cache_figures():
     rep = _simulate(MOONCAKE, cache="blocks")
     assert rep.reported is None and rep.results and rep.calls == []
+
+
+# --- 8: usage-only logs ------------------------------------------------------------------------
+
+
+def test_canonicalize_refuses_usage_only_logs():
+    from prefixcache.analyzer.canonical.report import canonicalize_paths
+
+    with pytest.raises(ConfigError, match=r"openhands_trajectory.*: openhands-trajectory logs hold no prompt text "
+                                          r"to rewrite"):
+        canonicalize_paths([str(existing(OPENHANDS))])
+
+
+def test_replay_refuses_usage_only_logs_before_loading_a_model():
+    from prefixcache.replay.run import ReplayOptions, open_replay
+
+    with pytest.raises(ConfigError, match="no replayable requests: .*usage-only logs"):
+        open_replay([str(existing(OPENHANDS))], ReplayOptions(model="/no/such/model"))
+
+
+# --- 11, 12: replay passes and results files -------------------------------------------------
+
+
+def test_a_pass_listed_twice_is_a_usage_error():
+    from prefixcache.replay.runner import ReplayConfig
+
+    with pytest.raises(ConfigError, match="--pass cold,cold: cold listed twice"):
+        ReplayConfig(passes=("cold", "cold"))
+    with pytest.raises(ConfigError, match="warm listed twice"):
+        ReplayConfig(passes=("cold", "warm", "warm"))
+
+
+@pytest.mark.parametrize("content,line", [(b'{"garbage": 1}\n', 1), (b"[1]\n", 1), (b'{"garbage": 1}\n\n', 1)])
+def test_resume_refuses_a_foreign_terminated_line(tmp_path, content, line):
+    from prefixcache.replay.results import load_results
+    from prefixcache.replay.run import ReplayOptions, open_replay
+
+    out = _write(tmp_path / "rg.jsonl", content)
+    with pytest.raises(InputError, match=rf"rg\.jsonl:{line}: not a replay result"):
+        load_results(out)
+    with pytest.raises(InputError, match=rf"rg\.jsonl:{line}: not a replay result"):  # before a model loads
+        open_replay([str(EXAMPLES / "agent_session.jsonl")], ReplayOptions(model="/no/such/model", out=out,
+                                                                           resume=True))
+    assert load_results(_write(tmp_path / "torn.jsonl", b'{"garbage": 1')) == []  # unterminated: torn
 
 
 # --- 17: capacities --------------------------------------------------------------------------

@@ -84,8 +84,11 @@ def test_resume_cuts_a_torn_tail_before_appending(tmp_path):
     assert load_results(path) == rows and path.read_bytes().count(b"\n") == 2
     path.write_bytes(rows[0].to_json())  # intact last line without its newline
     assert repair_tail(path) == 0 and path.read_bytes() == rows[0].to_json() + b"\n"
-    path.write_bytes(rows[0].to_json() + b"\n" + b'{"pass_na\n\n')
-    assert repair_tail(path) == len(b'{"pass_na\n\n') and load_results(path) == rows[:1]
+    path.write_bytes(rows[0].to_json() + b"\n" + b'{"pass_na  ')  # torn, trailing blanks, no newline
+    assert repair_tail(path) == len(b'{"pass_na  ') and load_results(path) == rows[:1]
+    path.write_bytes(rows[0].to_json() + b"\n" + b'{"pass_na\n\n')  # newline-terminated: whole, so not ours
+    with pytest.raises(InputError, match="replay.jsonl:2"):
+        repair_tail(path)
 
 
 def test_counts_below_one_are_rejected_up_front():

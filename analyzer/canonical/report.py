@@ -22,6 +22,7 @@ from prefixcache.analyzer.canonical.writers import write_requests
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request, Skipped
+from prefixcache.analyzer.prepare import usage_only
 from prefixcache.analyzer.prepare.inspect import check_specs
 
 
@@ -150,11 +151,16 @@ def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = Canonic
     """Read ``paths`` (``-`` reads ``stdin``) and canonicalize every request.
 
     Explicit template / tokenizer specs are checked first, so a bad one fails before
-    anything is written. Raises ConfigError (bad spec or reader) and InputError
-    (missing path).
+    anything is written. Raises ConfigError (bad spec or reader; an input whose prompts
+    were not logged, :func:`~prefixcache.analyzer.prepare.usage_only`, as block traces are
+    refused when written) and InputError (missing path).
     """
     check_specs(template, tokenizer)
     ingest = Ingest(paths, format=input_format, stdin=stdin)
     requests = tuple(ingest)
+    bare = next((r for r in requests if usage_only(r)), None)
+    if bare is not None:
+        raise ConfigError(f"{bare.provenance.source}: {bare.format} logs hold no prompt text to rewrite (the prompts "
+                          "were not logged, only the provider's token counts)")
     return CanonicalRun(requests, tuple(canonicalize_all(requests, options)), ingest.summary.skipped, template,
                         tokenizer)

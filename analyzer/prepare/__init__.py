@@ -8,7 +8,7 @@ it (``cache``, ``lint``, ``canonical``) consume ``Prepared`` items only.
 
 from __future__ import annotations
 
-from prefixcache.analyzer.prepare.prepared import Prepared, Preparer, prepare
+from prefixcache.analyzer.prepare.prepared import Prepared, Preparer, prepare, usage_only
 from prefixcache.analyzer.prepare.resolve import Pipeline, opaque_prefix_for, resolve
 
-__all__ = ["Pipeline", "Prepared", "Preparer", "opaque_prefix_for", "prepare", "resolve"]
+__all__ = ["Pipeline", "Prepared", "Preparer", "opaque_prefix_for", "prepare", "resolve", "usage_only"]

@@ -17,6 +17,12 @@ from prefixcache.analyzer.prepare.resolve import Pipeline, opaque_prefix_for, re
 from prefixcache.analyzer.tokenize import SessionTokenizer, with_opaque_prefix
 
 
+def usage_only(request: Request) -> bool:
+    """True when the log holds no prompt for ``request``, only the provider's counts (an
+    OpenHands trajectory: no messages, and ``messages`` not among the observed fields)."""
+    return request.trace is None and not request.messages and "messages" not in request.observed
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """A request with its rendering and tokens.
@@ -74,7 +80,7 @@ class Preparer:
 
     def prepare(self, request: Request) -> Prepared:
         """Render and tokenize one request (incrementally within its session)."""
-        if request.trace is not None or (not request.messages and "messages" not in request.observed):
+        if request.trace is not None or usage_only(request):
             return Prepared(request, None, None)
         pipe = self.pipeline(request.model)
         rendered = pipe.renderer.render(request)
