@@ -23,9 +23,7 @@ HEADER_MIN = 3
 
 def _cell_width(console: Console, cell: object) -> int:
     """Widest line of one cell (markup strings measured as rendered)."""
-    text = cell if isinstance(cell, Text) else console.render_str(str(cell)) if isinstance(cell, str) else None
-    if text is None:
-        return 0
+    text = cell if isinstance(cell, Text) else console.render_str(str(cell))
     return max((line.cell_len for line in text.split("\n")), default=0)
 
 
@@ -76,7 +74,10 @@ def _compact(table: Table) -> None:
 def fit(console: Console, table: Table) -> bool:
     """Set ``table``'s column widths for ``console.width`` (see module doc): text columns fold
     first; then the table drops its borders; then figure headers fold. True when it still needs
-    more than the console's width (print it uncropped)."""
+    more than the console's width (print it uncropped). A table with other renderables than
+    strings and Text in its cells is left to rich."""
+    if not all(isinstance(cell, (str, Text)) for column in table.columns for cell in column.cells):
+        return False
     natural, least = _widths(console, table)
     for column in table.columns:
         column.ratio = None  # a ratio would spread the widths set here again

@@ -252,6 +252,17 @@ def test_a_table_too_wide_for_the_console_prints_wider_not_cut():
     assert all(f"{10**9 + i:,}" in text for i in range(8)) and "…" not in text
 
 
+def test_a_table_holding_other_renderables_is_left_to_rich():
+    from rich.padding import Padding
+
+    from prefixcache.cli.tables import fit
+
+    table = Table()
+    table.add_column("nested")
+    table.add_row(Padding("x", (0, 2)))
+    assert fit(Console(file=io.StringIO(), width=40), table) is False and table.columns[0].width is None
+
+
 def test_the_replay_table_keeps_its_figures_whole():
     from prefixcache.cli import replay as replay_cli
     from prefixcache.cli.tables import print_table
