@@ -30,11 +30,12 @@ from prefixcache.analyzer.canonical.report import (
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
 
 from prefixcache.cli.common import (
-    EXIT_ERROR, EXIT_OK, atomic_output, check_output, console, err, handle_errors, report_skipped,
+    EXIT_ERROR, EXIT_OK, atomic_output, check_output, console, err, handle_errors, plural, report_skipped,
 )
 from prefixcache.cli.options import (
     AsJson, Force, InputFormat, Paths, SkipBad, Template, Tokenizer, output_format,
 )
+from prefixcache.cli.tables import print_table
 
 MAX_ROWS = 40
 _QUOTED = re.compile(r"'[^']*'")
@@ -66,9 +67,12 @@ def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -
         code, applied, _ = key
         desc, where = first[key]
         table.add_row(code, "applied" if applied else "[yellow]reported[/]", escape(desc), str(n), escape(where))
-    out.print(table if groups else "No transformations: the requests are already in canonical form.")
+    if groups:
+        print_table(out, table)
+    else:
+        out.print("No transformations: the requests are already in canonical form.")
     if len(groups) > MAX_ROWS:
-        out.print(f"[dim]… {len(groups) - MAX_ROWS} more kinds (use --json for every transformation)[/]")
+        out.print(f"[dim]… {plural(len(groups) - MAX_ROWS, 'more kind')} (use --json for every transformation)[/]")
     reuse_table = Table(title="Reusable prompt tokens (ideal prefix cache, token granularity)",
                         title_justify="left", box=None, pad_edge=False)
     for col in ("session", "requests", "prompt before", "reusable before", "%", "prompt after",
@@ -82,16 +86,16 @@ def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -
     b, a = report.total.before, report.total.after
     reuse_table.add_row("[bold]total[/]", str(b.requests), f"{b.prompt_tokens:,}", f"{b.reusable_tokens:,}", _pct(b),
                         f"{a.prompt_tokens:,}", f"{a.reusable_tokens:,}", _pct(a))
-    out.print(reuse_table)
+    print_table(out, reuse_table)
     if len(report.sessions) > MAX_ROWS:
-        out.print(f"[dim]… {len(report.sessions) - MAX_ROWS} smaller sessions not shown (they are in the total)[/]")
+        out.print(f"[dim]… {plural(len(report.sessions) - MAX_ROWS, 'smaller session')} not shown (they are in the total)[/]")
 
 
 def run_canonicalize(paths: list[str], out: str, to: str | None, options: CanonicalOptions, input_format: str,
                      tokenizer: str, template: str, fmt: str, skip_bad: bool, force: bool) -> int:
     """Read, canonicalize, write, report; returns the exit code."""
     if out != "-":
-        check_output(Path(out), paths, force)
+        check_output(out, paths, force)
     run = canonicalize_paths(paths, options, input_format, template, tokenizer,
                              sys.stdin.buffer if "-" in paths else None)
     if report_skipped(run.skipped, skip_bad):

@@ -20,7 +20,7 @@ from prefixcache.analyzer.check.checker import TemplateReport
 from prefixcache.analyzer.check.report import check_templates, template_record
 from prefixcache.analyzer.check.vary import VARIATIONS
 
-from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, handle_errors
+from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors
 from prefixcache.cli.options import AsJson, Tokenizer, output_format
 
 
@@ -62,12 +62,14 @@ def run_check(templates: list[str], contexts: list[str], tokenizer: str, min_tok
               vary: str, search_path: list[str], fmt: str, seed: int) -> int:
     """Check every template against every context, print each report; returns the exit code."""
     reports = check_templates(templates, contexts, tokenizer, min_tokens, min_fraction, vary, search_path, seed)
+    code = EXIT_OK if all(r.passed for r in reports) else EXIT_FINDINGS
+    exit_code_if_stopped(code)
     for r in reports:
         if fmt == "json":
             console.out(orjson.dumps(template_record(r)).decode(), highlight=False)
         else:
             _print(r)
-    return EXIT_OK if all(r.passed for r in reports) else EXIT_FINDINGS
+    return code
 
 
 def register(app: typer.Typer) -> None:

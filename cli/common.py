@@ -7,8 +7,10 @@ stderr and exit 2 — never a traceback.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
+import stat
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,12 +34,26 @@ def _width() -> int | None:
     return int(columns) if columns.isdigit() and int(columns) > 0 else 160
 
 
-console = Console(highlight=False, soft_wrap=False, width=_width())
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+class _Console(Console):
+    """A rich console that reports a closed pipe (``| head -1``) as :class:`BrokenPipeError`
+    for :func:`handle_errors` (rich itself would exit 1) and prints nothing more after it."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
+
+console = _Console(highlight=False, soft_wrap=False, width=_width())
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 request`` / ``2 requests`` (``many``: an irregular plural), thousands comma-grouped."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
 def fail(message: str) -> typer.Exit:
@@ -46,19 +62,52 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(EXIT_ERROR)
 
 
+_code_when_stopped = EXIT_OK
+
+
+def exit_code_if_stopped(code: int) -> None:
+    """Tell :func:`handle_errors` the command's exit code, known before it prints its report:
+    a closed stdout pipe while printing then exits with it (default: 0)."""
+    global _code_when_stopped
+    _code_when_stopped = code
+
+
+def stdout_closed() -> None:
+    """The reader of stdout went away (``| head -1``): point stdout at the null device, so
+    that later writes and the interpreter's last flush succeed silently (no "Exception
+    ignored" message, no exit 120)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (tests capture stdout)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
 def handle_errors(fn: F) -> F:
-    """Turn :class:`PrefixcacheError` (and a broken stdout pipe) into exit codes."""
+    """Turn :class:`PrefixcacheError` (and an OSError naming a file) into one line and exit 2,
+    and a closed stdout pipe into a silent stop: exit 0, or the code the command announced
+    with :func:`exit_code_if_stopped` (nobody reads the rest)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         console.width = _width()  # per command: $COLUMNS as it is now, not at import
+        console.quiet = err.quiet = False
+        exit_code_if_stopped(EXIT_OK)
         try:
             return fn(*args, **kwargs)
         except PrefixcacheError as exc:
             raise fail(str(exc).replace("[", r"\[")) from None
         except BrokenPipeError:
-            sys.stderr.close()
-            raise typer.Exit(EXIT_OK) from None
+            stdout_closed()
+            raise typer.Exit(_code_when_stopped) from None
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            raise fail(escape(f"{exc.filename}: {exc.strerror or exc}")) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -93,30 +142,76 @@ def report_skipped(skipped: Iterable[Skipped], skip_bad: bool) -> bool:
     return fatal
 
 
-def check_output(path: Path, inputs: Iterable[str], force: bool = False, flag: str = "--force") -> None:
-    """Refuse (ConfigError, exit 2) to write ``path`` when it is one of the ``inputs`` (never
-    overwrite an input, even with ``--force``) or exists already without ``force`` (an earlier
-    run's output); ``flag`` names the option that allows it."""
+def check_output(path: str | Path, inputs: Iterable[str], force: bool = False, flag: str = "--force",
+                 make_parents: bool = False) -> None:
+    """Refuse (ConfigError, exit 2) to write ``path`` when it is empty, a symbolic link (writing
+    through it or replacing it would both surprise), a directory or anything but a regular file,
+    one of the ``inputs`` (never overwritten, even with ``force``), or an existing file without
+    ``force`` (an earlier run's output; ``flag`` names the option that allows it); and when its
+    folder does not exist (``make_parents``: when the nearest existing ancestor is no folder)."""
+    if not str(path).strip():
+        raise ConfigError("the output path is empty; give a file name")
+    path = Path(path)
+    if path.is_symlink():
+        raise ConfigError(f"{path}: is a symbolic link (to {os.readlink(path)}); write to the file itself "
+                          "or to another path")
     target = path.resolve()
     for item in inputs:
         if item != "-" and Path(item).exists() and Path(item).resolve() == target:
             raise ConfigError(f"{path}: is an input of this run; write the output elsewhere")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory; give a file name for the output")
+    if path.exists() and not stat.S_ISREG(mode := path.stat().st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise ConfigError(f"{path}: is not a regular file ({kind}); give a file name for the output")
     if path.exists() and not force:
         raise ConfigError(f"{path}: exists (an earlier run's output?); pass {flag} to overwrite it")
+    _check_folder(path, make_parents)
+
+
+def _check_folder(path: Path, make_parents: bool) -> None:
+    """ConfigError unless ``path``'s folder exists (or, with ``make_parents``, can be made:
+    its nearest existing ancestor is a folder)."""
+    folder = path.parent
+    if make_parents:
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+    if not folder.exists():
+        raise ConfigError(f"{path}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise ConfigError(f"{path}: {folder} is not a folder")
 
 
 @contextmanager
 def atomic_output(path: Path) -> Iterator[IO[bytes]]:
     """A binary file that appears at ``path`` only once fully written (``path.part`` until then),
-    so an error midway never leaves a half-written output behind."""
+    so an error midway never leaves a half-written output, nor a ``.part`` file, behind.
+    An OSError while creating, writing or renaming it raises ConfigError naming ``path``."""
     tmp = path.with_name(path.name + ".part")
     try:
-        with open(tmp, "wb") as fh:
+        fh = open(tmp, "wb", opener=_no_follow)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+    try:
+        with fh:
             yield fh
-    except BaseException:
+        tmp.replace(path)
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError) and exc.filename in (None, str(tmp)):
+            raise _write_error(path, exc) from None
         raise
-    tmp.replace(path)
+
+
+def _write_error(path: Path, exc: OSError) -> ConfigError:
+    """One line for an OSError on ``path`` or its ``.part`` file (named when it is the culprit)."""
+    culprit = f" ({exc.filename})" if exc.filename and exc.filename != str(path) else ""
+    return ConfigError(f"{path}: cannot write{culprit}: {exc.strerror or exc}")
+
+
+def _no_follow(name: str, flags: int) -> int:
+    """``os.open`` that refuses a symbolic link at ``name`` (a planted ``.part`` link)."""
+    return os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)
 
 
 @contextmanager

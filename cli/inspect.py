@@ -25,6 +25,7 @@ from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, console, handle_errors, 
 from prefixcache.cli.options import (
     AsJson, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, deprecated_alias, output_format,
 )
+from prefixcache.cli.tables import print_table
 
 OUTPUTS = ("rich", "json")
 COLUMNS = ("#", "record", "model", "prompt", "hidden", "system", "tools", "messages", "other", "reported", "cached")
@@ -43,6 +44,13 @@ def _row(rec: InspectRecord) -> list[str]:
             _fmt(rec.reported_prompt_tokens), _fmt(rec.reported_cached_tokens)]
 
 
+def _legend(rows: list[InspectRecord]) -> str:
+    """The key to the ``~`` and ``!`` markers of the prompt column, for those that appear."""
+    keys = (["~ approximate tokenizer or layout"] if any(not r.exact for r in rows) else []) + \
+        (["! the template dropped content (see warnings)"] if any(r.warnings for r in rows) else [])
+    return f" [dim]{'; '.join(keys)}[/]" if keys else ""
+
+
 def _print_tables(rows: list[InspectRecord]) -> None:
     by_session: dict[tuple[str, str], list[InspectRecord]] = {}
     for rec in rows:
@@ -53,7 +61,7 @@ def _print_tables(rows: list[InspectRecord]) -> None:
             table.add_column(col, justify="left" if col == "model" else "right")
         for rec in recs:
             table.add_row(*_row(rec))
-        console.print(table)
+        print_table(console, table)
 
 
 def run_inspect(paths: list[str], input_format: str, tokenizer: str, template: str, fmt: str, skip_bad: bool) -> int:
@@ -76,11 +84,8 @@ def run_inspect(paths: list[str], input_format: str, tokenizer: str, template: s
         for w in fold_warnings(w for rec in rows for w in rec.warnings):
             console.print(f"[yellow]warning:[/] {escape(w)} (latest instance; lint rule PC503)")
         s = inspection.summary.summary
-        console.print(
-            f"{s.files} file(s), {s.records} record(s), {s.requests} request(s), {s.sessions} session(s), "
-            f"{len(s.skipped)} skipped. [dim]~ approximate tokenizer or layout; ! the template dropped content "
-            "(see warnings)[/]"
-        )
+        console.print(f"{s.files} file(s), {s.records} record(s), {s.requests} request(s), {s.sessions} session(s), "
+                      f"{len(s.skipped)} skipped.{_legend(rows)}")
     return EXIT_ERROR if report_skipped(inspection.skipped, skip_bad) else EXIT_OK
 
 

@@ -23,8 +23,8 @@ from prefixcache.analyzer.lint.report import LintRun, lint_paths
 from prefixcache.analyzer.prepare.inspect import check_specs
 
 from prefixcache.cli.common import (
-    EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, check_output, console, err, handle_errors, progress,
-    report_skipped,
+    EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, check_output, console, err, exit_code_if_stopped,
+    handle_errors, progress, report_skipped,
 )
 from prefixcache.cli.lint_report import print_rich
 from prefixcache.cli.options import (
@@ -100,8 +100,10 @@ def register(app: typer.Typer) -> None:
             paths, input_format = write_fixed(paths, input_format, force), "auto"
         with progress("lint", enabled=None if cfg.format == "rich" else False) as bar:
             run = lint_paths(paths, cfg, input_format, sys.stdin.buffer if "-" in paths else None, bar.advance)
-        emit(run)
         verdict = run.verdict()
+        bad_records = not skip_bad and any(s.bad for s in run.skipped)
+        exit_code_if_stopped(EXIT_ERROR if bad_records else EXIT_FINDINGS if verdict.failed else EXIT_OK)
+        emit(run)
         if verdict.fail_under_not_applied:
             err.print("[yellow]note:[/] --fail-under not applied: no request of the run has a logged prompt "
                       "(usage-only logs), so there is no reusable fraction to judge", highlight=False)

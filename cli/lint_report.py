@@ -12,6 +12,9 @@ from prefixcache.analyzer.lint.engine import Waterfall
 from prefixcache.analyzer.lint.report import LintRun
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding
 
+from prefixcache.cli.common import plural
+from prefixcache.cli.tables import print_table
+
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 BAR = 40
 
@@ -47,17 +50,21 @@ def waterfall_rows(w: Waterfall) -> list[tuple[str, int]]:
     return rows
 
 
-def _waterfall(w: Waterfall) -> Table:
-    table = Table(title=f"Waterfall: {w.prompt_tokens:,} prompt tokens", title_justify="left", show_edge=False,
+def _waterfall(w: Waterfall, console_width: int) -> Table:
+    table = Table(title=f"Waterfall: {plural(w.prompt_tokens, 'prompt token')}", title_justify="left", show_edge=False,
                   show_header=False)
     table.add_column("part")
     table.add_column("tokens", justify="right")
     table.add_column("%", justify="right")
-    table.add_column("bar")
+    table.add_column("bar", no_wrap=True)
+    rows = waterfall_rows(w)
+    # the bar takes what the label, tokens and % columns leave (each column: 2 of padding, 1 of rule)
+    used = max(len(label) for label, _ in rows) + len(f"{w.prompt_tokens:,}") + len("100.0%") + 11
+    bar_width = max(10, min(BAR, console_width - used))
     offset = 0
-    for label, n in waterfall_rows(w):
-        width = round(BAR * n / w.prompt_tokens) if w.prompt_tokens else 0
-        start = round(BAR * offset / w.prompt_tokens) if w.prompt_tokens else 0
+    for label, n in rows:
+        width = round(bar_width * n / w.prompt_tokens) if w.prompt_tokens else 0
+        start = round(bar_width * offset / w.prompt_tokens) if w.prompt_tokens else 0
         style = "green" if label.startswith("reused") else "blue" if label.startswith("new") else "red"
         bar = Text(" " * start) + Text("█" * max(width, 1 if n else 0), style=style)
         table.add_row(label, f"{n:,}", _pct(n, w.prompt_tokens), bar)
@@ -80,18 +87,24 @@ def _clip(text: str, width: int, left: bool) -> str:
     return "…" + shown[-width:] if left else shown[:width] + "…"
 
 
+def _offsets(f: Finding) -> str:
+    """`` · rendered prompt: char 2,650, token 560``: offsets in the whole rendered prompt (the
+    ``line`` before the part's name is the line inside that part)."""
+    offsets = ", ".join(p for p in (f"char {f.char:,}" if f.char is not None else "",
+                                    f"token {f.token:,}" if f.token is not None else "") if p)
+    return f" · rendered prompt: {offsets}" if offsets else ""
+
+
 def _finding(f: Finding) -> list[Text]:
     head = Text()
     head.append(f"{f.severity:<7} ", style=SEVERITY_STYLE[f.severity])
     head.append(f"{f.code} {f.name}", style="bold")
     head.append(f" · session {f.session} request {f.request}")
     if f.lost_tokens:
-        head.append(f" · {f.lost_tokens:,} tokens lost", style="red")
-    pos = ", ".join(p for p in (f"line {f.line}" if f.line else "", f"char {f.char:,}" if f.char is not None else "",
-                                f"token {f.token:,}" if f.token is not None else "") if p)
-    at = Text("  at ")
+        head.append(f" · {plural(f.lost_tokens, 'token')} lost", style="red")
+    at = Text("  at " + (f"line {f.line} of " if f.line else ""))
     at.append(f.json_path or f.segment, style="magenta")
-    at.append((f" ({pos})" if pos else "") + (f" · {_file_place(f)}" if f.source else ""), style="dim")
+    at.append(_offsets(f) + (f" · {_file_place(f)}" if f.source else ""), style="dim")
     if f.shared_with and f.shared_with[0] == f.session:
         at.append(f" · vs request {f.shared_with[1]}", style="dim")
     elif f.shared_with:
@@ -114,7 +127,7 @@ def _finding(f: Finding) -> list[Text]:
 def print_rich(console: Console, run: LintRun) -> None:
     """Print the whole terminal report of ``run``."""
     total, findings = run.total, run.findings
-    head = f"prefixcache lint · {total.requests:,} requests · {_plural(len(run.sessions), 'session')} · "
+    head = f"prefixcache lint · {plural(total.requests, 'request')} · {plural(len(run.sessions), 'session')} · "
     if total.content_requests:
         head += (f"{total.reusable_tokens:,} of {total.prompt_tokens:,} prompt tokens reusable "
                  f"({_pct(total.reusable_tokens, total.prompt_tokens)}; block-aligned, B={run.block_size}: "
@@ -123,10 +136,10 @@ def print_rich(console: Console, run: LintRun) -> None:
         head += "no logged prompts"
     console.print(Text(head, style="bold"))
     console.print()
-    console.print(_sessions_table(run.sessions))
+    print_table(console, _sessions_table(run.sessions))
     console.print()
     if total.content_requests:
-        console.print(_waterfall(total))
+        print_table(console, _waterfall(total, console.width))
         console.print()
     if total.usage_only_requests:
         console.print(_usage_only(total))
@@ -154,8 +167,3 @@ def _usage_only(w: Waterfall) -> Text:
                 "broke or why; these requests are left out of the reusable figures and the waterfall.",
                 style="default")
     return text
-
-
-def _plural(n: int, word: str) -> str:
-    """``1 session`` / ``2 sessions``, with thousands separators."""
-    return f"{n:,} {word}{'' if n == 1 else 's'}"

@@ -18,6 +18,7 @@ from typing import Annotated, Optional, TypeVar
 import typer
 
 from prefixcache.cli.common import err
+from prefixcache.cli.usage import UsageError, get_current_context
 
 T = TypeVar("T")
 
@@ -45,11 +46,36 @@ ModelAsTokenizer = Annotated[Optional[str], typer.Option("--model", hidden=True)
 
 def deprecated_alias(old: str, new: str, old_value: T | None, value: T) -> T:
     """``value`` of the new option, or ``old_value`` of its deprecated spelling ``old`` when that
-    was given (it wins, with one warning on stderr naming ``new``)."""
+    was given (with one warning on stderr naming ``new``). Both given with different values is a
+    usage error (exit 2): "--model and --tokenizer contradict each other; give --tokenizer".
+    ``old`` / ``new`` are what the user typed (``--format openai-chat``): their first words name
+    the options."""
     if old_value is None:
         return value
+    flag = new.split()[0]
+    if old_value != value and _given(flag):
+        given = f"{flag} {value}" if " " in new else flag  # as typed: --input-format anthropic-messages
+        raise UsageError(f"{old} and {given} contradict each other; give {flag}", _context())
     err.print(f"[yellow]warning:[/] {old} is deprecated and will be removed; use {new}", highlight=False)
     return old_value
+
+
+def _context():
+    """The running command's click context (None outside a command, e.g. in a unit test)."""
+    return get_current_context(silent=True)
+
+
+def _given(flag: str) -> bool:
+    """Whether option ``flag`` (``--tokenizer``) was given on the command line or by its
+    environment variable, not left at its default (click's parameter source)."""
+    ctx = _context()
+    if ctx is None:
+        return False
+    for param in ctx.command.params:
+        if flag in getattr(param, "opts", ()):
+            source = ctx.get_parameter_source(param.name)
+            return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+    return False
 
 
 def output_format(fmt: str | None, as_json: bool, allowed: tuple[str, ...], default: str) -> str:

@@ -22,8 +22,11 @@ from rich.table import Table
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.cache.capacity import parse_capacity
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, check_output, console, err, handle_errors, progress, report_skipped
+from prefixcache.cli.common import (
+    EXIT_FINDINGS, EXIT_OK, check_output, console, err, handle_errors, plural, progress, report_skipped,
+)
 from prefixcache.cli.options import AsJson, InputFormat, Paths, deprecated_alias, output_format
+from prefixcache.cli.tables import print_table
 
 EXIT_INTERRUPTED = 130
 CAPACITY_HELP = ("KV cache capacity: 256MiB (KV bytes, by the model's KV bytes per token), 4000blocks, 2Mtok, or 5% "
@@ -66,8 +69,8 @@ def _table(report) -> Table:
 
 def _render(outcome) -> None:
     r = outcome.report
-    console.print(_table(r))
-    cap = "unbounded" if r.capacity_blocks is None else f"{r.capacity_blocks} blocks"
+    print_table(console, _table(r))
+    cap = "unbounded" if r.capacity_blocks is None else plural(r.capacity_blocks, "block")
     console.print(f"[dim]{r.requests} request(s) from {outcome.files} file(s); block {r.block_size} tokens, policy "
                   f"{r.policy}, capacity {cap}; TTFT = cache lookup + prefill + first token (greedy)"
                   f"{', median of ' + str(r.repeat) + ' runs' if r.repeat > 1 else ''}; "
@@ -140,7 +143,7 @@ def register(app: typer.Typer) -> None:
         verify_every: int = typer.Option(4, "--verify-every", min=1, help="With --verify sample: every N-th cache hit."),
         tol: Optional[float] = typer.Option(None, "--tol", min=0.0, help="Max |Δlogit| allowed (default 1e-3 float32, 1.0 bfloat16, 0.25 float16)."),
         repeat: int = typer.Option(1, "--repeat", min=1, help="Time each request's prefill N times on the same cache state; TTFT = the median."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Stream per-request results to this JSONL file."),
+        out: Optional[str] = typer.Option(None, "--out", help="Stream per-request results to this JSONL file."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --out."),
         force: bool = typer.Option(False, "--force", help="Start --out over when it exists."),
         max_requests: Optional[int] = typer.Option(None, "--max-requests", min=1, help="Replay only the first N requests."),
@@ -156,13 +159,14 @@ def register(app: typer.Typer) -> None:
         if resume and out is None:
             raise typer.BadParameter("--resume needs --out")
         if out is not None:
-            check_output(out, paths, force=resume or force, flag="--resume or --force")
+            check_output(out, paths, force=resume or force, flag="--resume or --force", make_parents=True)
+        out_path = None if out is None else Path(out)
         config = ReplayConfig(passes=tuple(p.strip() for p in passes.split(",") if p.strip()), block_size=block_size,
                               policy=policy, max_new_tokens=max_new_tokens, verify=verify, verify_every=verify_every,
                               tol=tol, repeat=repeat)
         options = ReplayOptions(model=model, device=device, dtype=dtype, input_format=input_format, template=template,
                                 max_requests=max_requests, max_prompt_tokens=max_prompt_tokens, config=config,
-                                capacity=_capacity(capacity, capacity_bytes, capacity_blocks), out=out, resume=resume)
+                                capacity=_capacity(capacity, capacity_bytes, capacity_blocks), out=out_path, resume=resume)
         with console.status("loading the model and preparing prompts"):
             session = open_replay(paths, options)
         with progress("replay", total=session.total) as bar:

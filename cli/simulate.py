@@ -22,11 +22,12 @@ from prefixcache.analyzer.cache.figures import CAUSES
 from prefixcache.analyzer.cache.report import ResultRow
 from prefixcache.analyzer.cache.models import CACHES
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.cli.common import EXIT_ERROR, console, err, handle_errors, progress, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, console, err, handle_errors, plural, progress, report_skipped
 from prefixcache.cli.options import (
     AsJson, BlockSize, Capacity, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer,
     deprecated_alias, output_format,
 )
+from prefixcache.cli.tables import print_table
 
 FORMATS = ("rich", "json")
 
@@ -41,12 +42,11 @@ def _n(n: int) -> str:
 
 
 def _table(title: str, columns: tuple[str, ...], left: int = 0) -> Table:
-    """A table whose first ``left`` columns (and a session column) are left-aligned."""
+    """A table whose first ``left`` columns (and a session column) are left-aligned text; the
+    others hold figures (kept whole at any width by :func:`~prefixcache.cli.tables.print_table`)."""
     t = Table(title=title, title_justify="left")
     for i, col in enumerate(columns):
-        wide = col == "session"
-        t.add_column(col, justify="left" if wide or i < left else "right", overflow="fold" if wide else "ellipsis",
-                     min_width=12 if wide else None)
+        t.add_column(col, justify="left" if col == "session" or i < left else "right", overflow="fold")
     return t
 
 
@@ -57,14 +57,14 @@ def _policy(r: ResultRow) -> str:
 
 def _granule(rep: SimulateReport) -> str:
     """What the cache counts in, for the title: no "block 1 tokens"."""
-    bs, uniq = rep.block_size, _n(rep.unique_blocks)
+    bs, n = rep.block_size, rep.unique_blocks
     if rep.cache == "anthropic":
         return "token-granular prefixes at breakpoints"
     if rep.cache in ("openai", "deepseek"):
-        return f"{bs}-token units · {uniq} unique units"
+        return f"{bs}-token units · {plural(n, 'unique unit')}"
     if bs == 1:
-        return f"1-token pages · {uniq} unique tokens"
-    return f"{bs}-token {'pages' if rep.cache == 'sglang' else 'blocks'} · {uniq} unique blocks"
+        return f"1-token pages · {plural(n, 'unique token')}"
+    return f"{bs}-token {'pages' if rep.cache == 'sglang' else 'blocks'} · {plural(n, 'unique block')}"
 
 
 def _results(rep: SimulateReport) -> None:
@@ -74,13 +74,13 @@ def _results(rep: SimulateReport) -> None:
         t.add_row(_policy(r), r.capacity, "∞" if r.capacity_blocks is None else _n(r.capacity_blocks),
                   _pct(r.hit_ratio_tokens), _pct(r.hit_ratio_blocks), _pct(r.request_hit_rate),
                   _pct(r.ideal_hit_ratio), _pct(r.fraction_of_ideal), _n(r.avoided_prefill_tokens))
-    console.print(t)
+    print_table(console, t)
     used = [c for c in CAUSES if any(r.lost_tokens_by_cause[c] for r in rep.results)]
     if used:
         lt = _table("lost tokens by cause", ("policy", "capacity", *used), left=2)
         for r in rep.results:
             lt.add_row(_policy(r), r.capacity, *(_n(r.lost_tokens_by_cause[c]) for c in used))
-        console.print(lt)
+        print_table(console, lt)
     first = rep.results[0]
     seg = ", ".join(f"{k} {_n(v)}" for k, v in first.hits_by_segment.items() if v)
     if seg:
@@ -96,7 +96,7 @@ def _requests(rep: SimulateReport) -> None:
     for f in rows:
         t.add_row(str(f.order), f.session, str(f.record), _n(f.prompt_tokens), _n(f.cached_tokens),
                   _n(f.ideal_tokens), *(_n(f.lost_tokens_by_cause.get(c, 0)) for c in used))
-    console.print(t)
+    print_table(console, t)
 
 
 def _calls(rep: SimulateReport) -> None:
@@ -108,8 +108,8 @@ def _calls(rep: SimulateReport) -> None:
                   "—" if c.reported_prompt_tokens is None else _n(c.reported_prompt_tokens),
                   _n(c.predicted_cached_tokens), _n(c.calibrated_cached_tokens), _n(c.reported_cached_tokens),
                   f"{c.calibrated_cached_tokens - c.reported_cached_tokens:+,}")
-    console.print(t)
-    console.print(f"agreement (within {a.tolerance_tokens} tokens): {a.within_tolerance}/{a.calls} calls "
+    print_table(console, t)
+    console.print(f"agreement (within {plural(a.tolerance_tokens, 'token')}): {a.within_tolerance}/{plural(a.calls, 'call')} "
                   f"({_pct(a.agreement)}), mean |error| {a.mean_abs_error_tokens:,.0f} tokens; calibrated to the "
                   f"reported prompt length: {a.calibrated_within_tolerance}/{a.calls} "
                   f"({_pct(a.calibrated_agreement)}), mean |error| {a.calibrated_mean_abs_error_tokens:,.0f} tokens")
@@ -144,7 +144,7 @@ def render(rep: SimulateReport) -> None:
     if rep.calls:
         _calls(rep)
     if (u := rep.reported) is not None:
-        console.print(f"reported by the log ({_n(u.calls)} calls): {_n(u.prompt_tokens)} prompt tokens, "
+        console.print(f"reported by the log ({plural(u.calls, 'call')}): {_n(u.prompt_tokens)} prompt tokens, "
                       f"{_n(u.cached_tokens)} cached ({_pct(u.hit_ratio)}), {_n(u.cache_write_tokens)} written to cache")
     if rep.cost is not None:
         _money(rep)

@@ -134,6 +134,7 @@ def test_inspect_real_output():
     assert code == 0
     assert_shows(out, documented("docs/commands/inspect.md", "$ prefixcache " + " ".join(argv)))
     rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
+    rows = [r for r in rows if r[0]]  # not the second line of a folded model name
     assert [int(r[3]) for r in rows] == [494, 607, 708, 870, 936, 972]  # prompt; sum 4,587 (README)
     assert {(r[4], r[5], r[6], r[8]) for r in rows} == {("0", "140", "326", "7")}  # hidden, system, tools, other
     assert [int(r[7]) for r in rows] == [21, 134, 235, 397, 463, 499]  # messages

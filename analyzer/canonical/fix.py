@@ -29,8 +29,8 @@ class FixedCopy:
 
     def write(self, out: IO[bytes]) -> int:
         """Write the copy's requests to ``out`` in the input's own format; returns how many.
-        Raises ConfigError for formats that cannot be written back (block traces,
-        usage-only logs), naming ``canonicalize --to openai`` as the way out."""
+        Raises ConfigError for formats that cannot be written back, naming
+        ``canonicalize --to openai`` as the way out."""
         try:
             return write_requests(self.requests, out)
         except ConfigError as exc:
@@ -42,11 +42,18 @@ def fixed_copies(paths: Sequence[str], input_format: str = "auto") -> list[Fixed
     """The copies ``lint --fix`` writes for ``paths``, one per input file holding requests
     (files named ``*.fixed.*`` are left out: a copy is never fixed again).
 
-    Raises ConfigError for stdin (there is no place for a copy beside it).
+    Raises ConfigError for stdin (there is no place for a copy beside it), when every input
+    is such an earlier copy, and for a file whose log holds no prompt text (a block-hash
+    trace, a usage-only log): there is nothing to rewrite.
     """
     if "-" in paths:
         raise ConfigError("--fix writes a copy beside each input file: it cannot take stdin (use canonicalize --out)")
-    requests = [r for r in Ingest(paths, format=input_format) if ".fixed." not in Path(r.provenance.source).name]
+    every = list(Ingest(paths, format=input_format))
+    requests = [r for r in every if ".fixed." not in Path(r.provenance.source).name]
+    if every and not requests:
+        raise ConfigError("--fix: every input is an earlier fixed copy (NAME.fixed.EXT), and copies are never "
+                          "fixed again; fix the originals, or lint the copies without --fix")
+    _require_prompt_text(requests)
     by_source: dict[str, list[Request]] = {}
     for req in canonicalize_requests(requests):
         by_source.setdefault(req.provenance.source, []).append(req)
@@ -55,3 +62,18 @@ def fixed_copies(paths: Sequence[str], input_format: str = "auto") -> list[Fixed
         src = Path(source)
         copies.append(FixedCopy(source, src.with_name(f"{src.stem}.fixed{src.suffix or '.jsonl'}"), tuple(reqs)))
     return copies
+
+
+def _require_prompt_text(requests: Sequence[Request]) -> None:
+    """ConfigError for the first input file none of whose requests holds prompt text (block-hash
+    traces and usage-only logs keep only hashes or the provider's counts)."""
+    with_text: dict[str, bool] = {}
+    for req in requests:
+        source = req.provenance.source
+        with_text[source] = with_text.get(source, False) or (req.trace is None and bool(req.messages))
+    for source, has_text in with_text.items():
+        if not has_text:
+            first = next(r for r in requests if r.provenance.source == source)
+            kept = "block hashes (a block trace)" if first.trace is not None else "the provider's token counts"
+            raise ConfigError(f"--fix: {Path(source).name} ({first.format}) holds no prompt text to rewrite, "
+                              f"only {kept}; there is nothing to fix in it")

@@ -96,19 +96,35 @@ def check_templates(templates: Sequence[str], contexts: Sequence[str], tokenizer
                     search_path: Sequence[str] = (), seed: int = 0) -> list[TemplateReport]:
     """Check every template against every context (files); one report per template, in order.
 
-    Raises ConfigError before any work for a missing template, no context, a fraction
-    outside [0, 1], an unknown variation or tokenizer; and for unreadable contexts,
-    template syntax and render errors (naming file and line).
+    Raises ConfigError before any work for a missing template (or a folder given as one), no
+    context, a negative token count, a fraction outside [0, 1], a search path that is not an
+    existing folder, an unknown variation or tokenizer; and for unreadable contexts, template
+    syntax and render errors (naming file and line).
     """
-    missing = [t for t in templates if not Path(t).is_file()]
-    if missing:
-        raise ConfigError(f"template not found: {', '.join(missing)}")
-    if not contexts:
-        raise ConfigError("check needs at least one --context CTX.json (a JSON object of template variables)")
-    if not 0.0 <= min_stable_fraction <= 1.0:
-        raise ConfigError(f"--min-stable-fraction {min_stable_fraction}: expected a number between 0 and 1")
+    _check_request(templates, contexts, min_stable_tokens, min_stable_fraction, search_path)
     variations = parse_variations(vary)
     tok = get_tokenizer(tokenizer)
     loaded = [(c, load_context(c)) for c in contexts]
     return [TemplateChecker(t, tok, search_path, variations, seed).run(loaded, min_stable_tokens, min_stable_fraction)
             for t in templates]
+
+
+def _check_request(templates: Sequence[str], contexts: Sequence[str], min_stable_tokens: int,
+                   min_stable_fraction: float, search_path: Sequence[str]) -> None:
+    """The option checks of :func:`check_templates` (ConfigError naming the option and value)."""
+    folders = [t for t in templates if Path(t).is_dir()]
+    if folders:
+        raise ConfigError(f"{', '.join(folders)}: is a folder, not a template file; name the .jinja files")
+    missing = [t for t in templates if not Path(t).is_file()]
+    if missing:
+        raise ConfigError(f"template not found: {', '.join(missing)}")
+    if not contexts:
+        raise ConfigError("check needs at least one --context CTX.json (a JSON object of template variables)")
+    if min_stable_tokens < 0:
+        raise ConfigError(f"--min-stable-tokens {min_stable_tokens}: expected a token count >= 0")
+    if not 0.0 <= min_stable_fraction <= 1.0:
+        raise ConfigError(f"--min-stable-fraction {min_stable_fraction}: expected a number between 0 and 1")
+    for folder in search_path:
+        if not Path(folder).is_dir():
+            what = "is not a folder" if Path(folder).exists() else "does not exist"
+            raise ConfigError(f"--search-path {folder}: {what} (give a folder of included templates)")

@@ -15,7 +15,7 @@ key                type         meaning
 ``fail-under``     fraction     exit 1 when reusable/prompt tokens is below this
                                (``0.8``, or a percentage string ``"80%"``)
 ``fail-on``        str          lowest severity that makes findings exit 1
-``severity``       {code: str}  per-rule severity overrides
+``severity``       {code: str}  per-rule severity overrides (known rule codes)
 ``format``         str          rich, text, json, sarif or github
 ``redact``         bool         lengths and hashes instead of prompt text
 ``template``       str          chat template spec (see ``inspect``)
@@ -37,7 +37,7 @@ from typing import Any, Mapping
 
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.lint.rules import SEVERITIES
+from prefixcache.analyzer.lint.rules import REGISTRY, SEVERITIES
 
 FORMATS = ("rich", "text", "json", "sarif", "github")
 
@@ -108,6 +108,8 @@ def _validate(cfg: LintConfig, where: str) -> LintConfig:
         if not all(isinstance(v, str) for v in value):
             raise bad(key, "must be a list of rule codes, names or groups")
     for code, sev in cfg.severity.items():
+        if code not in REGISTRY:
+            raise bad(f"severity.{code}", "not a rule code (prefixcache rules lists them)")
         if sev not in SEVERITIES:
             raise bad(f"severity.{code}", f"must be one of {', '.join(SEVERITIES)}, got {sev!r}")
     return cfg

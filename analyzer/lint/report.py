@@ -12,7 +12,9 @@ the CLI maps it to the exit code). Every report names a request ``session S requ
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import IO, Callable, Sequence
+from urllib.parse import quote
 
 from prefixcache import __version__
 from prefixcache.analyzer.errors import ConfigError
@@ -179,8 +181,18 @@ def _sarif_rule(code: str) -> dict:
     }
 
 
+def sarif_uri(source: str) -> str:
+    """A log path as a SARIF ``artifactLocation.uri`` (SARIF 2.1.0 §3.10, RFC 3986): an absolute
+    path as a ``file://`` URI, a relative one as a percent-encoded relative reference
+    (``sp ace#.jsonl`` → ``sp%20ace%23.jsonl``; plain relative paths stay as they are); stdin as ``-``."""
+    if not source or source == "-":
+        return "-"
+    path = PurePath(source)
+    return path.as_uri() if path.is_absolute() else quote(path.as_posix(), safe="/")
+
+
 def _sarif_result(f: Finding) -> dict:
-    loc: dict = {"physicalLocation": {"artifactLocation": {"uri": f.source or "-"}}}
+    loc: dict = {"physicalLocation": {"artifactLocation": {"uri": sarif_uri(f.source)}}}
     if f.file_line is not None:
         loc["physicalLocation"]["region"] = {"startLine": f.file_line}
     path = f.json_path or f.pointer
