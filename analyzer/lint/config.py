@@ -38,6 +38,7 @@ from typing import Any, Mapping
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.lint.rules import REGISTRY, SEVERITIES
+from prefixcache.analyzer.render.files import not_text
 
 FORMATS = ("rich", "text", "json", "sarif", "github")
 
@@ -144,8 +145,7 @@ def _read(path: Path) -> dict:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-                          "a config file is TOML") from None
+        raise ConfigError(not_text(path, "config file (TOML)", exc)) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
 
