@@ -150,6 +150,10 @@ def print_rich(console: Console, run: LintRun) -> None:
             for line in _finding(f):
                 console.print(line)
             console.print()
+    elif total.lost_tokens:  # the rules behind them were not selected: never an all-clear
+        lost = ", ".join(f"{c} {k:,}" for c, k in total.lost_tokens_by_code.most_common())
+        console.print(Text(f"No reported findings, but {total.lost_tokens:,} prompt tokens were lost ({lost}): "
+                           "their rules are not selected.", style="yellow"))
     elif total.content_requests:
         console.print(Text("No findings: every request extends the previous one of its session.", style="green"))
     for note in run.notes.values():

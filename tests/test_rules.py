@@ -19,7 +19,7 @@ CODES_MD = Path("/work/notes/codes.md")
 CASES_DIR = files("prefixcache.analyzer.lint.rules").joinpath("cases")
 #: The permanent codes and names (notes/codes.md); a rename must keep the code.
 CODES = {
-    "PC001": "unclassified-divergence", "PC101": "volatile-timestamp", "PC102": "volatile-id",
+    "PC001": "unclassified-divergence", "PC002": "trace-divergence", "PC101": "volatile-timestamp", "PC102": "volatile-id",
     "PC103": "volatile-value-early", "PC201": "tool-order", "PC202": "tool-set-changed", "PC203": "schema-key-order",
     "PC301": "args-serialization", "PC302": "whitespace", "PC401": "system-prompt-edited",
     "PC402": "content-reordered", "PC403": "history-truncated", "PC404": "history-rewritten",
@@ -101,7 +101,7 @@ def run_case(case: dict, tmp: Path) -> list:
         if "template_source" in case:
             (tmp / "case.jinja").write_text(case["template_source"])
             template = str(tmp / "case.jinja")
-        preps = list(prepare(Ingest([str(log)], format="openai-chat"), template=template))
+        preps = list(prepare(Ingest([str(log)], format=case.get("format", "openai-chat")), template=template))
     linter = Linter()
     return [f for res in linter.run(preps) for f in res.findings]
 

@@ -23,7 +23,10 @@ Per request ``r`` with ``n`` prompt tokens:
   ``new`` (the appended turn). Divergences with no finding (the previous request
   ended in a generation prompt its answer replaced) count as new. For PC602 the
   lost tokens are those of this request's system prompt and tools after the
-  divergence. Block traces (hash ids only) get reusable figures by block, no causes.
+  divergence. Block traces (hash ids only) get reusable figures by block, and
+  PC002 (cause unknown: no text) with the same ``lost`` formula when a request's hash
+  chain does not extend its predecessor's (:mod:`prefixcache.analyzer.lint.traces`;
+  Mooncake sessions are inferred from the chains).
 * **Usage-only requests** (:attr:`Prepared.usage_only`: the log kept the provider's
   token counts but not the prompt, e.g. OpenHands trajectories) get no content
   figures at all (``None``) and no findings; their reported prompt and cached
@@ -46,6 +49,9 @@ from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.lint.rules import RULES, Finding, PairContext, Rule, classify
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
+from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
+from prefixcache.analyzer.lint.traces import SESSIONLESS_FORMATS, TraceSessions, trace_break
+from prefixcache.analyzer.model import BlockTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +203,8 @@ class Linter:
         self._severity = {k.upper(): v for k, v in (severity or {}).items()}
         self._index = PrefixIndex()
         self._traces = PrefixIndex()
+        self._trace_sessions = TraceSessions()
+        self._trace_last: dict[str, tuple[int, BlockTrace]] = {}
         self._seen: dict[tuple[str, int], Prepared] = {}
         self._last: dict[str, Prepared] = {}
         self._state: dict = {"redact": redact}
@@ -222,7 +230,7 @@ class Linter:
             self._seen[key] = p
             self._last[req.session] = p
         self.total.add(res)
-        self.sessions.setdefault(req.session, Waterfall()).add(res)
+        self.sessions.setdefault(res.session, Waterfall()).add(res)
         return res
 
     def _feed_usage_only(self, p: Prepared) -> RequestResult:
@@ -240,13 +248,29 @@ class Linter:
         )
 
     def _feed_trace(self, p: Prepared) -> RequestResult:
+        """A block-hash trace request: reusable prefix by block over the run, and PC002 when
+        it does not extend the previous request of its session (inferred for sessionless
+        formats, :mod:`prefixcache.analyzer.lint.traces`)."""
         req, n = p.request, p.prompt_tokens
         trace = req.trace
-        shared, owner = 0, None
-        if trace is not None:
-            match = self._traces.insert(trace.hash_ids, (req.session, req.index))
-            shared, owner = min(match.length * trace.block_size, n), match.owner
-        return self._result(p, shared, owner, None, 0, None, ())
+        if trace is None:
+            return self._result(p, 0, None, None, 0, None, ())
+        session, index = self._trace_sessions.assign(req) if req.format in SESSIONLESS_FORMATS else (req.session,
+                                                                                                      req.index)
+        match = self._traces.insert(trace.hash_ids, (session, index))
+        shared, owner = min(match.length * trace.block_size, n), match.owner
+        prev = self._trace_last.get(session)
+        self._trace_last[session] = (index, trace)
+        lost, findings, compared = 0, (), None
+        if prev is not None:
+            compared = (session, prev[0])
+            brk = trace_break(trace, prev[1])
+            if brk is not None:
+                lost = max(0, min(n, prev[1].input_length) - shared)
+                f = TRACE_DIVERGENCE.finding(req, session, index, brk, lost, compared, len(prev[1].hash_ids))
+                findings = self._kept([f])
+        return self._result(p, shared, owner, compared, lost, TRACE_DIVERGENCE.code if lost else None, findings,
+                            name=(session, index))
 
     def _feed_tokens(self, p: Prepared) -> RequestResult:
         req, ids = p.request, p.tokens.ids
@@ -274,22 +298,27 @@ class Linter:
         lost_code = findings[0].code if lost and findings else None
         if findings:
             findings[0] = dataclasses.replace(findings[0], lost_tokens=lost)
-        kept = [f for f in findings if f.code in self._enabled] + singles
+        return self._result(p, shared, owner, compared, lost, lost_code, self._kept(findings, singles))
+
+    def _kept(self, findings: list[Finding], singles: Sequence[Finding] = ()) -> tuple[Finding, ...]:
+        """The reported findings: enabled pair findings, then request findings, severities overridden."""
+        kept = [f for f in findings if f.code in self._enabled] + list(singles)
         if self._severity:
             kept = [dataclasses.replace(f, severity=self._severity.get(f.code, f.severity)) for f in kept]
-        return self._result(p, shared, owner, compared, lost, lost_code, tuple(kept))
+        return tuple(kept)
 
     def _explain(self, p: Prepared, other: Prepared, token: int) -> list[Finding]:
         div = locate(p.request, p.rendered, p.tokens, other.rendered, other.tokens, token, redact=self.redact)
         return classify(PairContext(p, other, div, redact=self.redact), self._pair_rules)
 
     def _result(self, p: Prepared, shared: int, owner, compared, lost: int, lost_code: str | None,
-                findings: tuple[Finding, ...]) -> RequestResult:
+                findings: tuple[Finding, ...], name: tuple[str, int] | None = None) -> RequestResult:
         req, n = p.request, p.prompt_tokens
+        session, index = name or (req.session, req.index)
         block = self.block_size if p.tokens is not None or req.trace is None else req.trace.block_size
         usage = req.usage
         return RequestResult(
-            session=req.session, index=req.index, source=req.provenance.source, record=req.provenance.record,
+            session=session, index=index, source=req.provenance.source, record=req.provenance.record,
             model=req.model, prompt_tokens=n, reusable_tokens=shared,
             reusable_block_tokens=servable_tokens(shared, n, block) if p.tokens is not None else shared,
             new_tokens=n - shared - lost, lost_tokens=lost, lost_code=lost_code,

@@ -26,6 +26,7 @@ from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.prepare.inspect import check_specs, skipped_records, tokenizer_notes
+from prefixcache.analyzer.sequence import arrival_order
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/prefixcache/prefixcache"
@@ -218,7 +219,13 @@ def _text_line(f: Finding) -> str:
 
 def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto", stdin: IO[bytes] | None = None,
                on_request: Callable[[], None] | None = None) -> LintRun:
-    """Ingest ``paths``, lint every request (streaming), return the collected run.
+    """Ingest ``paths``, lint every request, return the collected run.
+
+    Requests are linted in the one arrival order
+    (:func:`~prefixcache.analyzer.sequence.arrival_order`: by logged time across all
+    files, stable; input order when any request has no time), the order ``simulate``
+    and ``replay`` use, so an earlier request is never credited with reusing a later
+    one's tokens. Results and findings are listed in input order.
 
     ``input_format`` is the log reader (``auto`` = detect per file); ``stdin`` what ``-``
     reads (default the process's stdin); ``on_request`` is called after each request (a
@@ -234,12 +241,14 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity)
     ingest = Ingest(paths, format=input_format, stdin=stdin)
     preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)
-    results: list[RequestResult] = []
-    for request in ingest:
-        results.append(linter.feed(preparer.prepare(request)))
+    requests = list(ingest)
+    results: list[RequestResult | None] = [None] * len(requests)
+    for _, (pos, request) in arrival_order(enumerate(requests), lambda item: item[1].timestamp):
+        results[pos] = linter.feed(preparer.prepare(request))
         if on_request is not None:
             on_request()
     summary = ingest.summary
-    findings = tuple(f for r in results for f in r.findings)
-    return LintRun(cfg, tuple(results), findings, linter.total, linter.sessions, summary.skipped, summary.files,
+    done = tuple(r for r in results if r is not None)
+    findings = tuple(f for r in done for f in r.findings)
+    return LintRun(cfg, done, findings, linter.total, linter.sessions, summary.skipped, summary.files,
                    preparer.notes)

@@ -2,14 +2,15 @@
 
 Groups (one module each): ``volatile`` PC1xx, ``tools`` PC2xx, ``serialization``
 PC3xx, ``history`` PC4xx, ``template`` PC5xx, ``provider`` PC6xx; PC001
-(unclassified) lives with the dispatcher in ``classify``. Codes are permanent and
+(unclassified) lives with the dispatcher in ``classify``, PC002 (a block-hash trace
+diverged, cause unknown) in ``trace``. Codes are permanent and
 never reused; :data:`ALIASES` maps retired codes or names to current codes.
 Each rule has pass/fail cases in ``cases/PCnnn.json`` (package data).
 """
 
 from __future__ import annotations
 
-from prefixcache.analyzer.lint.rules import history, provider, serialization, template, tools, volatile
+from prefixcache.analyzer.lint.rules import history, provider, serialization, template, tools, trace, volatile
 from prefixcache.analyzer.lint.rules.base import SECTIONS, SEVERITIES, Finding, PairContext, Rule, severity_rank
 from prefixcache.analyzer.lint.rules.classify import UNCLASSIFIED, classify
 from prefixcache.analyzer.lint.rules import docs
@@ -17,7 +18,7 @@ from prefixcache.analyzer.lint.rules.docs import RuleDoc, rule_doc, rule_markdow
 
 #: Every rule, ordered by code.
 RULES: tuple[Rule, ...] = tuple(sorted(
-    [UNCLASSIFIED, *volatile.RULES, *tools.RULES, *serialization.RULES, *history.RULES, *template.RULES, *provider.RULES],
+    [UNCLASSIFIED, *trace.RULES, *volatile.RULES, *tools.RULES, *serialization.RULES, *history.RULES, *template.RULES, *provider.RULES],
     key=lambda r: r.code,
 ))
 #: Code -> rule.
