@@ -12,6 +12,7 @@ holding the divergence (``canonicalize`` reports the same classification). PC402
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, sections
@@ -93,17 +94,41 @@ class ContentReordered(Rule):
         if new is None or old is None:
             return None
         if ctx.div.kind == "system" and new.role == old.role:
-            a, b = sections(new.content), sections(old.content)
-            if len(a) < 2:
-                a, b = new.content.splitlines(), old.content.splitlines()
-            if a != b and Counter(a) == Counter(b):
-                return ctx.finding(self, f"{ctx.div.segment} has the same {len(a)} sections in a different order")
-            return None
+            what = reordered(new.content, old.content)
+            return ctx.finding(self, f"{ctx.div.segment} has {what}") if what else None
         kr, ks, j = ctx.r_keys, ctx.s_keys, ctx.div.ref
         if kr[j] == ks[j] or kr[j] not in ks[j + 1 :] or ks[j] not in kr[j + 1 :]:
             return None
         return ctx.finding(self, f"messages from {ctx.div.segment} on were re-ordered",
                            json_path=message_path(ctx.rq.messages, j))
+
+
+#: A list number heading a line or section (``1.``, ``2)``, ``Rule 3:``, ``- 4.``), ignored when
+#: sections are compared as sets: a rotation renumbers them.
+_NUMBERING = re.compile(r"(?im)^([ \t]*(?:[-*][ \t]*)?(?:#+[ \t]*)?)(?:(?:rule|step|section)[ \t]*)?\d+[.):][ \t]*")
+
+
+def _unnumbered(items: list[str]) -> list[str]:
+    return [_NUMBERING.sub(r"\1", x) for x in items]
+
+
+def reordered(new: str, old: str) -> str | None:
+    """What was reordered between two texts, or None when they are not a permutation.
+
+    Sections (blank-line separated) are compared as multisets first, then lines; each
+    level is tried as written and with list numbers removed (rotated sections that were
+    renumbered: ``1. A / 2. B`` → ``1. B / 2. A``). Reorders are classified before edits
+    (PC402 is a specific rule, PC401 a fallback)."""
+    for unit, split in (("sections", sections), ("lines", lambda t: [ln for ln in t.splitlines() if ln.strip()])):
+        a, b = split(new), split(old)
+        if len(a) < 2 or a == b:
+            continue
+        if Counter(a) == Counter(b):
+            return f"the same {len(a)} {unit} in a different order"
+        ua, ub = _unnumbered(a), _unnumbered(b)
+        if ua != ub and Counter(ua) == Counter(ub):
+            return f"the same {len(a)} {unit} in a different order (renumbered)"
+    return None
 
 
 class HistoryTruncated(Rule):
