@@ -19,7 +19,9 @@ Layouts (SWE-agent/mini-swe-agent ``agents/default.py``,
 
 Records are the items of the message list. The final ``exit`` message is not sent to
 the model: ``Skipped(bad=False)`` with its exit status. A call that failed leaves no
-assistant message (``info.model_stats.api_calls`` counts it): the skip says so.
+assistant message (``info.model_stats.api_calls`` counts it): the skip says so, and
+without an exit message a skip of its own does (every call the file records is a
+request or a skip with a reason).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, To
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import first_object
 from prefixcache.analyzer.ingest.jsonio import FieldError, load_json, parse_usage, skip
-from prefixcache.analyzer.ingest.swe_agent import chat_message
+from prefixcache.analyzer.ingest.swe_agent import api_calls_unread, chat_message
 
 NOTE_TOOLS = "tools inferred: mini-swe-agent's constant bash tool schema is added at send time, not saved"
 
@@ -85,7 +87,14 @@ class MiniSweAgentReader:
         model = cfg.get("model_name") if isinstance(cfg, dict) else None
         session = str(doc.get("instance_id") or session)
         meta = {"info": info, "set_cache_control": cfg.get("set_cache_control") if isinstance(cfg, dict) else None}
-        yield from self._messages(source.name, doc["messages"], session, model, meta, legacy=False)
+        read, explained = 0, False
+        for item in self._messages(source.name, doc["messages"], session, model, meta, legacy=False):
+            read += isinstance(item, Request)
+            explained |= isinstance(item, Skipped) and "api_calls=" in item.reason
+            yield item
+        missing = None if explained else api_calls_unread(source.name, info, read)
+        if missing is not None:
+            yield missing
         yield RecordsSeen(source.name, len(doc["messages"]))
 
     def _messages(self, name: str, raw: list[Any], session: str, model: Any, meta: dict[str, Any], *,

@@ -17,7 +17,10 @@ trajectory[], history[], info, replay_config}``. Which messages a step sent:
 Messages keep OpenAI shape (``tool_calls`` as logged, ``tool_call_ids`` → the tool
 message's ``tool_call_id``, ``thinking_blocks`` → reasoning). Tool schemas are not
 saved (only bundle names in ``replay_config.agent.tools.bundles``); there is no
-per-call usage. Records are trajectory steps (history items when rebuilding).
+per-call usage. Records are trajectory steps (history items when rebuilding; a final
+step with no answer in history, e.g. the call that answered ``submit``, is record
+``len(history) + i + 1`` and is sent the whole history). ``info.model_stats.api_calls``
+is checked against what was read: calls the file has no messages for are a skip.
 """
 
 from __future__ import annotations
@@ -122,12 +125,21 @@ class SweAgentReader:
                 "model": _model(doc), "tools": ()}
         bundles = _bundles(doc)
         extra = {"tool_bundles": bundles} if bundles else {}
+        calls = 0
         if any(isinstance(s, dict) and ("query" in s or "messages" in s) for s in steps):
-            yield from self._steps(source.name, steps, base, extra)
-            yield RecordsSeen(source.name, len(steps))
+            for item in self._steps(source.name, steps, base, extra):
+                calls += 1
+                yield item
+            records = len(steps)
         else:
-            yield from self._history(source.name, history, base, extra)
-            yield RecordsSeen(source.name, len(history))
+            for item in self._history(source.name, history, steps, base, extra):
+                calls += isinstance(item, Request) or item.field.startswith("trajectory")  # not a bad history item
+                yield item
+            records = len(history)
+        missing = api_calls_unread(source.name, doc.get("info"), calls)
+        if missing is not None:
+            yield missing
+        yield RecordsSeen(source.name, records)
 
     def _steps(self, name: str, steps: list[Any], base: dict[str, Any], extra: dict[str, Any]) -> Iterator[Request | Skipped]:
         prev: list[Any] | None = None  # previous step's post-step history
@@ -160,7 +172,11 @@ class SweAgentReader:
                           notes=(note, NOTE_TOOLS, "no per-call usage in .traj files"), extra=extra)
             index += 1
 
-    def _history(self, name: str, history: list[Any], base: dict[str, Any], extra: dict[str, Any]) -> Iterator[Request | Skipped]:
+    def _history(self, name: str, history: list[Any], steps: list[Any], base: dict[str, Any],
+                 extra: dict[str, Any]) -> Iterator[Request | Skipped]:
+        """One request per assistant message of ``history``; then the trajectory steps
+        history has no answer for (the call that answered ``submit`` leaves none): the
+        first of them was sent the whole history, any later one is a skip."""
         done: list[Message] = []
         index = 0
         for i, item in enumerate(history):
@@ -176,6 +192,29 @@ class SweAgentReader:
                                      "not applied)", NOTE_TOOLS, "no per-call usage in .traj files"), extra=extra)
                 index += 1
             done.append(msg)
+        for i in range(index, len(steps)):
+            if i > index or not done:
+                yield skip(name, len(history) + i + 1, f"trajectory[{i}] has no answer in history"
+                           + (" and follows another such step" if done else "") + ": the prompt it was sent is "
+                           "not in the file", field=f"trajectory[{i}]", bad=False)
+                continue
+            yield Request(**base, index=index, provenance=Provenance(name, len(history) + i + 1, f"trajectory[{i}]"),
+                          messages=tuple(done), observed=frozenset({"system"}),
+                          notes=(f"trajectory[{i}] (the final call) has no assistant message in history: its prompt "
+                                 "is the whole history", NOTE_TOOLS, "no per-call usage in .traj files"), extra=extra)
+
+
+def api_calls_unread(name: str, info: Any, read: int) -> Skipped | None:
+    """A skip (not bad) when ``info.model_stats.api_calls`` (SWE-agent, mini-swe-agent) counts
+    more calls than the ``read`` requests and skips of the file, else None: every call the
+    file records is a request or a skip with a reason."""
+    stats = info.get("model_stats") if isinstance(info, dict) else None
+    calls = stats.get("api_calls") if isinstance(stats, dict) else None
+    if not isinstance(calls, int) or isinstance(calls, bool) or calls <= read:
+        return None
+    return skip(name, 0, f"info.model_stats.api_calls={calls} but the file holds {read} call(s): "
+                f"{calls - read} call(s) left no messages (failed or not logged)",
+                field="info.model_stats.api_calls", bad=False)
 
 
 def _bundles(doc: dict[str, Any]) -> list[str]:
