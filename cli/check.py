@@ -1,8 +1,9 @@
 """``prefixcache check``: the CI gate for Jinja2 prompt templates.
 
 Renders each template with each context and with automatic variations (clock,
-ids, order, whitespace), tokenizes, and fails when the stable prefix is too short
-or a varying value renders above ``{# prefixcache: dynamic-below #}``.
+ids, order, whitespace), tokenizes, and fails when the stable prefix is too short,
+a varying value renders above ``{# prefixcache: dynamic-below #}`` or in the first
+line, or turn N's prompt is not a token prefix of turn N+1's above the boundary.
 Exit codes: 0 every template passes, 1 a template fails, 2 usage or input error.
 """
 
@@ -33,11 +34,12 @@ def _print(r: TemplateReport) -> None:
         varied = [v for v in c.variants if v.first_diff_char is not None]
         first = min(varied, key=lambda v: v.stable_tokens, default=None)
         where = f"{first.location.file}:{first.location.line}" if first and first.location else "-"
+        turn = "-" if c.turn is None else "prefix" if c.turn.first_diff_char is None else "BREAKS"
         rows.append((escape(Path(c.context).name), str(c.total_tokens), str(c.stable_tokens), f"{c.stable_fraction:.0%}",
-                     "-" if c.boundary_tokens is None else str(c.boundary_tokens),
+                     "-" if c.boundary_tokens is None else str(c.boundary_tokens), turn,
                      first.variation if first else "nothing", escape(where)))
     # the file:line column is never cut: when the table would not fit, it goes below it
-    cols = ("context", "prompt", "stable", "stable %", "boundary", "first varies", "at")
+    cols = ("context", "prompt", "stable", "stable %", "boundary", "next turn", "first varies", "at")
     widths = [max([len(col)] + [len(row[i]) for row in rows]) for i, col in enumerate(cols)]
     inline = sum(widths) + len(cols) - 1 <= console.width
     table = Table(show_edge=False, pad_edge=False, box=None)
@@ -59,9 +61,10 @@ def _print(r: TemplateReport) -> None:
 
 
 def run_check(templates: list[str], contexts: list[str], tokenizer: str, min_tokens: int, min_fraction: float,
-              vary: str, search_path: list[str], fmt: str, seed: int) -> int:
+              vary: str, search_path: list[str], fmt: str, seed: int, first_line: bool = True) -> int:
     """Check every template against every context, print each report; returns the exit code."""
-    reports = check_templates(templates, contexts, tokenizer, min_tokens, min_fraction, vary, search_path, seed)
+    reports = check_templates(templates, contexts, tokenizer, min_tokens, min_fraction, vary, search_path, seed,
+                              first_line)
     code = EXIT_OK if all(r.passed for r in reports) else EXIT_FINDINGS
     exit_code_if_stopped(code)
     for r in reports:
@@ -88,8 +91,9 @@ def register(app: typer.Typer) -> None:
         fmt: Optional[str] = typer.Option(None, "--format", help="text (default) or json (one JSON object per template)."),
         as_json: AsJson = False,
         seed: int = typer.Option(0, "--seed", help="Seed for regenerated ids."),
+        allow_first_line: bool = typer.Option(False, "--allow-first-line-changes", help="Do not fail when a variation (a date, an id) changes the prompt's first line on its own (default: it fails, boundary or not)."),
     ) -> None:
         """CI gate for prompt templates: fail when the cache-stable prefix shrinks or a varying value renders early."""
         out = output_format(fmt, as_json, ("text", "json"), "text")
         raise typer.Exit(run_check(templates, context, tokenizer, min_stable_tokens, min_stable_fraction, vary,
-                                   search_path, out, seed))
+                                   search_path, out, seed, not allow_first_line))

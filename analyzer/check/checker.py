@@ -10,7 +10,14 @@ across requests). The check fails when that prefix is shorter than
 ``min_stable_tokens`` or ``min_stable_fraction`` of the prompt, when any variation
 changes text before the declared boundary ``{# prefixcache: dynamic-below #}``,
 or when a static finding (:mod:`prefixcache.analyzer.check.static`) lies above
-the boundary (anywhere, if none is declared).
+the boundary (anywhere, if none is declared). Two more failures need no option:
+
+* **first line**: any variation that changes the prompt's first line (a date, an id
+  on line 1) fails, boundary or not (``first_line=False`` turns this off);
+* **turn N / N+1** (:mod:`prefixcache.analyzer.check.turns`): turn N's render above the
+  boundary (all of it without one) must be a prefix of turn N+1's (the next given
+  context when it continues this one, else this one with a turn appended); PC401 at
+  the template line that produced the first character turn N+1 does not repeat.
 
 Lines: templates are rendered a second time with invisible line markers
 (private-use characters) before every line of literal text and inside every
@@ -37,6 +44,7 @@ from prefixcache.analyzer.render.files import read_json, read_text
 from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.check.render import Trace, TracingLoader, make_env, render
 from prefixcache.analyzer.check.static import StaticFinding, boundary_line, static_findings
+from prefixcache.analyzer.check.turns import TurnPair, turn_pairs
 from prefixcache.analyzer.check.vary import VARIATIONS, meta, vary
 
 _VARIATION_CODE = {"clock+90s": "PC101", "clock+1d": "PC101", "ids": "PC102", "order": "PC402", "whitespace": "PC302"}
@@ -67,8 +75,27 @@ class VariantResult:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnResult:
+    """Turn N (this context) against turn N+1 (``next``, given or derived): the tokens of
+    turn N that must survive (``prefix_tokens``: above the boundary, all without one), the
+    token prefix the two renders share (``shared_tokens``), and where turn N stops being a
+    prefix of turn N+1 (``first_diff_char`` in turn N's text, None when it is one; the
+    template ``location`` that produced it; short excerpts of both renders)."""
+
+    next: str
+    derived: bool
+    prefix_tokens: int
+    shared_tokens: int
+    first_diff_char: int | None
+    location: SourceLocation | None
+    base_excerpt: str = ""
+    next_excerpt: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ContextReport:
-    """All variations of one context: prompt length, stable prefix and boundary, in tokens."""
+    """All variations of one context: prompt length, stable prefix and boundary, in tokens;
+    ``turn`` the turn N / N+1 comparison (None for a context without ``messages``)."""
 
     context: str
     total_tokens: int
@@ -76,6 +103,8 @@ class ContextReport:
     boundary_tokens: int | None
     variants: tuple[VariantResult, ...]
     boundary_char: int | None = None
+    turn: TurnResult | None = None
+    first_line_end: int = 0
 
     @property
     def stable_fraction(self) -> float:
@@ -145,7 +174,7 @@ class TemplateChecker:
     """
 
     def __init__(self, template: str | Path, tokenizer: Any, search_path: Sequence[str] = (),
-                 variations: Sequence[str] = VARIATIONS, seed: int = 0) -> None:
+                 variations: Sequence[str] = VARIATIONS, seed: int = 0, first_line: bool = True) -> None:
         path = Path(template)
         if not path.is_file():
             raise ConfigError(f"{template}: template file not found")
@@ -153,7 +182,7 @@ class TemplateChecker:
         if unknown:
             raise ConfigError(f"unknown variation(s) {', '.join(unknown)}; expected {', '.join(VARIATIONS)}")
         self.path, self.name, self.tokenizer = path, path.name, tokenizer
-        self.variations, self.seed = tuple(variations), seed
+        self.variations, self.seed, self.first_line = tuple(variations), seed, first_line
         roots = [str(path.parent), *search_path]
         self.env, self.traced = make_env(roots, trace=False), make_env(roots, trace=True)
         self.source = read_text(path, "template")
@@ -186,11 +215,34 @@ class TemplateChecker:
             raise self._as_given(exc) from None
         return real.text, real.boundary, traced
 
-    def check_context(self, context: Mapping[str, Any], label: str) -> ContextReport:
-        """Render ``context`` and every variation; measure the stable token prefix."""
+    def _located(self, marker: int | None) -> SourceLocation | None:
+        loc = _location(self.traced.loader, marker)  # type: ignore[arg-type]
+        return SourceLocation(self.display(loc.file), loc.line, loc.text) if loc else None
+
+    def check_turn(self, pair: TurnPair, base: tuple[str, int | None, Trace], base_ids: list[int]) -> TurnResult:
+        """Render turn N+1 of ``pair`` and compare it with turn N (``base``: its text,
+        boundary and trace; ``base_ids`` its tokens)."""
+        text, boundary, trace = base
+        now, _ = meta(pair.next_context)
+        next_text, _, next_trace = self._renders(pair.next_context, now)
+        next_ids = self.tokenizer.encode(next_text)
+        keep = boundary if boundary is not None else len(text)
+        prefix_tokens = len(self.tokenizer.encode(text[:keep])) if boundary is not None else len(base_ids)
+        shared = common_prefix_len(base_ids, next_ids)
+        diff = common_prefix_len(text, next_text)
+        if diff >= keep:
+            return TurnResult(pair.next_label, pair.derived, prefix_tokens, shared, None, None)
+        loc = self._located(trace.marker_at(common_prefix_len(trace.text, next_trace.text)))
+        return TurnResult(pair.next_label, pair.derived, prefix_tokens, shared, diff, loc, _excerpt(text, diff),
+                          _excerpt(next_text, diff))
+
+    def check_context(self, context: Mapping[str, Any], label: str, pair: TurnPair | None = None) -> ContextReport:
+        """Render ``context`` and every variation; measure the stable token prefix; with a
+        turn ``pair``, compare turn N with turn N+1 (:meth:`check_turn`)."""
         now, _ = meta(context)
         base_text, boundary, base_trace = self._renders(context, now)
         base_ids = self.tokenizer.encode(base_text)
+        turn = self.check_turn(pair, (base_text, boundary, base_trace), base_ids) if pair is not None else None
         results = []
         for name in self.variations:
             varied = vary(context, name, self.seed)
@@ -200,19 +252,20 @@ class TemplateChecker:
                 results.append(VariantResult(name, varied.changed, stable, None, None))
                 continue
             diff = common_prefix_len(base_text, text)
-            tdiff = common_prefix_len(base_trace.text, trace.text)
-            loc = _location(self.traced.loader, base_trace.marker_at(tdiff))  # type: ignore[arg-type]
-            loc = SourceLocation(self.display(loc.file), loc.line, loc.text) if loc else None
+            loc = self._located(base_trace.marker_at(common_prefix_len(base_trace.text, trace.text)))
             results.append(VariantResult(name, varied.changed, stable, diff, loc,
                                          _excerpt(base_text, diff), _excerpt(text, diff)))
         stable = min((r.stable_tokens for r in results), default=len(base_ids))
         btok = len(self.tokenizer.encode(base_text[:boundary])) if boundary is not None else None
-        return ContextReport(label, len(base_ids), min(stable, len(base_ids)), btok, tuple(results), boundary)
+        first_line = base_text.find("\n")
+        return ContextReport(label, len(base_ids), min(stable, len(base_ids)), btok, tuple(results), boundary, turn,
+                             first_line_end=len(base_text) if first_line < 0 else first_line)
 
     def run(self, contexts: Sequence[tuple[str, Mapping[str, Any]]], min_stable_tokens: int = 0,
             min_stable_fraction: float = 0.0) -> TemplateReport:
         """Check all ``(label, context)`` pairs and collect the failures."""
-        reports = tuple(self.check_context(ctx, label) for label, ctx in contexts)
+        pairs = turn_pairs(contexts)
+        reports = tuple(self.check_context(ctx, label, pairs.get(label)) for label, ctx in contexts)
         try:
             found = static_findings(self.env, self.source, self.name)
         except ConfigError as exc:
@@ -248,7 +301,35 @@ class TemplateChecker:
                         f"[{r.context}] {v.variation} changes the prompt before the dynamic-below boundary "
                         f"(token {v.stable_tokens} of {r.boundary_tokens}): {v.base_excerpt!r} -> {v.variant_excerpt!r}",
                         loc.file if loc else str(self.path), loc.line if loc else None))
+        return out + self._judge_first_line(r) + self._judge_turn(r)
+
+    def _judge_first_line(self, r: ContextReport) -> list[Failure]:
+        """A variation changing the prompt's first line fails (unless ``first_line`` is off),
+        boundary or not; one already failing above the boundary is not repeated."""
+        if not self.first_line:
+            return []
+        out = []
+        for v in r.variants:
+            diff = v.first_diff_char
+            if diff is None or diff > r.first_line_end or (r.boundary_char is not None and diff < r.boundary_char):
+                continue
+            loc = v.location
+            out.append(Failure(_variation_code(v.variation, loc, self._sources()),
+                               f"[{r.context}] {v.variation} changes the first line of the prompt (token "
+                               f"{v.stable_tokens}): {v.base_excerpt!r} -> {v.variant_excerpt!r}",
+                               loc.file if loc else str(self.path), loc.line if loc else None))
         return out
+
+    def _judge_turn(self, r: ContextReport) -> list[Failure]:
+        """Turn N not a token prefix of turn N+1 above the boundary: PC401, at the template line."""
+        t = r.turn
+        if t is None or t.first_diff_char is None:
+            return []
+        loc = t.location
+        where = "above the dynamic-below boundary" if r.boundary_char is not None else "(no dynamic-below boundary)"
+        return [Failure("PC401", f"[{r.context}] turn N is not a prefix of turn N+1 ({t.next}) {where}: they "
+                        f"share {t.shared_tokens} of turn N's {t.prefix_tokens} tokens: {t.base_excerpt!r} -> "
+                        f"{t.next_excerpt!r}", loc.file if loc else str(self.path), loc.line if loc else None)]
 
 
 def load_context(path: str | Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from prefixcache.analyzer.check.checker import TemplateChecker, TemplateReport, load_context
+from prefixcache.analyzer.check.checker import TemplateChecker, TemplateReport, TurnResult, load_context
 from prefixcache.analyzer.check.vary import VARIATIONS
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.tokenize import get_tokenizer
@@ -36,9 +36,27 @@ class VariationRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """Turn N (the context) against turn N+1 (``next``: the next given context, or the
+    context with a turn appended when ``derived``): turn N's tokens that must survive
+    (above the boundary; all without one), the token prefix both share, and the first
+    character of turn N that turn N+1 does not repeat (None: turn N is a prefix) with the
+    template ``file`` / ``line`` that produced it."""
+
+    next: str
+    derived: bool
+    prefix_tokens: int
+    shared_tokens: int
+    first_diff_char: int | None
+    file: str | None
+    line: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class ContextRecord:
     """One context: prompt and stable-prefix length (tokens), their ratio, the tokens before
-    the ``dynamic-below`` boundary (None without one) and every variation."""
+    the ``dynamic-below`` boundary (None without one), every variation, and the turn N /
+    N+1 comparison (None for a context without ``messages``)."""
 
     context: str
     prompt_tokens: int
@@ -46,6 +64,7 @@ class ContextRecord:
     stable_fraction: float
     boundary_tokens: int | None
     variations: list[VariationRecord]
+    turn: TurnRecord | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +97,20 @@ def template_record(r: TemplateReport) -> TemplateRecord:
         ContextRecord(c.context, c.total_tokens, c.stable_tokens, round(c.stable_fraction, DIGITS), c.boundary_tokens,
                       [VariationRecord(v.variation, v.changed_values, v.stable_tokens, v.first_diff_char,
                                        v.location.file if v.location else None,
-                                       v.location.line if v.location else None) for v in c.variants])
+                                       v.location.line if v.location else None) for v in c.variants],
+                      _turn_record(c.turn))
         for c in r.contexts
     ]
     return TemplateRecord(r.template, r.passed, r.tokenizer, r.boundary_line, contexts,
                           [CheckFinding(s.code, s.message, s.file, s.line) for s in r.static],
                           [CheckFinding(f.code, f.message, f.file, f.line) for f in r.failures])
+
+
+def _turn_record(t: TurnResult | None) -> TurnRecord | None:
+    if t is None:
+        return None
+    return TurnRecord(t.next, t.derived, t.prefix_tokens, t.shared_tokens, t.first_diff_char,
+                      t.location.file if t.location else None, t.location.line if t.location else None)
 
 
 def parse_variations(vary: str) -> list[str]:
@@ -93,8 +120,9 @@ def parse_variations(vary: str) -> list[str]:
 
 def check_templates(templates: Sequence[str], contexts: Sequence[str], tokenizer: str = "auto",
                     min_stable_tokens: int = 0, min_stable_fraction: float = 0.0, vary: str = "all",
-                    search_path: Sequence[str] = (), seed: int = 0) -> list[TemplateReport]:
+                    search_path: Sequence[str] = (), seed: int = 0, first_line: bool = True) -> list[TemplateReport]:
     """Check every template against every context (files); one report per template, in order.
+    ``first_line`` False stops a variation of the prompt's first line from failing on its own.
 
     Raises ConfigError before any work for a missing template (or a folder given as one), no
     context, a negative token count, a fraction outside [0, 1], a search path that is not an
@@ -105,7 +133,7 @@ def check_templates(templates: Sequence[str], contexts: Sequence[str], tokenizer
     variations = parse_variations(vary)
     tok = get_tokenizer(tokenizer)
     loaded = [(c, load_context(c)) for c in contexts]
-    return [TemplateChecker(t, tok, search_path, variations, seed).run(loaded, min_stable_tokens, min_stable_fraction)
+    return [TemplateChecker(t, tok, search_path, variations, seed, first_line).run(loaded, min_stable_tokens, min_stable_fraction)
             for t in templates]
 
 
