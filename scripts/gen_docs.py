@@ -32,6 +32,7 @@ SCHEMAS: dict[str, tuple[str, str]] = {
     "inspect-summary": ("prefixcache.analyzer.prepare.inspect:InspectSummaryLine",
                         "inspect --format json: the last line"),
     "lint": ("prefixcache.analyzer.lint.document:LintReport", "lint --format json"),
+    "diff": ("prefixcache.analyzer.lint.diff:DiffReport", "diff --format json"),
     "simulate": ("prefixcache.analyzer.cache.report:SimulateReport", "simulate --format json"),
     "simulate-per-request": ("prefixcache.analyzer.cache.report:SimulateReportWithRequests",
                              "simulate --format json --per-request"),

@@ -1,0 +1,62 @@
+"""Issue 11 item 8: ``prefixcache diff LOG --request SESSION:K [--against K']``."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.lint.diff import diff_requests, parse_request
+from prefixcache.cli.app import app
+from tests.helpers import CASES
+
+ARGS = CASES / "toolcall_args_reserialized.jsonl"
+SESSION = "toolcall_args_reserialized#1"
+
+
+def test_diff_points_at_the_token_lint_reports():
+    r = diff_requests([str(ARGS)], f"{SESSION}:3")
+    assert (r.request.index, r.against.index) == (3, 2)
+    assert r.shared_tokens == 1038 and r.first_diff_char == 4866  # lint: char 4866, token 1038
+    assert r.cause_code == "PC301" and r.request.json_path == "messages[2].tool_calls[0].function.arguments"
+    first = next(c for c in r.request.tokens if c.position == r.shared_tokens)
+    other = next(c for c in r.against.tokens if c.position == r.shared_tokens)
+    assert first.id != other.id and (first.text, other.text) == ("end", "path")
+    assert r.request.text_after.startswith("end_line") and r.against.text_after.startswith("path")
+    assert orjson.loads(orjson.dumps(r))["request"]["tokens"][0]["position"] == r.shared_tokens - 8
+
+
+def test_diff_against_and_identical():
+    r = diff_requests([str(CASES / "clean_append_only.jsonl")], "2", against="1")
+    # append-only: request 1 is a token prefix of request 2; its generation prompt is where the texts part
+    assert not r.identical and r.cause_code is None and r.shared_tokens == r.against.prompt_tokens == 1240
+    assert (r.against.segment, r.request.segment) == ("generation prompt", "messages[6]")
+    same = diff_requests([str(ARGS)], f"{SESSION}:3", against=f"{SESSION}:3")
+    assert same.identical and same.first_diff_char is None
+
+
+def test_diff_request_errors():
+    assert parse_request("a:b:3") == ("a:b", 3)
+    for bad in ("x", "s:-1"):
+        with pytest.raises(ConfigError):
+            parse_request(bad)
+    with pytest.raises(ConfigError, match="has no previous one"):
+        diff_requests([str(ARGS)], f"{SESSION}:0")
+    with pytest.raises(ConfigError, match="requests 0 to 5"):
+        diff_requests([str(ARGS)], f"{SESSION}:9")
+
+
+def test_diff_cli_text_and_json():
+    runner = CliRunner()
+    res = runner.invoke(app, ["diff", str(ARGS), "--request", f"{SESSION}:3", "--window", "2"])
+    assert res.exit_code == 1, res.output
+    assert "first difference at token 1,038" in res.output and "PC301" in res.output
+    res = runner.invoke(app, ["diff", str(ARGS), "-r", f"{SESSION}:3", "--json"])
+    doc = json.loads(res.output)
+    assert list(doc) == ["request", "against", "shared_tokens", "first_diff_char", "identical", "tokenizer", "exact",
+                         "cause_code", "cause"]
+    res = runner.invoke(app, ["diff", str(ARGS), "-r", "nope:1"])
+    assert res.exit_code == 2 and "no session 'nope'" in res.output
