@@ -89,6 +89,12 @@ def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -
     print_table(out, reuse_table)
     if len(report.sessions) > MAX_ROWS:
         out.print(f"[dim]… {plural(len(report.sessions) - MAX_ROWS, 'smaller session')} not shown (they are in the total)[/]")
+    for e in report.provider_minimum:
+        what = ("now below it: the provider will not cache this prompt at all" if e.effect == "below"
+                else "now above it: the provider can cache this prompt")
+        out.print(f"[yellow]provider minimum:[/] session {escape(e.session)} request {e.index} ({escape(e.model)}): "
+                  f"{e.before_tokens:,} → {e.after_tokens:,} prompt tokens, {e.provider}'s minimum is "
+                  f"{e.minimum_tokens:,}: {what}", highlight=False)
 
 
 def run_canonicalize(paths: list[str], out: str, to: str | None, options: CanonicalOptions, input_format: str,
@@ -129,6 +135,7 @@ def register(app: typer.Typer) -> None:
         only: str = typer.Option(None, "--only", "--select", help="Apply only these rule codes (comma-separated, e.g. PC201,PC203); --select is an alias."),
         skip: str = typer.Option(None, "--skip", "--ignore", help="Do not apply these rule codes (comma-separated); --ignore is an alias."),
         strip_volatile: bool = typer.Option(False, "--strip-volatile", help="Remove volatile values instead of moving them to the newest user turn."),
+        normalize: bool = typer.Option(False, "--normalize", help="Write canonical forms everywhere (tools sorted, schema keys sorted, compact arguments) instead of restoring only what drifted from the form first sent."),
         fmt: Optional[str] = typer.Option(None, "--format", help="Report format: rich (tables, default) or json (one object)."),
         as_json: AsJson = False,
         input_format: InputFormat = "auto",
@@ -140,6 +147,6 @@ def register(app: typer.Typer) -> None:
         """Rewrite logged requests into a cache-stable form and show the reusable tokens before and after."""
         report = output_format(fmt, as_json, ("rich", "json"), "rich")
         options = CanonicalOptions(parse_codes(only, "--only/--select"),
-                                   parse_codes(skip, "--skip/--ignore") or frozenset(), strip_volatile)
+                                   parse_codes(skip, "--skip/--ignore") or frozenset(), strip_volatile, normalize)
         raise typer.Exit(run_canonicalize(paths, out, to, options, input_format, tokenizer, template, report,
                                           skip_bad, force))

@@ -126,7 +126,7 @@ def test_moved_timestamp_stays_with_its_turn() -> None:
 
 def test_options_only_skip_and_strip() -> None:
     reqs = load("timestamp_in_system.jsonl")
-    only = canonicalize_all(reqs, CanonicalOptions(only=frozenset({"PC201"})))
+    only = canonicalize_all(reqs, CanonicalOptions(only=frozenset({"PC201"}), normalize=True))
     assert {t.code for c in only for t in c.transformations if t.applied} == {"PC201"}
     assert only[0].request.messages[0].content == reqs[0].messages[0].content
     skipped = canonicalize_all(reqs, CanonicalOptions(skip=frozenset({"PC101"})))
@@ -145,8 +145,10 @@ def test_arguments_canonical_form() -> None:
 
 def test_single_request_is_pure_and_trace_untouched(samples) -> None:
     reqs = load("tool_order_shuffle.jsonl")
-    a, log_a = canonicalize(reqs[3])
-    b, log_b = canonicalize(reqs[3], memory=SessionMemory())
+    assert canonicalize(reqs[3]) == (reqs[3], [])  # a request alone has drifted from nothing
+    norm = CanonicalOptions(normalize=True)
+    a, log_a = canonicalize(reqs[3], norm)
+    b, log_b = canonicalize(reqs[3], norm, memory=SessionMemory())
     assert a == b and log_a == log_b
     assert [t.name for t in a.tools] == sorted(t.name for t in reqs[3].tools)
     assert any(t.code == "PC201" and t.json_path == "tools" for t in log_a)

@@ -21,6 +21,7 @@ from prefixcache.analyzer.canonical.rewrite import (
 from prefixcache.analyzer.canonical.writers import write_requests
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint.rules.provider import provider_minimum
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import usage_only
 from prefixcache.analyzer.prepare.inspect import check_specs
@@ -74,15 +75,37 @@ class TransformationRow:
 
 
 @dataclass(frozen=True, slots=True)
+class MinimumEffect:
+    """A rewrite that moved a request across its provider's minimum cacheable prompt length
+    (:func:`~prefixcache.analyzer.lint.rules.provider.provider_minimum`: OpenAI 1,024 tokens,
+    Anthropic 1,024–4,096 by model, ...): the request's place, model and provider, the
+    minimum and its prompt tokens before and after, and the ``effect`` (``below``: the
+    provider no longer caches it at all; ``above``: it becomes cacheable)."""
+
+    source: str
+    record: int
+    session: str
+    index: int
+    model: str
+    provider: str
+    minimum_tokens: int
+    before_tokens: int
+    after_tokens: int
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
 class CanonicalizeReport:
     """The ``canonicalize --json`` report: where the output went (``-`` = stdout), how many
-    requests were written, every transformation, reuse per session and in total."""
+    requests were written, every transformation, reuse per session and in total, and every
+    request the rewrite moved across its provider's minimum cacheable length."""
 
     out: str
     written: int
     transformations: list[TransformationRow]
     sessions: list[SessionReuse]
     total: BeforeAfter
+    provider_minimum: list[MinimumEffect]
 
 
 def parse_codes(text: str | None, option: str) -> frozenset[str] | None:
@@ -115,6 +138,22 @@ def session_rows(results: Sequence[Canonicalized], before: Sequence[Reuse], afte
     return sessions, BeforeAfter(_figures(sum(before, zero)), _figures(sum(after, zero)))
 
 
+def minimum_effects(results: Sequence[Canonicalized], before: Sequence[Reuse], after: Sequence[Reuse]
+                    ) -> list[MinimumEffect]:
+    """Requests whose rewrite crossed their hosted provider's minimum cacheable prompt length
+    (self-hosted and unknown models have none)."""
+    out = []
+    for c, b, a in zip(results, before, after):
+        r = c.original
+        found = provider_minimum(r.model)
+        if found is None or (b.prompt_tokens >= found[0]) == (a.prompt_tokens >= found[0]):
+            continue
+        out.append(MinimumEffect(r.provenance.source, r.provenance.record, r.session, r.index, r.model or "",
+                                 found[1], found[0], b.prompt_tokens, a.prompt_tokens,
+                                 "below" if a.prompt_tokens < found[0] else "above"))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class CanonicalRun:
     """An input read and canonicalized: the logged requests, each one's result, the
@@ -142,7 +181,7 @@ class CanonicalRun:
         rows = [TransformationRow(c.original.provenance.source, c.original.provenance.record, c.original.session,
                                   c.original.index, t.code, t.applied, t.description, t.json_path)
                 for c in self.results for t in c.transformations]
-        return CanonicalizeReport(out, written, rows, sessions, total)
+        return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after))
 
 
 def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = CanonicalOptions(),

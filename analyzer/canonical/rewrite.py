@@ -15,11 +15,23 @@ PC101   clock values and (PC102) ids / nonces found by
 PC102   :func:`~prefixcache.analyzer.volatile.find_volatile` in the system prompt
         (leading system/developer messages) move, with their line, to the end of
         the newest user turn (or are removed with ``strip_volatile``)
-PC201   tools sorted by name (codex #2610, redpanda #157)
-PC203   JSON-schema keys sorted, recursively (Bifrost #2347)
-PC301   tool-call arguments re-serialized: keys sorted, ``separators=(",", ":")``,
-        ``ensure_ascii=False`` (arguments that are not JSON are left alone)
+PC201   a tool set sent before in another order is restored to the order
+        first sent in the input (codex #2610, redpanda #157)
+PC203   a tool schema sent before with other key order is restored to the
+        form first sent (Bifrost #2347)
+PC301   a tool call sent before whose arguments come back re-serialized (same
+        JSON value, other text) is restored to the text first sent
 ======  =====================================================================
+
+Only what differs from what the session (tools: the input) already sent is rewritten,
+to the form it was first sent in: a log that is already cache-stable comes back
+byte-identical, and model-generated tool-call arguments are never re-serialized just
+because their form is not canonical (PC301's own advice). Volatile values move only
+when their line takes more than one value across the input (:func:`constant_values`).
+``CanonicalOptions(normalize=True)`` (``--normalize``) instead writes the canonical forms
+everywhere: tools sorted by name, schema keys sorted, arguments compact with sorted
+keys (``separators=(",", ":")``, ``ensure_ascii=False``), for inputs whose first forms
+are themselves unstable across deployments.
 
 System-prompt edits (PC401), history rewrites (PC403 truncated, PC404 rewritten) and
 dropped reasoning (PC405) are *reported* against the previous request of the same
@@ -72,11 +84,13 @@ class Transformation:
 @dataclass(frozen=True, slots=True)
 class CanonicalOptions:
     """Which rewrites to apply: ``only`` (None = all) and ``skip`` hold rule codes;
-    ``strip_volatile`` removes volatile values instead of moving them."""
+    ``strip_volatile`` removes volatile values instead of moving them; ``normalize``
+    writes canonical forms everywhere instead of restoring the forms first sent."""
 
     only: frozenset[str] | None = None
     skip: frozenset[str] = frozenset()
     strip_volatile: bool = False
+    normalize: bool = False
 
     def allows(self, code: str) -> bool:
         return (self.only is None or code in self.only) and code not in self.skip
@@ -99,6 +113,12 @@ class SessionMemory:
     #: like ``shared_forms``), for the "first sent in request n" of PC302
     requests: int = 0
     input_requests: list[int] = field(default_factory=lambda: [0])
+    #: first arguments text sent per tool call (its id, else (message, call, name)): this session
+    arguments: dict[Any, str] = field(default_factory=dict)
+    #: first (schema, parameters) sent per tool name, and first order per tool-name set:
+    #: shared by all sessions of one input, like ``shared_forms``
+    tool_forms: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    tool_orders: dict[frozenset[str], tuple[str, ...]] = field(default_factory=dict)
 
 
 def _normalize_ws(text: str) -> str:
@@ -222,33 +242,61 @@ def _tpath(t: ToolDef, i: int) -> str:
     return t.path or f"tools[{i}]"
 
 
-def _tools(req: Request, opts: CanonicalOptions, out: list[Transformation]) -> Request:
+def _schema_target(t: ToolDef, opts: CanonicalOptions, memory: SessionMemory) -> tuple[Any, Any, str] | None:
+    """(schema, parameters, how) to write for tool ``t``, or None to leave it as sent."""
+    if opts.normalize:
+        return sort_keys(t.schema), sort_keys(t.parameters), "sorted JSON-schema keys"
+    first = memory.tool_forms.setdefault(t.name, (t.schema, t.parameters))
+    if first[0] == t.schema and first[1] == t.parameters:  # same value (dict equality ignores key order)
+        return first[0], first[1], "restored the JSON-schema key order first sent"
+    return None
+
+
+def _tools(req: Request, opts: CanonicalOptions, memory: SessionMemory, out: list[Transformation]) -> Request:
     tools = list(req.tools)
     if opts.allows("PC203"):
         for i, t in enumerate(tools):
-            schema, params = sort_keys(t.schema), sort_keys(t.parameters)
+            target = _schema_target(t, opts, memory)
+            if target is None:
+                continue
+            schema, params, how = target
             if json.dumps(schema) != json.dumps(t.schema) or json.dumps(params) != json.dumps(t.parameters):
-                out.append(Transformation("PC203", f"sorted JSON-schema keys of tool {t.name!r}", _tpath(t, i)))
+                out.append(Transformation("PC203", f"{how} of tool {t.name!r}", _tpath(t, i)))
                 tools[i] = replace(t, schema=schema, parameters=params)
-    if opts.allows("PC201"):
-        ordered = sorted(tools, key=lambda t: t.name)
-        if [t.name for t in ordered] != [t.name for t in tools]:
-            out.append(Transformation("PC201", f"sorted {len(tools)} tools by name", "tools"))
-            tools = ordered
+    names = tuple(t.name for t in tools)
+    if opts.allows("PC201") and len(set(names)) == len(names):
+        order = tuple(sorted(names)) if opts.normalize else memory.tool_orders.setdefault(frozenset(names), names)
+        if order != names:
+            how = "sorted {n} tools by name" if opts.normalize else "restored the order of the {n} tools first sent"
+            out.append(Transformation("PC201", how.format(n=len(tools)), "tools"))
+            by_name = {t.name: t for t in tools}
+            tools = [by_name[n] for n in order]
     return replace(req, tools=tuple(tools))
 
 
-def _arguments(req: Request, out: list[Transformation]) -> Request:
+def _arguments_target(key: Any, arguments: str, inferred: bool, opts: CanonicalOptions,
+                      memory: SessionMemory) -> tuple[str, str] | None:
+    """(arguments, how) to write for one tool call, or None to leave it as sent."""
+    if opts.normalize:
+        canon = canonical_arguments(arguments, inferred)
+        return (canon, "sorted keys" if inferred else "sorted keys, compact") if canon is not None else None
+    first = memory.arguments.setdefault(key, arguments)
+    if first == arguments:
+        return None
+    a, b = canonical_arguments(first), canonical_arguments(arguments)
+    return (first, "restored the text first sent") if a is not None and a == b else None
+
+
+def _arguments(req: Request, opts: CanonicalOptions, memory: SessionMemory, out: list[Transformation]) -> Request:
     msgs = list(req.messages)
     for i, m in enumerate(msgs):
         calls = []
         for j, tc in enumerate(m.tool_calls):
-            canon = canonical_arguments(tc.arguments, tc.arguments_inferred)
-            if canon is not None and canon != tc.arguments:
-                how = "sorted keys" if tc.arguments_inferred else "sorted keys, compact"
-                out.append(Transformation("PC301", f"re-serialized arguments of {tc.name!r} ({how})",
+            target = _arguments_target(tc.id or (i, j, tc.name), tc.arguments, tc.arguments_inferred, opts, memory)
+            if target is not None and target[0] != tc.arguments:
+                out.append(Transformation("PC301", f"re-serialized arguments of {tc.name!r} ({target[1]})",
                                           _path(m, i, f"tool_calls[{j}].function.arguments")))
-                tc = replace(tc, arguments=canon)
+                tc = replace(tc, arguments=target[0])
             calls.append(tc)
         if calls and tuple(calls) != m.tool_calls:
             msgs[i] = replace(m, tool_calls=tuple(calls))
@@ -350,9 +398,9 @@ def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(
         req = _whitespace(req, memory, out)
     if options.allows("PC101") or options.allows("PC102"):
         req = _volatile(req, options, memory, keep, out)
-    req = _tools(req, options, out)
+    req = _tools(req, options, memory, out)
     if options.allows("PC301"):
-        req = _arguments(req, out)
+        req = _arguments(req, options, memory, out)
     _history(req, memory.previous, out)
     memory.previous = req.messages
     memory.requests += 1
@@ -369,12 +417,14 @@ class Canonicalized:
     transformations: tuple[Transformation, ...]
 
 
-def constant_values(requests: Iterable[Request]) -> frozenset[str]:
+def constant_values(requests: Iterable[Request], min_count: int = 2) -> frozenset[str]:
     """Volatile values of system prompts that never change across the input.
 
     A value counts as constant when its line (with the value blanked out) occurs in
-    at least two requests and always with the same value; moving it would gain
-    nothing (a fixed knowledge-cutoff date, a constant deployment id).
+    at least ``min_count`` requests and always with the same value; moving it would
+    gain nothing (a fixed knowledge-cutoff date, a constant deployment id).
+    :func:`canonicalize_all` passes ``min_count=1`` (a value seen once has not drifted)
+    unless it normalizes.
     """
     seen: dict[tuple[int, str], set[str]] = {}
     count: dict[tuple[int, str], int] = {}
@@ -387,7 +437,7 @@ def constant_values(requests: Iterable[Request]) -> frozenset[str]:
                 slot = (i, text[ls : s.start] + "\x00" + text[s.end : le if le >= 0 else len(text)])
                 seen.setdefault(slot, set()).add(s.text)
                 count[slot] = count.get(slot, 0) + 1
-    return frozenset(v for slot, vals in seen.items() if len(vals) == 1 and count[slot] > 1 for v in vals)
+    return frozenset(v for slot, vals in seen.items() if len(vals) == 1 and count[slot] >= min_count for v in vals)
 
 
 def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = CanonicalOptions()
@@ -397,13 +447,16 @@ def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = Ca
     Values that are constant across the input (:func:`constant_values`) stay put.
     """
     reqs = list(requests)
-    keep = constant_values(r for r in reqs if r.trace is None)
+    keep = constant_values((r for r in reqs if r.trace is None), 2 if options.normalize else 1)
     sessions: dict[str, SessionMemory] = {}
     shared: dict = {}  # system prompts and tool descriptions: first forms across sessions
+    forms: dict = {}  # tool schemas and orders: first forms across sessions
+    orders: dict = {}
     counter = [0]
     out = []
     for r in reqs:
-        memory = sessions.setdefault(r.session, SessionMemory(shared_forms=shared, input_requests=counter))
+        memory = sessions.setdefault(r.session, SessionMemory(shared_forms=shared, input_requests=counter,
+                                                              tool_forms=forms, tool_orders=orders))
         new, log = canonicalize(r, options, memory, keep)
         out.append(Canonicalized(r, new, tuple(log)))
     return out

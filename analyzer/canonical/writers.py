@@ -37,6 +37,23 @@ class Originals:
 
     def __init__(self) -> None:
         self._files: dict[str, dict[int, Any]] = {}
+        self._lines: dict[str, list[bytes]] = {}
+
+    def raw(self, source: str, record: int, value: Any) -> bytes | None:
+        """The original bytes of JSONL record ``record`` (its line, terminator included) when
+        that line decodes to ``value``; None otherwise (stdin, a JSON list or document)."""
+        if source == "-" or not Path(source).is_file():
+            return None
+        if source not in self._lines:
+            self._lines[source] = Path(source).read_bytes().splitlines(keepends=True)
+        lines = self._lines[source]
+        if not 0 < record <= len(lines):
+            return None
+        line = lines[record - 1]
+        try:
+            return line if orjson.loads(line) == value else None
+        except orjson.JSONDecodeError:
+            return None
 
     def get(self, source: str, record: int) -> Any:
         """The original record, or None when the source cannot be re-read (stdin)."""
@@ -278,6 +295,13 @@ def anthropic_body(req: Request, orig_body: dict[str, Any] | None) -> dict[str, 
 # --- entry point ---------------------------------------------------------------------------
 
 def records(requests: Iterable[Request], to: str | None = None) -> Iterator[dict[str, Any]]:
+    """Each request as one output record (see :func:`records_with_originals`)."""
+    for rec, _ in records_with_originals(requests, to):
+        yield rec
+
+
+def records_with_originals(requests: Iterable[Request], to: str | None = None
+                           ) -> Iterator[tuple[dict[str, Any], bytes | None]]:
     """Each request as one output record. ``to`` is None (same format) or ``"openai"``.
 
     Same format: the original record patched (a ``{request, response}`` pair stays a
@@ -287,6 +311,10 @@ def records(requests: Iterable[Request], to: str | None = None) -> Iterator[dict
     usage (the OpenAI reader's pair layout, so nothing is lost; no non-Chat field is
     added to the body). Raises ConfigError for a format that cannot be written back
     (suggesting ``--to openai``) and for block-hash traces.
+
+    Yields ``(record, raw)``: ``raw`` is the original line's bytes when the record is
+    the original one, unchanged, of a JSONL file (else None), so an unchanged request
+    is written back byte for byte.
     """
     if to not in (None, "openai"):
         raise ConfigError(f"--to {to!r}: the only target format is 'openai' (OpenAI Chat Completions JSONL)")
@@ -300,20 +328,29 @@ def records(requests: Iterable[Request], to: str | None = None) -> Iterator[dict
         if to == "openai" and req.format != "openai-chat":
             body = openai_body(req, None, same_format=False)
             response = openai_response(req)
-            yield body if response is None else {"request": body, "response": response}
-        elif req.format == "openai-chat":
-            yield _rewrap(record, orig, openai_body(req, orig, same_format=True))
-        elif req.format == "anthropic-messages" and to is None:
-            yield _rewrap(record, orig, anthropic_body(req, orig))
+            yield (body if response is None else {"request": body, "response": response}), None
+        elif req.format == "openai-chat" or (req.format == "anthropic-messages" and to is None):
+            body = openai_body(req, orig, same_format=True) if req.format == "openai-chat" else anthropic_body(req, orig)
+            rec = _rewrap(record, orig, body)
+            yield rec, originals.raw(req.provenance.source, req.provenance.record, rec) if rec is record else None
         else:
             raise ConfigError(f"{req.provenance.source}: cannot write {req.format} logs back in their own format "
                               f"(writable: {', '.join(WRITABLE)}); use --to openai to write OpenAI Chat JSONL")
 
 
 def write_requests(requests: Iterable[Request], out: IO[bytes], to: str | None = None) -> int:
-    """Write requests as JSONL (one body per line) to a binary stream; returns the count."""
-    n = 0
-    for rec in records(requests, to):
-        out.write(orjson.dumps(rec) + b"\n")
+    """Write requests as JSONL (one body per line) to a binary stream; returns the count.
+
+    An unchanged JSONL record is written as its original bytes, so an input nothing was
+    rewritten in comes back byte-identical (a last line without a newline stays so)."""
+    n, term = 0, b""
+    for rec, raw in records_with_originals(requests, to):
+        if n:
+            out.write(term or b"\n")  # a line between two records always ends
+        line = raw if raw is not None else orjson.dumps(rec) + b"\n"
+        body = line.rstrip(b"\r\n")
+        out.write(body)
+        term = line[len(body):]
         n += 1
+    out.write(term)
     return n
