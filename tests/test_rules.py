@@ -130,4 +130,5 @@ def test_rule_case(code, case, tmp_path):
         assert f.severity == case["severity"]
     if "related" in case:
         assert f.related == case["related"]
-    assert f.name == REGISTRY[code].name and f.fix == REGISTRY[code].fix
+    # gpt-4.1 is a hosted model: serving-side fixes (PC5xx) say what the API user can do instead
+    assert f.name == REGISTRY[code].name and (f.fix == REGISTRY[code].fix or REGISTRY[code].group == "template")

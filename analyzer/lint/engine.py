@@ -27,6 +27,9 @@ Per request ``r`` with ``n`` prompt tokens:
   PC002 (cause unknown: no text) with the same ``lost`` formula when a request's hash
   chain does not extend its predecessor's (:mod:`prefixcache.analyzer.lint.traces`;
   Mooncake sessions are inferred from the chains).
+* **Advice** follows who controls the fix (:mod:`prefixcache.analyzer.lint.rules.control`):
+  template and tokenizer fixes (PC5xx) for a hosted API say what the user can do instead
+  of "choose another template"; prompts an agent harness built say so.
 * **Usage-only requests** (:attr:`Prepared.usage_only`: the log kept the provider's
   token counts but not the prompt, e.g. OpenHands trajectories) get no content
   figures at all (``None``) and no findings; their reported prompt and cached
@@ -47,7 +50,8 @@ from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.prepare import Prepared
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import common_prefix_len
-from prefixcache.analyzer.lint.rules import RULES, Finding, PairContext, Rule, classify
+from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContext, Rule, classify
+from prefixcache.analyzer.lint.rules.control import advice, control_of
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 from prefixcache.analyzer.lint.traces import SESSIONLESS_FORMATS, TraceSessions, trace_break
@@ -298,7 +302,11 @@ class Linter:
         lost_code = findings[0].code if lost and findings else None
         if findings:
             findings[0] = dataclasses.replace(findings[0], lost_tokens=lost)
-        return self._result(p, shared, owner, compared, lost, lost_code, self._kept(findings, singles))
+        kept = self._kept(findings, singles)
+        control = control_of(req)
+        kept = tuple(dataclasses.replace(f, fix=advice(f.code, f.fix, control)) if f.fix == REGISTRY[f.code].fix
+                     else f for f in kept)
+        return self._result(p, shared, owner, compared, lost, lost_code, kept)
 
     def _kept(self, findings: list[Finding], singles: Sequence[Finding] = ()) -> tuple[Finding, ...]:
         """The reported findings: enabled pair findings, then request findings, severities overridden."""
