@@ -272,21 +272,19 @@ def test_simulate_ground_truth_mooncake():
 #: docs/commands/canonicalize.md "Measured": input → (requests, prompt before, reusable before,
 #: prompt after, reusable after, rewrites applied {code: times}, reported {code: times}).
 CANONICAL = {
-    C + "timestamp_in_system.jsonl": (5, 7354, 2274, 7374, 5448, {"PC101": 5, "PC201": 5, "PC203": 40, "PC301": 10},
-                                      {}),
-    C + "session_id_in_system.jsonl": (6, 7679, 5254, 7754, 5685, {"PC102": 6, "PC201": 6, "PC203": 48, "PC301": 6},
-                                       {}),
-    C + "tool_order_shuffle.jsonl": (6, 9356, 5823, 9149, 7104, {"PC201": 6, "PC203": 48, "PC301": 15}, {}),
-    C + "schema_property_order.jsonl": (6, 9356, 5579, 9149, 7104, {"PC203": 48, "PC201": 6, "PC301": 15}, {}),
-    C + "toolcall_args_reserialized.jsonl": (6, 9311, 6820, 9149, 7104, {"PC301": 6, "PC201": 6, "PC203": 48}, {}),
-    C + "whitespace_drift.jsonl": (4, 5394, 3056, 5268, 3640, {"PC302": 2, "PC201": 4, "PC203": 32, "PC301": 6}, {}),
-    C + "anthropic_rolling_breakpoint.jsonl": (4, 4360, 3160, 4272, 3094, {"PC201": 4, "PC203": 32}, {}),
-    C + "clean_append_only.jsonl": (6, 9356, 7264, 9149, 7104, {"PC201": 6, "PC203": 48, "PC301": 15}, {}),
-    C + "sliding_window.jsonl": (7, 10349, 6730, 10120, 6583, {"PC201": 7, "PC203": 56, "PC301": 15}, {"PC403": 3}),
-    EX: (6, 1693, 122, 2085, 1587, {"PC101": 6, "PC201": 6, "PC203": 18, "PC301": 14}, {}),
-    CLAUDE: (170, 3595895, 3480070, 3595836, 3480018, {"PC301": 1159}, {}),
-    SWE: (13, 50239, 26752, 50239, 26752, {"PC301": 20}, {"PC404": 7}),
-    DEEPSEEK: (4, 16341, 11676, 16341, 11676, {"PC203": 4, "PC301": 6}, {}),
+    C + "timestamp_in_system.jsonl": (5, 7354, 2274, 7534, 5566, {"PC101": 5}, {}),
+    C + "session_id_in_system.jsonl": (6, 7679, 5254, 7916, 5805, {"PC102": 6}, {}),
+    C + "tool_order_shuffle.jsonl": (6, 9356, 5823, 9356, 7264, {"PC201": 3}, {}),
+    C + "schema_property_order.jsonl": (6, 9356, 5579, 9356, 7264, {"PC203": 1}, {}),
+    C + "toolcall_args_reserialized.jsonl": (6, 9311, 6820, 9341, 7254, {"PC301": 6}, {}),
+    C + "whitespace_drift.jsonl": (4, 5394, 3056, 5386, 3721, {"PC302": 2}, {}),
+    C + "anthropic_rolling_breakpoint.jsonl": (4, 4360, 3160, 4360, 3160, {}, {}),
+    C + "clean_append_only.jsonl": (6, 9356, 7264, 9356, 7264, {}, {}),
+    C + "sliding_window.jsonl": (7, 10349, 6730, 10349, 6730, {}, {"PC403": 3}),
+    EX: (6, 1693, 122, 2085, 1587, {"PC101": 6}, {}),
+    CLAUDE: (170, 3595895, 3480070, 3595895, 3480070, {}, {}),
+    SWE: (13, 50239, 26752, 50239, 26752, {}, {"PC404": 7}),
+    DEEPSEEK: (4, 16341, 11676, 16341, 11676, {}, {}),
 }
 
 
@@ -326,7 +324,7 @@ def test_canonicalize_real_output(tmp_path):
 def test_canonicalize_session_reuse_and_the_moved_clock():
     """docs/commands/canonicalize.md below "Measured": every fixable case reuses its session's
     whole previous prompt after canonicalization (the 77.6% of the table's 6-request rows);
-    ``session_id_in_system``'s second session reuses 1,008 tokens instead of 558; moving the
+    ``session_id_in_system``'s second session reuses 1,030 tokens instead of 558; moving the
     example's clock adds 392 prompt tokens."""
     from prefixcache.analyzer.api import canonicalize_paths
     from prefixcache.analyzer.cache.reuse import reuse
@@ -348,7 +346,7 @@ def test_canonicalize_session_reuse_and_the_moved_clock():
         firsts = [(b.reusable_tokens, a.reusable_tokens)
                   for c, b, a in zip(run_.results, reuse(run_.requests), reuse([c.request for c in run_.results]))
                   if c.request.index == 0]
-        assert firsts == [(0, 0), (558, 1008)]
+        assert firsts == [(0, 0), (558, 1030)]
     finally:
         os.chdir(cwd)
     assert CANONICAL[EX][3] - CANONICAL[EX][1] == 392
@@ -495,9 +493,9 @@ def _tokens(p) -> tuple:
 @pytest.mark.slow
 def test_replay_measured_results(engine):
     """docs/commands/replay.md "Measured results" and the terminal table above it (token rows;
-    also README "A real run": 3,808 cached tokens canonical, 80 warm): the example session,
+    also README "A real run": 3,840 cached tokens canonical, 80 warm): the example session,
     ``--template chatml_tools``, cold / warm / canonical, unbounded; 16 tokens cached on 5 of the
-    6 warm requests; the canonical prompts are 362 tokens longer, and compute 1,141 tokens where
+    6 warm requests; the canonical prompts are 392 tokens longer, and compute 1,139 tokens where
     cold computes 4,587."""
     from prefixcache.replay.runner import ReplayConfig
 
@@ -506,10 +504,10 @@ def test_replay_measured_results(engine):
     assert outcome.report.requests == 6 and outcome.report.truncated_prompts == 0
     assert _tokens(passes["cold"]) == (6, 4587, 0, 4587, 0.0, 0.0, 0, None)
     assert _tokens(passes["warm"]) == (6, 4587, 80, 4507, 1.7, 195.5, 2, True)
-    assert _tokens(passes["canonical"]) == (6, 4949, 3808, 1141, 76.9, 47.8, 2, True)
+    assert _tokens(passes["canonical"]) == (6, 4979, 3840, 1139, 77.1, 47.8, 2, True)
     warm = [r.cached_tokens for r in outcome.results if r.pass_name == "warm"]
     assert warm == [0, 16, 16, 16, 16, 16]
-    assert passes["canonical"].prompt_tokens - passes["cold"].prompt_tokens == 362
+    assert passes["canonical"].prompt_tokens - passes["cold"].prompt_tokens == 392
 
 
 @pytest.mark.slow

@@ -85,7 +85,7 @@ def _rewrap(record: Any, orig_body: dict[str, Any] | None, body: dict[str, Any])
     """The output record: the original record itself when the body is unchanged (pairs,
     bodies stored as JSON text and every other field reproduced exactly), else the
     original record with its body replaced (a pair keeps its ``response``)."""
-    if orig_body is not None and body == orig_body:
+    if orig_body is not None and orjson.dumps(body) == orjson.dumps(orig_body):  # key order counts (PC203)
         return record
     if isinstance(record, dict) and orig_body is not None and record is not orig_body:
         text = isinstance(record.get("request"), str)
