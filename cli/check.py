@@ -41,7 +41,7 @@ def _print(r: TemplateReport) -> None:
     # the file:line column is never cut: when the table would not fit, it goes below it
     cols = ("context", "prompt", "stable", "stable %", "boundary", "next turn", "first varies", "at")
     widths = [max([len(col)] + [len(row[i]) for row in rows]) for i, col in enumerate(cols)]
-    inline = sum(widths) + len(cols) - 1 <= console.width
+    inline = sum(widths) + 2 * (len(cols) - 1) <= console.width  # one space of padding each side of a column
     table = Table(show_edge=False, pad_edge=False, box=None)
     for col in cols if inline else cols[:-1]:
         table.add_column(col, justify="right" if col in ("prompt", "stable", "stable %", "boundary") else "left",

@@ -60,3 +60,16 @@ def test_diff_cli_text_and_json():
                          "cause_code", "cause"]
     res = runner.invoke(app, ["diff", str(ARGS), "-r", "nope:1"])
     assert res.exit_code == 2 and "no session 'nope'" in res.output
+
+
+def test_diff_page_shows_real_output():
+    """docs/commands/diff.md "Real output" (COLUMNS=120)."""
+    from tests.test_doc_figures import assert_shows, documented, run
+
+    argv = ["diff", "tests/fixtures/cases/toolcall_args_reserialized.jsonl", "--request",
+            f"{SESSION}:3", "--window", "4"]
+    code, out, _ = run(argv, columns=120)
+    assert code == 1
+    assert_shows(out, documented("docs/commands/diff.md", "$ prefixcache diff tests/fixtures/cases/"
+                                 "toolcall_args_reserialized.jsonl --request 'toolcall_args_reserialized#1:3' "
+                                 "--window 4"))

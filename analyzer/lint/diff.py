@@ -146,14 +146,15 @@ def diff_requests(paths: Sequence[str], request: str, against: str | None = None
     t = common_prefix_len(pa.tokens.ids, pb.tokens.ids)
     char = common_prefix_len(pa.rendered.text, pb.rendered.text)
     identical = pa.tokens.ids == pb.tokens.ids and pa.rendered.text == pb.rendered.text
-    this = _side(pa, pb, t, preparer, window, width)
+    this, that = _side(pa, pb, t, preparer, window, width), _side(pb, pa, t, preparer, window, width)
     found = [] if identical else classify(PairContext(pa, pb, locate(a, pa.rendered, pa.tokens, pb.rendered,
                                                                      pb.tokens, t)), RULES)
     cause = found[0] if found else None
-    if cause is not None and cause.json_path and cause.json_path.startswith(this.json_path):
-        this = replace(this, json_path=cause.json_path)  # the rule knows the field (tool-call arguments)
+    if cause is not None and cause.json_path:  # the rule knows the field (tool-call arguments): same in both
+        this, that = (replace(side, json_path=cause.json_path) if side.json_path and
+                      cause.json_path.startswith(side.json_path + ".") else side for side in (this, that))
     return DiffReport(
-        request=this, against=_side(pb, pa, t, preparer, window, width),
+        request=this, against=that,
         shared_tokens=t, first_diff_char=None if identical else char, identical=identical,
         tokenizer=pa.tokens.tokenizer, exact=pa.tokens.exact and pb.tokens.exact,
         cause_code=cause.code if cause else None, cause=cause.message if cause else None,
