@@ -71,9 +71,10 @@ def test_whole_cases_dir_keeps_one_session_per_file() -> None:
     assert {k: len(v) for k, v in by_file.items()} == {k: v.get("sessions", 1) for k, v in exp.items()}
     s = ing.summary
     assert s.files == 10 and s.requests == sum(v["requests"] for v in exp.values())
-    # expected.json is not a log: one bad skip naming it, record 0
-    assert [(Path(k.source).name, k.record, k.bad) for k in s.skipped] == [("expected.json", 0, True)]
-    assert "unknown format" in s.skipped[0].reason
+    # in a directory walk, files that are not logs are notes naming them (record 0), not errors
+    assert [(Path(k.source).name, k.record, k.bad) for k in s.skipped] == [
+        ("README.md", 0, False), ("expected.json", 0, False)]
+    assert "not a log file (suffix .md)" in s.skipped[0].reason and "unknown format" in s.skipped[1].reason
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLE_FORMATS))
