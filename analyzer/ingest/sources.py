@@ -67,7 +67,7 @@ def _walked(path: str) -> Source:
     special = _special(path)
     if special:
         return Source(path, _never, True, f"not a regular file ({special}): never opened in a directory walk")
-    if name in LOG_NAMES or strip_suffix(name).lower().endswith(LOG_SUFFIXES):
+    if name.endswith(tuple(LOG_NAMES)) or strip_suffix(name).lower().endswith(LOG_SUFFIXES):
         return file_source(path, walked=True)
     suffix = os.path.splitext(name)[1] or "none"
     return Source(path, _never, True, f"not a log file (suffix {suffix}); name it explicitly to read it")
@@ -82,7 +82,7 @@ def _walk(root: str) -> Iterator[Source]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if not name.startswith(".") or name in LOG_NAMES:
+            if not name.startswith(".") or name.endswith(tuple(LOG_NAMES)):
                 yield _walked(os.path.join(dirpath, name))
 
 
