@@ -27,7 +27,7 @@ from prefixcache.analyzer.ingest.compressed import strip_suffix
 #: Reader modules, in tie-break order (more specific formats first).
 READER_MODULES = (
     "openhands", "litellm", "codex", "claude_code", "swe_agent", "mini_swe_agent", "traces",
-    "otel", "openinference", "aider", "gemini_cli", "cline", "server_logs", "openai_responses", "anthropic", "openai_chat",
+    "otel", "openinference", "aider", "gemini_cli", "cline", "opencode", "server_logs", "openai_responses", "anthropic", "openai_chat",
 )
 
 _DECODER = json.JSONDecoder()

@@ -16,7 +16,8 @@ message per ``functionResponse``). ``thoughts`` are not sent back and are left o
 
 What it cannot know: the system prompt (Gemini CLI's core prompt + ``GEMINI.md``
 memory) and the tool declarations are not recorded: a hidden prefix sized from usage
-(``extra["opaque_prefix_key"] = "gemini-cli"``), as for Claude Code. Tool-call
+(``extra["opaque_prefix_key"] = "gemini-cli"``, set only on responses with usage, since the
+first request of a key sizes it), as for Claude Code. Tool-call
 ``args`` are objects (serialized compactly, ``arguments_inferred``). Gemini's own
 layout of ``Content``/``Part`` objects is not public, so token counts are approximate.
 """
@@ -122,7 +123,7 @@ class GeminiCliReader:
         observed = {"messages"} | {k for k, v in (("usage", usage), ("timestamp", ts), ("model", model)) if v}
         return Request(sid, index, FORMAT, Provenance(name, i + 1, path), messages=history, model=model,
                        timestamp=ts, usage=usage, observed=frozenset(observed), notes=notes,
-                       extra={"opaque_prefix_key": "gemini-cli", "message_id": msg.get("id")})
+                       extra={"message_id": msg.get("id"), **({"opaque_prefix_key": "gemini-cli"} if usage else {})})
 
 
 READERS = [GeminiCliReader()]
