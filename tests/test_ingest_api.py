@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +20,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "ingest"
 #: The format names agreed in notes/apis.md, every one of which must be registered.
 AGREED = {"openai-chat", "openai-responses", "anthropic-messages", "litellm", "openhands-trajectory",
           "openhands-completions", "codex", "claude-code", "swe-agent", "mini-swe-agent", "mooncake", "bailian",
-          "kvcache-tester"}
+          "kvcache-tester",
+          # the formats users bring (issue 15)
+          "otel-genai", "openinference", "aider", "gemini-cli", "cline-task", "opencode", "vllm-log", "sglang-log"}
 
 #: What each real sample must be detected as (SOURCES.md).
 SAMPLE_FORMATS = {
@@ -40,7 +43,7 @@ def _expected() -> dict:
 
 def test_registry_holds_every_agreed_format() -> None:
     assert set(formats()) == AGREED
-    assert len(READER_MODULES) == 10 and len(registry()) == 13
+    assert len(READER_MODULES) == 17 and len(registry()) == 21
 
 
 @pytest.mark.parametrize("name", sorted(json.loads((CASES / "expected.json").read_text())) if CASES.exists() else [])
@@ -86,8 +89,10 @@ def test_sample_detection(samples, name: str) -> None:
 
 def test_samples_dir_skips_non_logs(samples) -> None:
     ing = Ingest([str(samples)])
-    assert len(ing.sources) == 8  # SOURCES.md is not a log file
+    top = [s for s in ing.sources if os.path.dirname(s.name) == str(samples)]
+    assert len(top) == 8  # SOURCES.md is not a log file: a skipped note, never opened
     assert not any(s.name.endswith(".md") for s in ing.sources)
+    assert [Path(s.source).name for s in ing.passed_over] == ["SOURCES.md"]
 
 
 def test_openhands_sample_usage_only(samples) -> None:

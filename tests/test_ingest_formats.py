@@ -52,8 +52,7 @@ def test_otel_openllmetry_usage_is_the_server_ground_truth() -> None:
         assert {r.session for r in reqs} == {"newfmt-session-a"}  # from the invoke_agent root span
         assert [len(r.tools) for r in reqs] == [3] * 7 and "tools" in reqs[0].observed
         assert [len(r.messages) for r in reqs] == [2, 4, 6, 8, 10, 12, 15]
-        skipped = ing.summary.skipped
-        assert len(skipped) == 1 and "invoke_agent" in skipped[0].reason and not skipped[0].bad
+        assert not ing.summary.skipped and ing.summary.records == 8  # the invoke_agent root span is context
 
 
 def test_otel_messages_match_the_request_bodies_sent() -> None:
@@ -76,9 +75,8 @@ def test_otel_official_spans_have_no_tools_so_a_hidden_prefix() -> None:
     assert [r.usage.prompt_tokens for r in reqs] == [p for p, _ in SERVER]
     assert all(r.usage.cached_tokens is None and r.extra["opaque_prefix_key"] == "otel:openai:tools" for r in reqs)
     assert "tools" not in reqs[0].observed and reqs[0].timestamp == pytest.approx(1796113090.659625)
-    # 7 execute_tool spans are context notes, the invoke_agent root another
-    assert sum("execute_tool" in s.reason for s in ing.summary.skipped) == 6
-    assert ing.summary.records == 14
+    # 6 execute_tool spans and the invoke_agent root are context (no note each)
+    assert ing.summary.records == 14 and not ing.summary.skipped
 
 
 def test_otel_events_read_like_spans() -> None:
@@ -96,6 +94,25 @@ def test_otel_content_absent_is_usage_only(tmp_path: Path) -> None:
     [req], ing = ingest(p)
     assert not req.messages and (req.usage.prompt_tokens, req.usage.cached_tokens) == (100, 64)
     assert any("content not captured" in n for n in req.notes)
+
+
+def test_otel_other_spans_are_notes(tmp_path: Path) -> None:
+    line = {"name": "embeddings m", "context": {"trace_id": "0x1", "span_id": "0x3"}, "start_time": "2025-01-01T00:00:00Z",
+            "attributes": {"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "m"}}
+    p = tmp_path / "spans.jsonl"
+    p.write_text(json.dumps(line) + "\n")
+    reqs, ing = ingest(p)
+    assert not reqs and [s.reason for s in ing.summary.skipped] == ["span 'embeddings' is not a model call (context)"]
+
+
+def test_aider_call_without_reply_is_noted(tmp_path: Path) -> None:
+    p = tmp_path / ".aider.llm.history"
+    p.write_text("TO LLM 2025-01-31T11:21:36\n-------\nSYSTEM be brief\n-------\nUSER hi\n"
+                 "TO LLM 2025-01-31T11:22:00\n-------\nSYSTEM be brief\n-------\nUSER hi again\n"
+                 "LLM RESPONSE 2025-01-31T11:22:05\nASSISTANT hello\n")
+    reqs, ing = ingest(p)
+    assert [len(r.messages) for r in reqs] == [2, 2] and ing.summary.records == 3
+    assert any("no LLM RESPONSE" in n for n in reqs[0].notes) and reqs[1].extra["response_line"] == 11
 
 
 def test_openinference_spans() -> None:
@@ -131,8 +148,8 @@ def test_aider_history_excerpt() -> None:
     assert [m.role for m in first.messages] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert first.timestamp == pytest.approx(1738322496.0) and first.provenance.record == 1
     assert any("Current date: 2025-01-31" in m.content for r in reqs for m in r.system_messages)
-    assert sum("LLM RESPONSE" in s.reason for s in ing.summary.skipped) == 6
-    assert ing.summary.records == 12
+    assert not ing.summary.skipped and ing.summary.records == 12  # 6 calls + their 6 replies
+    assert first.extra["response_line"] == 124 and not any("no LLM RESPONSE" in n for n in first.notes)
     # "SYSTEM " lines of an empty line keep the blank line
     assert "\n\nDescribe code changes" in first.messages[0].content
 

@@ -9,8 +9,8 @@ system prompt included (its ``Current date:`` line is a volatile value at the to
 the prefix, which lint reports when the date changes).
 
 Records: every ``TO LLM`` block (one request; record = its header line) and every
-``LLM RESPONSE`` block (the reply: context, a ``Skipped(bad=False)``); text before the
-first header is a bad ``Skipped``. Times are local time without a zone, read as UTC.
+``LLM RESPONSE`` block (the reply, read into the call before it: ``extra["response_line"]``;
+a call without one gets a note); text before the first header is a bad ``Skipped``. Times are local time without a zone, read as UTC.
 
 What it cannot know: the model, tools (Aider sends none by default; its edit formats
 are in the prompt text), usage, and exact line endings: content is rebuilt by joining
@@ -21,6 +21,7 @@ the lines with ``\\n`` (``str.splitlines`` also split on ``\\r``, form feeds and
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Iterator
 
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped
@@ -57,15 +58,17 @@ class AiderHistoryReader:
         return 0.6 if name.endswith(".aider.llm.history") and "\nTO LLM " in head else 0.0
 
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
+        """Stream the blocks; a call is yielded once its reply block (or the next call) is read."""
         n = 0
         block: _Block | None = None
+        held: list[Request] = []  # the call waiting for its LLM RESPONSE block
         with source.open() as f:
             for line_no, raw in enumerate(f, 1):
                 text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
                 m = _HEADER.match(text)
                 if m:
                     if block is not None:
-                        yield self._finish(source.name, block)
+                        yield from self._finish(source.name, block, held)
                     n += 1
                     block = _Block(m.group(1), line_no, m.group(2))
                 elif block is None:
@@ -75,14 +78,33 @@ class AiderHistoryReader:
                 else:
                     _add(block, text, line_no)
         if block is not None:
-            yield self._finish(source.name, block)
+            yield from self._finish(source.name, block, held)
+        yield from (_unanswered(r) for r in held)
         yield RecordsSeen(source.name, n)
 
-    def _finish(self, name: str, block: _Block) -> Request | Skipped:
+    def _finish(self, name: str, block: _Block, held: list[Request]) -> Iterator[Request | Skipped]:
+        """A finished block: a reply completes the held call; a call is held; junk is a skip."""
         if block.kind == "preamble":
-            return Skipped(name, block.line, "text before the first 'TO LLM' header", "", True)
+            yield Skipped(name, block.line, "text before the first 'TO LLM' header", "", True)
+            return
         if block.kind == "LLM RESPONSE":
-            return Skipped(name, block.line, "LLM RESPONSE block: the reply of the call above (context)", "", False)
+            if not held:
+                yield Skipped(name, block.line, "LLM RESPONSE block without a TO LLM block before it", "", False)
+                return
+            req = held.pop()
+            lines = sum(len(lines) for _, lines, _ in block.messages)
+            yield replace(req, extra={**req.extra, "response_line": block.line, "response_lines": lines})
+            return
+        yield from (_unanswered(r) for r in held)
+        held.clear()
+        item = self._call(name, block)
+        if isinstance(item, Request):
+            held.append(item)
+        else:
+            yield item
+
+    def _call(self, name: str, block: _Block) -> Request | Skipped:
+        """A ``TO LLM`` block → its request (a bad skip when it holds no message)."""
         try:
             ts = parse_time(block.stamp)
         except FieldError:
@@ -97,6 +119,11 @@ class AiderHistoryReader:
             {"timestamp"} if ts is not None else set())
         return Request("", 0, FORMAT, Provenance(name, block.line, "TO LLM", block.line), messages=msgs,
                        timestamp=ts, observed=frozenset(observed), notes=notes)
+
+
+def _unanswered(req: Request) -> Request:
+    """A call whose reply block never came (interrupted, failed, or the file ends)."""
+    return replace(req, notes=req.notes + ("no LLM RESPONSE block follows: the call failed or was interrupted",))
 
 
 def _add(block: _Block, text: str, line_no: int) -> None:

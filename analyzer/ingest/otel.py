@@ -7,8 +7,9 @@ Containers (OTLP/JSON, SDK span JSON lines, SDK log-record JSON lines) are read 
 
 One request per *inference* span or event: ``gen_ai.operation.name`` ``chat``,
 ``text_completion`` or ``generate_content`` (or a ``gen_ai.client.inference.operation.details``
-event). Other spans (``execute_tool``, ``invoke_agent``, ``embeddings``, plain HTTP
-spans) are context, each a ``Skipped(bad=False)`` note. What is read:
+event). Agent and tool spans (``execute_tool``, ``invoke_agent``, ``create_agent``) are read
+as context (conversation id, tool-call arguments); other spans (``embeddings``, plain HTTP
+spans, ...) are each a ``Skipped(bad=False)`` note. What is read:
 
 * ``gen_ai.system_instructions`` (parts) → a leading system message; ``gen_ai.input.messages``
   (``{role, parts: [text | tool_call | tool_call_response | reasoning | blob | uri | file]}``)
@@ -49,6 +50,8 @@ from prefixcache.analyzer.ingest.otel_spans import Item, iter_items, looks_like_
 FORMAT = "otel-genai"
 INFERENCE_OPS = frozenset({"chat", "text_completion", "generate_content"})
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+#: Agent and tool spans: read as context (conversation id, tool-call arguments), no note each.
+CONTEXT_OPS = frozenset({"execute_tool", "invoke_agent", "create_agent"})
 NOTE_ARGS = ("tool-call arguments are logged as objects: argument serialization (PC301) is not checkable from "
              "OTel; the arguments were serialized compactly")
 NOTE_TOOLS = ("gen_ai.tool.definitions not logged: tools (if any) are a hidden prefix sized from usage "
@@ -178,6 +181,8 @@ class OtelGenAIReader:
                 if call and isinstance(item.attrs.get("gen_ai.tool.call.arguments"), str):
                     args[str(call)] = item.attrs["gen_ai.tool.call.arguments"]
                 op = item.attrs.get("gen_ai.operation.name") or item.name or "unnamed"
+                if op in CONTEXT_OPS:
+                    continue  # read: conversation ids and tool-call arguments come from these spans
                 yield skip(source.name, item.record, f"{item.kind} {op!r} is not a model call (context)",
                            field=item.pointer, bad=False)
         for item in held:

@@ -10,8 +10,8 @@ access logs) are context: one ``Skipped(bad=False)`` per file says how many.
   line ``Received request <id>: prompt: '<repr>', params: ..., prompt_token_ids: [...], ...``;
   newer ones log ``Received request <id>: params: ...`` at INFO and, at DEBUG, ``Request <id>
   details: prompt: '<repr>', prompt_token_ids: [...]``. A request whose token ids are not
-  logged (INFO only) is a note. ``--max-log-len`` truncates the ids (noted when the prompt
-  repr is visibly cut). No usage or cached tokens are logged. Block size 16 (vLLM's default).
+  logged (INFO only) is a note. ``--max-log-len`` cuts the ids without a marker, so a
+  server run with it gives shorter prompts (not detectable from the log). No usage or cached tokens are logged. Block size 16 (vLLM's default).
 * **SGLang** (``tokenizer_manager.py``, ``--log-requests``): ``Finish: obj=GenerateReqInput(...,
   input_ids=[...], rid='<id>', ...), out={..., 'meta_info': {'id': ..., 'prompt_tokens': N,
   'completion_tokens': M, 'cached_tokens': K, ...}}``. Usage (prompt, cached = the radix
@@ -79,24 +79,32 @@ class _LogReader:
     block = 16
 
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
+        """Every non-blank line through :meth:`parse` (``state`` is per file), then the notes of :meth:`finish`."""
         n = other = 0
+        state: dict[str, int] = {}
         with source.open() as f:
             for line_no, raw in enumerate(f, 1):
                 text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
                 if not text.strip():
                     continue
                 n += 1
-                item = self.parse(source.name, line_no, text)
+                item = self.parse(source.name, line_no, text, state)
                 if item is None:
                     other += 1
                 else:
                     yield item
+        yield from self.finish(source.name, state)
         if other:
             yield Skipped(source.name, 0, f"{other} line(s) are not request lines (server context)", "", False)
         yield RecordsSeen(source.name, n)
 
-    def parse(self, name: str, line: int, text: str) -> Request | Skipped | None:  # pragma: no cover
-        raise NotImplementedError
+    def parse(self, name: str, line: int, text: str, state: dict[str, int]) -> Request | Skipped | None:
+        """One line: a request, a note, or None for a line that is not a request line."""
+        raise NotImplementedError  # pragma: no cover
+
+    def finish(self, name: str, state: dict[str, int]) -> Iterator[Skipped]:
+        """Notes owed at the end of the file (none by default)."""
+        return iter(())
 
     def trace(self, ids: list[int], output: int | None = None) -> BlockTrace:
         return BlockTrace(block_hashes(ids, self.block), self.block, len(ids), output)
@@ -108,21 +116,17 @@ class VllmLogReader(_LogReader):
     format = VLLM
     block = 16
 
-    def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
-        """The common loop; then a note for every request whose DEBUG details line never came."""
-        self.pending: dict[str, int] = {}
-        for item in super().read(source):
-            if isinstance(item, RecordsSeen):
-                for rid, line in self.pending.items():
-                    yield Skipped(source.name, line, f"request {rid}: prompt and token ids not logged (the server "
-                                  "logs them at DEBUG level)", "", False)
-            yield item
+    def finish(self, name: str, state: dict[str, int]) -> Iterator[Skipped]:
+        """A note for every request whose DEBUG details line never came (``state``: id → line)."""
+        for rid, line in state.items():
+            yield Skipped(name, line, f"request {rid}: prompt and token ids not logged (the server logs them at "
+                          "DEBUG level)", "", False)
 
     def sniff(self, head: str, name: str) -> float:
         """0.9 when the head holds a vLLM ``Received request`` / ``Request ... details`` line."""
         return 0.9 if re.search(r"(Received request \S+: (prompt|params): |Request \S+ details: prompt: )", head) else 0.0
 
-    def parse(self, name: str, line: int, text: str) -> Request | Skipped | None:
+    def parse(self, name: str, line: int, text: str, state: dict[str, int]) -> Request | Skipped | None:
         m = _VLLM_LINE.search(text)
         if not m:
             return None
@@ -130,15 +134,13 @@ class VllmLogReader(_LogReader):
         ids = _ids(text)
         if ids is None:
             if m.group(2) == "params: ":
-                self.pending[rid] = line
+                state[rid] = line
                 return Skipped(name, line, f"request {rid}: sampling parameters (the prompt is on its DEBUG "
                                "'details' line)", "", False)
             return Skipped(name, line, f"request {rid}: no prompt_token_ids logged", "", False)
-        self.pending.pop(rid, None)
+        state.pop(rid, None)
         prompt = _STR.search(text[m.end() - len(m.group(2)):]) if m.group(2) == "prompt: " else None
         notes = ["exact server-side prompt as token ids (vLLM request log); no usage logged"]
-        if "..." in text[m.end():m.end() + 20000] and not text.rstrip().endswith("."):
-            notes.append("the logged prompt may be truncated by --max-log-len")
         extra: dict = {"request_id": rid}
         if prompt is not None:
             try:
@@ -160,7 +162,7 @@ class SglangLogReader(_LogReader):
         """0.9 when the head holds an SGLang ``Finish: obj=GenerateReqInput`` line."""
         return 0.9 if re.search(r"Finish: obj=\w*ReqInput\(", head) else 0.0
 
-    def parse(self, name: str, line: int, text: str) -> Request | Skipped | None:
+    def parse(self, name: str, line: int, text: str, state: dict[str, int]) -> Request | Skipped | None:
         pos = text.find("Finish: obj=")
         if pos < 0:
             return None
