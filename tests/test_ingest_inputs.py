@@ -130,3 +130,17 @@ def test_fixture_folder_reads_clean() -> None:
     formats = {r.format for r in ing}
     assert formats == {"openinference", "cline-task", "opencode", "vllm-log", "sglang-log"}
     assert not ing.summary.bad
+
+
+def test_formats_doc_shows_the_real_simulate_table() -> None:
+    """docs/formats.md "OpenTelemetry GenAI": the predicted-vs-reported rows are this command's output."""
+    args = ["simulate", str(OTEL.relative_to(FIXTURES.parent.parent)), "--tokenizer", "smollm2", "--template",
+            "tokenizer", "--cache", "blocks", "--block-size", "1", "--per-request"]
+    env = {"COLUMNS": "110"}
+    result = CliRunner().invoke(cli_app(), args, env=env)
+    assert result.exit_code == 0, result.output
+    doc = (FIXTURES.parent.parent / "docs" / "formats.md").read_text()
+    assert "$ prefixcache " + " ".join(args[:2]) in doc
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│ newfmt-session-a") and "│    -" not in line]
+    shown = [line for line in doc.splitlines() if line.startswith("│ newfmt-session-a")]
+    assert shown and set(shown) <= set(rows)

@@ -109,8 +109,8 @@ class AiderHistoryReader:
             ts = parse_time(block.stamp)
         except FieldError:
             ts = None
-        msgs = tuple(Message(role, "\n".join(lines), path=f"line {first}")  # type: ignore[arg-type]
-                     for role, lines, first in block.messages if role)
+        msgs = tuple(Message(role, "\n".join(lines), path=f"messages[{k}]")  # type: ignore[arg-type]
+                     for k, (role, lines, _) in enumerate(m for m in block.messages if m[0]))
         if not msgs:
             return Skipped(name, block.line, "TO LLM block without messages", "", True)
         notes = (NOTE,) + ((f"{block.stray} line(s) without a role prefix were appended to the message above",)

@@ -42,6 +42,8 @@ from prefixcache.analyzer.ingest.jsonio import FieldError, load_json, parse_time
 
 FORMAT = "cline-task"
 HISTORY, UI, META = "api_conversation_history.json", "ui_messages.json", "task_metadata.json"
+NOTE_ENV = ("the last user turn ends with <environment_details> holding the current time: new bytes on every "
+            "request (only the tail while old turns are resent unchanged; a client that rewrites them breaks there)")
 NOTE_HIDDEN = ("system prompt and tools are not stored in a Cline task folder: an opaque shared prefix "
                "(extra.opaque_prefix_key) sized from usage")
 
@@ -149,6 +151,8 @@ class ClineTaskReader:
         if usage is not None:
             notes.append(f"usage from ui_messages.json api_req_started #{k + 1}, paired by order (Anthropic "
                          "semantics: prompt = tokensIn + cacheWrites + cacheReads)")
+        if history and "<environment_details>" in history[-1].content and "# Current Time" in history[-1].content:
+            notes.append(NOTE_ENV)
         if mismatch:
             notes.append("ui_messages.json api_req_started rows and assistant messages differ in number: "
                          "the usage pairing may be shifted")
