@@ -202,3 +202,16 @@ def test_block_hashes_chain() -> None:
     a, b = block_hashes(list(range(40)), 16), block_hashes(list(range(32)) + [7] * 8, 16)
     assert len(a) == 3 and a[:2] == b[:2] and a[2] != b[2]
     assert block_hashes([1, 2], 16) != block_hashes([9, 1, 2], 16)[1:]
+
+
+def test_otel_console_exporter_output(tmp_path: Path) -> None:
+    """The SDK console exporter writes pretty-printed span documents one after another."""
+    spans = [json.loads(line) for line in (OTEL / "otel_openllmetry_session_a.jsonl").read_text().splitlines()]
+    p = tmp_path / "console.json"
+    p.write_text("".join(json.dumps(s, indent=4) + "\n" for s in spans))
+    reqs, ing = ingest(p)
+    assert [r.usage.cached_tokens for r in reqs] == [c for _, c in SERVER] and ing.summary.records == 8
+    assert {r.session for r in reqs} == {"newfmt-session-a"}
+    p.write_text(p.read_text()[:-200])  # cut inside the last document: the first 7 are kept
+    reqs, ing = ingest(p)
+    assert len(reqs) == 7 and [s.record for s in ing.summary.bad] == [8]

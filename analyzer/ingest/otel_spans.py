@@ -10,7 +10,8 @@ Three layouts, each JSONL (one value per line), one JSON document, or a JSON lis
   [{logRecords: [...]}]}]}`` with ``eventName``, ``timeUnixNano``, ``body``.
   Source: opentelemetry-proto ``opentelemetry/proto/trace/v1/trace.proto`` and its JSON
   mapping (64-bit ints are strings).
-* **SDK span JSON** (``ReadableSpan.to_json()``, the console exporter): ``{name,
+* **SDK span JSON** (``ReadableSpan.to_json()``, the console exporter, which writes pretty-printed
+  documents one after another): ``{name,
   context: {trace_id, span_id}, parent_id, start_time (ISO), end_time, attributes:
   {key: value}, events: [{name, timestamp, attributes}], resource}``.
 * **SDK log-record JSON** (``LogRecord.to_json()``): ``{body, attributes, timestamp,
@@ -24,12 +25,15 @@ item) they came from, which is the unit ``Provenance.record`` counts in.
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.ingest.base import Source
 from prefixcache.analyzer.ingest.jsonio import FieldError, expect, iter_records, parse_time
+
+_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -150,10 +154,50 @@ def items_of(rec: Any, record: int, ptr: str, line: int | None) -> Iterator[Item
         yield from _sdk(rec, record, ptr, line)
 
 
+def _concatenated(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
+    """Pretty-printed JSON documents one after another (the SDK console exporter's output):
+    ``(record, "", value)`` each, record = its 1-based position. A syntax error ends the file
+    with a bad :class:`Skipped` (the documents before it are kept)."""
+    with source.open() as f:
+        text = f.read().decode("utf-8", errors="replace")
+    pos, n = 0, 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            return
+        n += 1
+        try:
+            value, pos = _DECODER.raw_decode(text, pos)
+        except ValueError as e:
+            yield Skipped(source.name, n, f"invalid JSON document: {e.msg} at line {e.lineno}", "", True)
+            return
+        yield n, "", value
+
+
+def _first_line(source: Source) -> bytes:
+    with source.open() as f:
+        for raw in f:
+            if raw.strip():
+                return raw
+    return b""
+
+
+def _is_value(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
 def iter_items(source: Source) -> Iterator[tuple[int, list[Item]] | Skipped]:
-    """``(record, items)`` per input record of the file (JSONL line, list item, one document);
-    undecodable lines pass through as bad :class:`Skipped`."""
-    for rec in iter_records(source):
+    """``(record, items)`` per input record of the file (JSONL line, list item, one document, or
+    each of several concatenated pretty-printed documents); undecodable lines pass through as
+    bad :class:`Skipped`."""
+    first = _first_line(source)
+    concatenated = first.lstrip().startswith(b"{") and not _is_value(first)
+    for rec in _concatenated(source) if concatenated else iter_records(source):
         if isinstance(rec, Skipped):
             yield rec
             continue
