@@ -215,3 +215,33 @@ def test_otel_console_exporter_output(tmp_path: Path) -> None:
     p.write_text(p.read_text()[:-200])  # cut inside the last document: the first 7 are kept
     reqs, ing = ingest(p)
     assert len(reqs) == 7 and [s.record for s in ing.summary.bad] == [8]
+
+
+def test_otel_legacy_message_events_join_their_span(tmp_path: Path) -> None:
+    """Conventions ≤ v1.36: one log event per message, grouped by span id into the chat span's prompt."""
+    def event(name: str, body: dict, span: str = "0x00000000000000aa") -> dict:
+        return {"body": body, "attributes": {"gen_ai.system": "openai", "event.name": name},
+                "timestamp": "2025-01-01T00:00:01Z", "trace_id": "0x01", "span_id": span}
+    call = {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": {"path": "."}}}
+    lines = [
+        event("gen_ai.system.message", {"content": "be brief"}),
+        event("gen_ai.user.message", {"content": "list files"}),
+        event("gen_ai.assistant.message", {"tool_calls": [call]}),
+        event("gen_ai.tool.message", {"content": "a.py", "id": "call_1"}),
+        event("gen_ai.choice", {"index": 0, "finish_reason": "stop", "message": {"content": "a.py"}}),
+        {"name": "chat gpt-4o", "context": {"trace_id": "0x01", "span_id": "0x00000000000000aa"},
+         "start_time": "2025-01-01T00:00:00Z",
+         "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+                        "gen_ai.usage.input_tokens": 50, "gen_ai.usage.output_tokens": 3}},
+        event("gen_ai.user.message", {"content": "orphan"}, span="0x00000000000000bb"),
+    ]
+    p = tmp_path / "otel.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    reqs, ing = ingest(p)
+    assert [r.format for r in reqs] == ["otel-genai"] * 2 and ing.summary.records == 7 and not ing.summary.skipped
+    chat = next(r for r in reqs if r.model == "gpt-4o")
+    assert [m.role for m in chat.messages] == ["system", "user", "assistant", "tool"]
+    assert chat.messages[2].tool_calls[0].arguments == '{"path":"."}' and chat.messages[3].tool_call_id == "call_1"
+    assert chat.usage.prompt_tokens == 50
+    orphan = next(r for r in reqs if r is not chat)
+    assert [m.content for m in orphan.messages] == ["orphan"] and orphan.usage is None

@@ -14,7 +14,10 @@ spans, ...) are each a ``Skipped(bad=False)`` note. What is read:
 * ``gen_ai.system_instructions`` (parts) → a leading system message; ``gen_ai.input.messages``
   (``{role, parts: [text | tool_call | tool_call_response | reasoning | blob | uri | file]}``)
   → messages. Older OpenLLMetry flattening ``gen_ai.prompt.{i}.role|content`` is read too.
-  Attribute values may be JSON text (spans) or already objects (events).
+  Attribute values may be JSON text (spans) or already objects (events). Conventions up to
+  v1.36 logged one event per message (``gen_ai.system|user|assistant|tool.message`` with a
+  ``{content, tool_calls, id}`` body, and ``gen_ai.choice`` for the reply): they are grouped
+  by span id into the span's prompt (or a request of their own when the span is elsewhere).
 * ``gen_ai.tool.definitions`` → tools (flat ``{type, name, description, parameters}``).
 * ``gen_ai.usage.input_tokens`` (includes cached, per the conventions) → prompt;
   ``gen_ai.usage.cache_read.input_tokens`` → cached; ``...cache_creation.input_tokens``
@@ -50,6 +53,9 @@ from prefixcache.analyzer.ingest.otel_spans import Item, iter_items, looks_like_
 FORMAT = "otel-genai"
 INFERENCE_OPS = frozenset({"chat", "text_completion", "generate_content"})
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+#: GenAI conventions ≤ v1.36: one log event per input message (body ``{content, tool_calls, id}``).
+LEGACY_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+                 "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 #: Agent and tool spans: read as context (conversation id, tool-call arguments), no note each.
 CONTEXT_OPS = frozenset({"execute_tool", "invoke_agent", "create_agent"})
 NOTE_ARGS = ("tool-call arguments are logged as objects: argument serialization (PC301) is not checkable from "
@@ -114,6 +120,22 @@ def message_of(msg: Any, path: str, known: dict[str, str]) -> list[Message]:
     return out
 
 
+def legacy_message(role: str, body: Any, path: str) -> Message:
+    """A ≤ v1.36 message event body (``{content, tool_calls: [{id, function: {name, arguments}}], id}``)."""
+    body = decoded(body) if isinstance(body, str) and body[:1] in "[{" else body
+    body = body if isinstance(body, dict) else {"content": body}
+    content = body.get("content")
+    text = content if isinstance(content, str) else "" if content is None else orjson.dumps(content).decode()
+    calls = []
+    for tc in body.get("tool_calls") or ():
+        fn = tc.get("function") if isinstance(tc, dict) and isinstance(tc.get("function"), dict) else {}
+        args = fn.get("arguments")
+        calls.append(ToolCall(str(tc.get("id") or ""), str(fn.get("name") or ""),
+                              args if isinstance(args, str) else orjson.dumps(args or {}).decode(), not isinstance(args, str)))
+    return Message(role, text, tool_calls=tuple(calls),  # type: ignore[arg-type]
+                   tool_call_id=str(body["id"]) if role == "tool" and body.get("id") else None, path=path)
+
+
 def _flat_prompt(attrs: dict[str, Any]) -> list[Any]:
     """Older OpenLLMetry ``gen_ai.prompt.{i}.role|content`` attributes as ``{role, content}`` messages."""
     out = []
@@ -164,6 +186,7 @@ class OtelGenAIReader:
         held: list[Item] = []
         conv: dict[str, str] = {}
         args: dict[str, str] = {}
+        legacy: dict[str, list[Item]] = {}  # span id → its ≤ v1.36 message events, in order
         n = 0
         for rec in iter_items(source):
             n += 1
@@ -171,6 +194,10 @@ class OtelGenAIReader:
                 yield rec
                 continue
             for item in rec[1]:
+                if item.kind == "event" and (item.name in LEGACY_EVENTS or item.name == "gen_ai.choice"):
+                    if item.name != "gen_ai.choice":  # the choice is the reply: context
+                        legacy.setdefault(item.span_id or f"record {item.record}", []).append(item)
+                    continue
                 cid = item.attrs.get("gen_ai.conversation.id")
                 if cid and item.trace_id:
                     conv.setdefault(item.trace_id, str(cid))
@@ -185,15 +212,28 @@ class OtelGenAIReader:
                     continue  # read: conversation ids and tool-call arguments come from these spans
                 yield skip(source.name, item.record, f"{item.kind} {op!r} is not a model call (context)",
                            field=item.pointer, bad=False)
+        spans = {item.span_id for item in held}
+        for sid, events in legacy.items():  # message events of a span not in this file: a request of their own
+            if sid not in spans:
+                first = events[0]
+                held.append(Item("event", first.name, {k: v for k, v in first.attrs.items() if k.startswith("gen_ai.")
+                                                        and k != "gen_ai.event.name"}, first.record, first.pointer,
+                                 first.line, first.start, first.end, first.trace_id, sid))
+        held.sort(key=lambda it: it.record)
         for item in held:
+            events = legacy.get(item.span_id) if item.span_id else None
             try:
-                yield self.request(source.name, item, conv, args)
+                yield self.request(source.name, item, conv, args, events)
             except FieldError as e:
                 yield skip(source.name, item.record, e.reason, field=f"{item.pointer} {e.field}".strip())
         yield RecordsSeen(source.name, n)
 
-    def request(self, name: str, item: Item, conv: dict[str, str], known: dict[str, str]) -> Request:
-        """One inference item → :class:`Request` (FieldError on a malformed messages attribute)."""
+    def request(self, name: str, item: Item, conv: dict[str, str], known: dict[str, str],
+                events: list[Item] | None = None) -> Request:
+        """One inference item → :class:`Request` (FieldError on a malformed messages attribute).
+
+        ``events`` are the span's ≤ v1.36 message events, used when it has no ``gen_ai.input.messages``.
+        """
         a = item.attrs
         messages: list[Message] = []
         system = decoded(a.get("gen_ai.system_instructions"))
@@ -205,6 +245,8 @@ class OtelGenAIReader:
             raise FieldError("gen_ai.input.messages", "expected a list of messages")
         for i, m in enumerate(raw):
             messages += message_of(m, f"gen_ai.input.messages[{i}]", known)
+        if not raw and events:
+            messages += [legacy_message(LEGACY_EVENTS[e.name], e.body, e.pointer or f"record {e.record}") for e in events]
         tools_raw = decoded(a.get("gen_ai.tool.definitions"))
         tools = tuple(tool_of(t, f"gen_ai.tool.definitions[{i}]") for i, t in enumerate(tools_raw or ()))
         usage = usage_of(a)

@@ -215,7 +215,8 @@ def looks_like_otel(head: str, obj: dict[str, Any] | None) -> bool:
         if "resourceSpans" in obj or "resourceLogs" in obj:
             return True
         if isinstance(obj.get("attributes"), dict) and (
-                "context" in obj or "observed_timestamp" in obj or "event_name" in obj):
+                "context" in obj or "observed_timestamp" in obj or "event_name" in obj
+                or ("body" in obj and "trace_id" in obj)):
             return True
         return False
     return any(k in head[:4096] for k in ('"resourceSpans"', '"resourceLogs"', '"context": {"trace_id"',
