@@ -11,10 +11,10 @@ import pytest
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.ingest.otel import NOTE_ARGS
 from prefixcache.analyzer.ingest.server_logs import block_hashes
-from tests.helpers import FIXTURES, SAMPLES, existing
+from tests.helpers import FIXTURES, existing
 
 F = FIXTURES / "formats"
-S = SAMPLES / "formats"
+S = FIXTURES / "formats" / "samples"
 OTEL = S / "otel_genai_session_a"
 #: What the llama.cpp server reported for the 7 calls of session a: (prompt, cached) tokens.
 SERVER = [(389, 0), (509, 436), (901, 556), (1130, 948), (1357, 1177), (1560, 1404), (1777, 1607)]

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from prefixcache.analyzer.errors import InputError
 from prefixcache.analyzer.ingest import Ingest
-from tests.helpers import FIXTURES, SAMPLES, cli_app, existing
+from tests.helpers import FIXTURES, cli_app, existing
 
-OTEL = SAMPLES / "formats" / "otel_genai_session_a" / "otel_openllmetry_session_a.jsonl"
+OTEL = FIXTURES / "formats" / "samples" / "otel_genai_session_a" / "otel_openllmetry_session_a.jsonl"
 SERVER_CACHED = [0, 436, 556, 948, 1177, 1404, 1607]
 
 
@@ -85,7 +85,7 @@ def test_named_files_stay_strict(tmp_path: Path) -> None:
 
 
 def test_walk_reads_the_hidden_aider_history(tmp_path: Path) -> None:
-    src = existing(SAMPLES / "formats" / "aider_llm_history_friendly_names_first6.aider.llm.history")
+    src = existing(FIXTURES / "formats" / "samples" / "aider_llm_history_friendly_names_first6.aider.llm.history")
     shutil.copy(src, tmp_path / ".aider.llm.history")
     reqs = list(Ingest([str(tmp_path)]))
     assert len(reqs) == 6 and {r.format for r in reqs} == {"aider"}
@@ -125,11 +125,14 @@ def test_simulate_compares_predicted_with_the_server_cached_tokens() -> None:
 
 
 def test_fixture_folder_reads_clean() -> None:
-    """Every documented-schema fixture together: detected, accounted for, no error."""
+    """Every fixture and real sample of the new formats together: detected, accounted for, no error."""
     ing = Ingest([str(existing(FIXTURES / "formats"))])
     formats = {r.format for r in ing}
-    assert formats == {"openinference", "cline-task", "opencode", "vllm-log", "sglang-log"}
+    assert formats == {"openinference", "cline-task", "opencode", "vllm-log", "sglang-log", "otel-genai",
+                       "gemini-cli", "aider", "openai-chat"}  # openai-chat: the OTel sample's ground-truth bodies
     assert not ing.summary.bad
+    notes = {Path(s.source).name: s.reason for s in ing.summary.skipped if s.record == 0}
+    assert "not a log file" in notes["README.md"] and "unknown format" in notes["responses_session_a.jsonl"]
 
 
 def test_formats_doc_shows_the_real_simulate_table() -> None:
