@@ -5,8 +5,10 @@
 >>> ing.summary                        # IngestSummary(files, records, requests, sessions, skipped)
 
 Each file is checked (empty / binary / not UTF-8 ⇒ one bad ``Skipped`` with
-record 0), its format detected from the first 64 KiB (or forced with
-``format=``), and handed to that format's reader, which streams requests and
+record 0; a note instead for a file found in a directory walk, where files that
+are not logs, FIFOs and devices are listed as skipped notes without being opened),
+decompressed when it is ``.gz`` / ``.zst`` / ``.bz2``, its format detected from the
+first 64 KiB (or forced with ``format=``), and handed to that format's reader, which streams requests and
 ``Skipped`` records. Sessions and indexes are assigned on the fly by
 :class:`~.sessions.SessionGrouper`. Nothing is silently dropped: every record of
 every file ends up in a request or in ``summary.skipped``.
