@@ -19,7 +19,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "ingest"
 #: The format names agreed in notes/apis.md, every one of which must be registered.
 AGREED = {"openai-chat", "openai-responses", "anthropic-messages", "litellm", "openhands-trajectory",
           "openhands-completions", "codex", "claude-code", "swe-agent", "mini-swe-agent", "mooncake", "bailian",
-          "kvcache-tester"}
+          "kvcache-tester",
+          # the formats users bring (issue 15)
+          "otel-genai", "openinference", "aider", "gemini-cli", "cline-task", "opencode", "vllm-log", "sglang-log"}
 
 #: What each real sample must be detected as (SOURCES.md).
 SAMPLE_FORMATS = {
@@ -40,7 +42,7 @@ def _expected() -> dict:
 
 def test_registry_holds_every_agreed_format() -> None:
     assert set(formats()) == AGREED
-    assert len(READER_MODULES) == 10 and len(registry()) == 13
+    assert len(READER_MODULES) == 17 and len(registry()) == 21
 
 
 @pytest.mark.parametrize("name", sorted(json.loads((CASES / "expected.json").read_text())) if CASES.exists() else [])
@@ -71,9 +73,10 @@ def test_whole_cases_dir_keeps_one_session_per_file() -> None:
     assert {k: len(v) for k, v in by_file.items()} == {k: v.get("sessions", 1) for k, v in exp.items()}
     s = ing.summary
     assert s.files == 10 and s.requests == sum(v["requests"] for v in exp.values())
-    # expected.json is not a log: one bad skip naming it, record 0
-    assert [(Path(k.source).name, k.record, k.bad) for k in s.skipped] == [("expected.json", 0, True)]
-    assert "unknown format" in s.skipped[0].reason
+    # in a directory walk, files that are not logs are notes naming them (record 0), not errors
+    assert [(Path(k.source).name, k.record, k.bad) for k in s.skipped] == [
+        ("README.md", 0, False), ("expected.json", 0, False)]
+    assert "not a log file (suffix .md)" in s.skipped[0].reason and "unknown format" in s.skipped[1].reason
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLE_FORMATS))
@@ -85,8 +88,9 @@ def test_sample_detection(samples, name: str) -> None:
 
 def test_samples_dir_skips_non_logs(samples) -> None:
     ing = Ingest([str(samples)])
-    assert len(ing.sources) == 8  # SOURCES.md is not a log file
+    assert len(ing.sources) == 8  # SOURCES.md is not a log file: a skipped note, never opened
     assert not any(s.name.endswith(".md") for s in ing.sources)
+    assert [Path(s.source).name for s in ing.passed_over] == ["SOURCES.md"]
 
 
 def test_openhands_sample_usage_only(samples) -> None:

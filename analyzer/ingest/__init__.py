@@ -5,8 +5,10 @@
 >>> ing.summary                        # IngestSummary(files, records, requests, sessions, skipped)
 
 Each file is checked (empty / binary / not UTF-8 ⇒ one bad ``Skipped`` with
-record 0), its format detected from the first 64 KiB (or forced with
-``format=``), and handed to that format's reader, which streams requests and
+record 0; a note instead for a file found in a directory walk, where files that
+are not logs, FIFOs and devices are listed as skipped notes without being opened),
+decompressed when it is ``.gz`` / ``.zst`` / ``.bz2``, its format detected from the
+first 64 KiB (or forced with ``format=``), and handed to that format's reader, which streams requests and
 ``Skipped`` records. Sessions and indexes are assigned on the fly by
 :class:`~.sessions.SessionGrouper`. Nothing is silently dropped: every record of
 every file ends up in a request or in ``summary.skipped``.
@@ -68,13 +70,17 @@ class Ingest:
     def __init__(self, inputs: Sequence[str], format: str = "auto", stdin: IO[bytes] | None = None) -> None:
         self.format = format
         self._forced = None if format == "auto" else get_reader(format)
-        self.sources: list[Source] = expand_inputs(inputs, stdin)
+        expanded = expand_inputs(inputs, stdin)
+        self.sources: list[Source] = [s for s in expanded if not s.skip]
+        #: Walked entries that are never opened (not a log, not a regular file), listed as skipped notes.
+        self.passed_over: tuple[Skipped, ...] = tuple(Skipped(s.name, 0, s.skip, "", False)
+                                                      for s in expanded if s.skip)
         self._summary: IngestSummary | None = None
 
     def __iter__(self) -> Iterator[Request]:
         grouper = SessionGrouper()
         records = requests = 0
-        skipped: list[Skipped] = []
+        skipped: list[Skipped] = list(self.passed_over)
         for source in self.sources:
             scope = source.name
             for item in self._read(source):
@@ -96,11 +102,17 @@ class Ingest:
         itself, or its directory when the file holds one call (see sessions.py).
         """
         try:
-            with source.open() as f:
-                data = f.read(HEAD_BYTES)
-                complete = not f.read(1)
-            head = check_head(data, source.name)
-            reader: Reader = self._forced or detect_reader(source, head)
+            try:
+                with source.open() as f:
+                    data = f.read(HEAD_BYTES)
+                    complete = not f.read(1)
+                head = check_head(data, source.name)
+                reader: Reader = self._forced or detect_reader(source, head)
+            except InputError as e:  # a walked file that is not a log is a note, not an error
+                if not source.walked:
+                    raise
+                yield Skipped(source.name, 0, f"not read: {e.reason}", e.field, False)
+                return
             if reader.format in ONE_CALL_PER_FILE or (source.name != "-" and single_document(head, complete)):
                 yield os.path.dirname(os.path.abspath(source.name))
             yield from reader.read(source)

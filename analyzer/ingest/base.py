@@ -20,10 +20,19 @@ from prefixcache.analyzer.model import Request, Skipped
 @dataclass(frozen=True)
 class Source:
     """One input: ``name`` is the path as given (``-`` for stdin); ``open`` returns
-    a fresh binary stream each call (stdin is buffered once by the caller)."""
+    a fresh binary stream each call (stdin is buffered once by the caller), already
+    decompressed for ``.gz`` / ``.zst`` / ``.bz2`` input.
+
+    ``walked`` marks a file found in a directory walk (or a glob): a file there that
+    is not a log (unknown format, empty, binary) is a note, not an error.
+    ``skip`` is non-empty for a walked entry that is never opened (not a regular
+    file, not a log suffix): the reason it is listed as skipped.
+    """
 
     name: str
     open: Callable[[], IO[bytes]]
+    walked: bool = False
+    skip: str = ""
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ from typing import Any
 
 from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.ingest.base import Reader, Source
+from prefixcache.analyzer.ingest.compressed import strip_suffix
 
 #: Reader modules, in tie-break order (more specific formats first).
 READER_MODULES = (
     "openhands", "litellm", "codex", "claude_code", "swe_agent", "mini_swe_agent", "traces",
-    "openai_responses", "anthropic", "openai_chat",
+    "otel", "openinference", "aider", "gemini_cli", "cline", "opencode", "server_logs", "openai_responses", "anthropic", "openai_chat",
 )
 
 _DECODER = json.JSONDecoder()
@@ -70,7 +71,7 @@ def detect_reader(source: Source, head: str) -> Reader:
     Raises :class:`InputError` (record 0) when no reader claims it; the reason
     says what the file starts with, to help pick ``--format``.
     """
-    best, fmt = scores(head, source.name)[0]
+    best, fmt = scores(head, strip_suffix(source.name))[0]
     if best <= 0:
         start = head.lstrip()[:40].replace("\n", " ")
         raise InputError(f"unknown format (starts with {start!r}); name the reader with --input-format", source.name, 0)

@@ -1,12 +1,18 @@
 """Input expansion: paths, directories, globs and ``-`` (stdin) into :class:`Source` s.
 
 Order is deterministic: inputs in the order given; inside a directory or a glob,
-files sorted by path. A directory is walked recursively and yields only log files
-(:data:`LOG_SUFFIXES`: ``.json``, ``.jsonl``, ``.ndjson``, ``.traj``, ``.log``),
-skipping hidden files and folders (``.git``), so a folder with READMEs or a
-checkout can be passed as is; files named directly or by a glob are always read.
+files sorted by path. A directory is walked recursively and reads the log files
+(:data:`LOG_SUFFIXES`: ``.json``, ``.jsonl``, ``.ndjson``, ``.traj``, ``.log``, each
+optionally compressed: ``.gz``, ``.zst``, ``.bz2``, plus the well-known log names of
+:data:`LOG_NAMES` such as Aider's hidden ``.aider.llm.history``). Hidden files and
+folders (``.git``) are passed over silently; every other file of the walk is a
+:class:`Source` with a ``skip`` reason (another suffix; not a regular file: a FIFO,
+socket or device is never opened), which :class:`~prefixcache.analyzer.ingest.Ingest`
+lists as a skipped note. Files named directly are strict: a FIFO or device named
+explicitly is refused (pipe it into ``-`` instead); regular files are always read.
 A file named twice is read once. Stdin is read once into memory (it cannot be re-opened)
-and then served like a file named ``-``.
+and then served like a file named ``-``. Compressed files and stdin are decompressed
+as they stream (:mod:`.compressed`).
 """
 
 from __future__ import annotations
@@ -14,50 +20,99 @@ from __future__ import annotations
 import glob
 import io
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import IO, Iterator, Sequence
 
 from prefixcache.analyzer.errors import InputError
 from prefixcache.analyzer.ingest.base import Source
+from prefixcache.analyzer.ingest.compressed import opener, strip_suffix
 
 _GLOB_CHARS = set("*?[")
 #: File suffixes a directory walk picks up (lower-cased comparison).
 LOG_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj", ".log")
+#: Log files a walk reads by their exact name, hidden or not (Aider's chat-history log).
+LOG_NAMES = frozenset({".aider.llm.history"})
 
 
-def file_source(path: str) -> Source:
-    """A :class:`Source` that opens ``path`` in binary mode on each call."""
-    return Source(path, lambda: open(path, "rb"))
+def file_source(path: str, walked: bool = False) -> Source:
+    """A :class:`Source` that opens ``path`` in binary mode on each call (decompressing)."""
+    return Source(path, opener(lambda: open(path, "rb")), walked)
 
 
 def bytes_source(name: str, data: bytes) -> Source:
-    """A :class:`Source` over in-memory bytes (stdin, tests)."""
-    return Source(name, lambda: io.BytesIO(data))
+    """A :class:`Source` over in-memory bytes (stdin, tests), decompressed when compressed."""
+    return Source(name, opener(lambda: io.BytesIO(data)))
 
 
-def _walk(root: str) -> Iterator[str]:
-    """Log files under ``root``, recursively, sorted; hidden entries and other suffixes skipped."""
+def _special(path: str) -> str:
+    """What ``path`` is when it is not a regular file or directory (``FIFO``...); "" otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return ""
+    for test, what in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return what
+    return "special file"
+
+
+def _walked(path: str) -> Source:
+    """A walked file: read when it is a regular log file, else a :class:`Source` with a skip reason."""
+    name = os.path.basename(path)
+    special = _special(path)
+    if special:
+        return Source(path, _never, True, f"not a regular file ({special}): never opened in a directory walk")
+    if name.endswith(tuple(LOG_NAMES)) or strip_suffix(name).lower().endswith(LOG_SUFFIXES):
+        return file_source(path, walked=True)
+    suffix = os.path.splitext(name)[1] or "none"
+    return Source(path, _never, True, f"not a log file (suffix {suffix}); name it explicitly to read it")
+
+
+def _never():  # the open of a source that is listed as skipped, never read
+    raise OSError("not opened")
+
+
+def _walk(root: str) -> Iterator[Source]:
+    """Files under ``root``, recursively, sorted; hidden entries (except :data:`LOG_NAMES`) passed over."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if not name.startswith(".") and name.lower().endswith(LOG_SUFFIXES):
-                yield os.path.join(dirpath, name)
+            if not name.startswith(".") or name.endswith(tuple(LOG_NAMES)):
+                yield _walked(os.path.join(dirpath, name))
 
 
-def _expand_one(arg: str) -> list[str]:
-    """Paths named by one input argument; raises :class:`InputError` when it names nothing."""
+def _explicit(arg: str) -> Source:
+    """A file named directly: strict; a FIFO or device is refused with a clear error."""
+    special = _special(arg)
+    if special:
+        raise InputError(f"not a regular file ({special}); to read a pipe, redirect it into stdin and pass -", arg, 0)
+    return file_source(arg)
+
+
+def _expand_one(arg: str) -> list[Source]:
+    """Sources named by one input argument; raises :class:`InputError` when it names nothing."""
     if os.path.isdir(arg):
         found = list(_walk(arg))
-        if not found:
-            raise InputError(f"directory holds no log files ({', '.join(LOG_SUFFIXES)})", arg, 0)
+        if not any(not s.skip for s in found):
+            raise InputError(f"directory holds no log files ({', '.join(LOG_SUFFIXES)}, optionally compressed)",
+                             arg, 0)
         return found
     if os.path.exists(arg):
-        return [arg]
+        return [_explicit(arg)]
     if _GLOB_CHARS & set(arg):
-        out: list[str] = []
+        out: list[Source] = []
         for hit in sorted(glob.glob(arg, recursive=True)):
-            out.extend(_walk(hit) if os.path.isdir(hit) else [hit])
+            if os.path.isdir(hit):
+                out.extend(_walk(hit))
+            elif _special(hit):
+                out.append(_walked(hit))
+            else:
+                out.append(file_source(hit))
         if out:
             return out
         raise InputError("glob matches no file", arg, 0)
@@ -69,8 +124,9 @@ def expand_inputs(inputs: Sequence[str], stdin: IO[bytes] | None = None) -> list
 
     ``-`` reads ``stdin`` (default: ``sys.stdin.buffer``) once into memory; naming
     ``-`` twice is an error. Raises :class:`InputError` for a path that does not
-    exist, a glob that matches nothing, a directory without log files, or an
-    empty input list.
+    exist, a glob that matches nothing, a directory without log files, a FIFO or
+    device named explicitly, or an empty input list. Walked entries that are not
+    read come back with a ``skip`` reason (see the module docstring).
     """
     if not inputs:
         raise InputError("no input given", "", 0)
@@ -84,9 +140,9 @@ def expand_inputs(inputs: Sequence[str], stdin: IO[bytes] | None = None) -> list
             stream = stdin if stdin is not None else sys.stdin.buffer
             sources.append(bytes_source("-", stream.read()))
             continue
-        for path in _expand_one(arg):
-            key = str(Path(path).resolve())
+        for source in _expand_one(arg):
+            key = str(Path(source.name).resolve())
             if key not in seen:
                 seen.add(key)
-                sources.append(file_source(path))
+                sources.append(source)
     return sources
