@@ -141,10 +141,9 @@ def _server(paths: list[str], shape: str, o: dict) -> None:
 
 def _given_block(o: dict) -> bool:
     """--block-size given on the command line (else the engine's own block size is used)."""
-    import click
-    from click.core import ParameterSource
+    from prefixcache.cli.options import _given
 
-    return click.get_current_context().get_parameter_source("block_size") == ParameterSource.COMMANDLINE
+    return _given("--block-size")
 
 
 def register(app: typer.Typer) -> None:

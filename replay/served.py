@@ -113,9 +113,17 @@ _REQUIRED = tuple(f.name for f in fields(ServedResult) if f.default is MISSING)
 def load_served(path: Path) -> list[ServedResult]:
     """Rows of a results file (``--resume``): a torn last line is dropped, any other bad line
     raises InputError naming the file and line."""
-    lines = path.read_bytes().split(b"\n")
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[list[ServedResult], int]:
+    """Rows of ``path`` and the byte length of its intact part (a torn last line excluded)."""
+    data = path.read_bytes()
+    lines = data.split(b"\n")
     out = []
+    offset = 0
     for n, line in enumerate(lines, 1):
+        start, offset = offset, offset + len(line) + 1
         if not line.strip():
             continue
         try:
@@ -128,9 +136,39 @@ def load_served(path: Path) -> list[ServedResult]:
             out.append(ServedResult(**row))
         except (ValueError, TypeError, AttributeError) as exc:
             if n == len(lines):
-                break  # the unterminated last line: torn mid-write
+                return out, start  # the unterminated last line: torn mid-write
             raise InputError(f"not a server replay result ({exc})", str(path), n) from None
-    return out
+    return out, len(data)
+
+
+class ServedWriter:
+    """Streams rows to a JSONL file, one flushed line each. With ``append`` a torn last line
+    is cut first (and an intact last line ended), so appended rows start on their own line."""
+
+    def __init__(self, path: Path | None, append: bool = False) -> None:
+        self._f = None
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if append and path.exists():
+            _, keep = _read(path)
+            with path.open("r+b") as f:
+                f.truncate(keep)
+                if keep:
+                    f.seek(keep - 1)
+                    if f.read(1) != b"\n":
+                        f.write(b"\n")
+        self._f = path.open("ab" if append else "wb")
+
+    def write(self, row: ServedResult) -> None:
+        if self._f is not None:
+            self._f.write(row.to_json() + b"\n")
+            self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,11 +25,10 @@ from prefixcache.analyzer.prepare import Preparer
 from prefixcache.replay.engine.detect import EngineInfo
 from prefixcache.replay.engine.server import ServerClient
 from prefixcache.replay.load import LoadShape
-from prefixcache.replay.results import ResultWriter
 from prefixcache.replay.run import _requests
 from prefixcache.replay.runner import PASSES, Prompt, at_least_one, run_key, to_prompts
 from prefixcache.replay.serve import ServedItem, ServedRun
-from prefixcache.replay.served import ServedResult, load_served
+from prefixcache.replay.served import ServedResult, ServedWriter, load_served
 from prefixcache.replay.served_report import ServerReport, build_server_report
 
 SENDS = ("tokens", "chat")
@@ -143,7 +142,7 @@ class ServerSession:
         """Send every pass, streaming rows to ``options.out``; Ctrl-C stops the run and the
         outcome covers what finished."""
         o = self.options
-        writer = ResultWriter(o.out, append=bool(self.done))
+        writer = ServedWriter(o.out, append=bool(self.done))
         interrupted = False
         holder: dict[str, ServedRun] = {}
         try:
@@ -161,7 +160,7 @@ class ServerSession:
         return ServerOutcome(report, tuple(rows), self.notes, self.ingest.summary.files,
                              self.ingest.summary.skipped, o.out)
 
-    async def _go(self, holder: dict, writer: ResultWriter, on_request: Callable[[str], None] | None) -> None:
+    async def _go(self, holder: dict, writer: ServedWriter, on_request: Callable[[str], None] | None) -> None:
         o = self.options
         client = ServerClient(o.url, api_key=o.api_key, timeout=o.timeout,
                               connections=max(8, o.shape.concurrency or 64))
