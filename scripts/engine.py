@@ -156,7 +156,8 @@ def stop(engine: str) -> bool:
     return True
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (``action`` and the engine's settings)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("action", choices=("model", "start", "stop", "status"))
     ap.add_argument("--engine", choices=("vllm", "llamacpp"), default="vllm")
@@ -167,7 +168,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-model-len", type=int, default=8192)
     ap.add_argument("--max-num-seqs", type=int, default=8)
     ap.add_argument("--wait", type=float, default=900.0, help="seconds to wait for readiness")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
     if args.action == "model":
         print(model_folder())
     elif args.action == "start":

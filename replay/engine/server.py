@@ -159,9 +159,8 @@ class ServerClient:
                 if r.status_code != 200:
                     text = (await r.aread()).decode("utf-8", "replace")
                     return self._fail(t_send, times, state, f"HTTP {r.status_code}: {_message(text)}")
-                async for line in r.aiter_lines():
-                    if self._line(line, times, state):
-                        break
+                async for line in r.aiter_lines():  # read to the end, so the connection is reused
+                    self._line(line, times, state)
         except httpx.TimeoutException:
             return self._fail(t_send, times, state, "timeout")
         except httpx.ConnectError as exc:
