@@ -173,7 +173,9 @@ def differences(info: EngineInfo, rows: Sequence[ServedResult], states: Sequence
 def build_server_report(info: EngineInfo, *, send: str, load: str, block_size: int, capacity_blocks: int | None,
                         requests: int, run: str, rows: Sequence[ServedResult], states: Sequence[PassState],
                         stopped: str | None, interrupted: bool) -> ServerReport:
-    """The document of a finished (or stopped / interrupted) server replay."""
+    """The document of a finished (or stopped / interrupted) server replay. A request recorded
+    twice (failed, then sent again by ``--resume``) counts once, by its latest row."""
+    rows = list({(r.pass_name, r.position): r for r in rows}.values())
     passes = tuple(summarize_pass(info, st, [r for r in rows if r.pass_name == st.name]) for st in states)
     return ServerReport(engine=info, send=send, load=load, block_size=block_size, capacity_blocks=capacity_blocks,
                         requests=requests, run=run, passes=passes, differences=tuple(differences(info, rows, states)),

@@ -181,3 +181,25 @@ def test_cli_server_json_and_usage_errors(stub):
     assert res.exit_code == 2 and "no OpenAI-compatible server" in res.output
     res = runner.invoke(app, ["replay", APPEND, "--server", stub.url, "--tokenizer", TOK, "--send", "x"])
     assert res.exit_code == 2
+
+
+def test_server_engine_on_the_engine_protocol(stub):
+    import asyncio
+
+    from prefixcache.analyzer.cache.block_hash import BlockHashCache
+    from prefixcache.replay.engine.server import ServerClient, ServerEngine
+
+    client = ServerClient(stub.url)
+
+    async def detect():
+        try:
+            return await client.detect()
+        finally:
+            await client.aclose()
+
+    info = asyncio.run(detect())
+    eng = ServerEngine(client, info, TOK)
+    ids = list(range(100, 150))
+    assert eng.generate(ids).cached_tokens == 0
+    again = eng.generate(ids, cache=eng.kv_store(BlockHashCache(16)))
+    assert again.cached_tokens == 48 and again.computed_tokens == 2 and again.ttft_s > 0

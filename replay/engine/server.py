@@ -262,7 +262,7 @@ class ServerEngine:
         """One token request, waited for (EngineError when it fails). The server decides
         what is cached; ``cache`` is not consulted. ``first_logits`` is empty (servers do
         not return logits)."""
-        reply = asyncio.run(self.client.send("tokens", ids, max_new_tokens))
+        reply = asyncio.run(self._send_once(ids, max_new_tokens))
         if reply.status != "ok":
             raise EngineError(f"{self.info.url}: {reply.reason}")
         first = reply.t_first_token if reply.t_first_token is not None else reply.t_end
@@ -271,6 +271,15 @@ class ServerEngine:
                           store_s=0.0, prompt_tokens=reply.prompt_tokens or len(ids), cached_tokens=cached,
                           computed_tokens=(reply.prompt_tokens or len(ids)) - cached, output_ids=reply.output_ids,
                           first_logits=np.zeros(0, dtype=np.float32))
+
+    async def _send_once(self, ids: Sequence[int], max_new_tokens: int) -> ServerReply:
+        """One request on a client of its own (an httpx client belongs to one event loop)."""
+        client = ServerClient(self.client.url, timeout=300.0)
+        client.info = self.info
+        try:
+            return await client.send("tokens", ids, max_new_tokens)
+        finally:
+            await client.aclose()
 
     def notes(self) -> tuple[str, ...]:
         return (f"engine {self.info.kind} at {self.info.url}, block size {self.info.block_size}, "
