@@ -85,9 +85,11 @@ def _llamacpp(port: int, args: argparse.Namespace) -> tuple[list[str], dict[str,
 def _ready(url: str, proc: subprocess.Popen, wait_s: float, log: Path) -> None:
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        failed = "Engine core initialization failed" in log.read_text(errors="replace")
+        if proc.poll() is not None or failed:
+            stop_pid(proc.pid, grace_s=10)
             tail = log.read_text(errors="replace").splitlines()[-15:]
-            sys.exit(f"the engine exited ({proc.returncode}) during start-up; last log lines:\n" + "\n".join(tail))
+            sys.exit(f"the engine failed during start-up; last log lines:\n" + "\n".join(tail))
         try:
             with urllib.request.urlopen(url + "/v1/models", timeout=5) as r:
                 if r.status == 200:

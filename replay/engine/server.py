@@ -35,7 +35,7 @@ from prefixcache.analyzer.cache.block_hash import BlockHashCache
 from prefixcache.analyzer.errors import EngineError
 from prefixcache.replay.engine.base import Generation
 from prefixcache.replay.engine.detect import EngineInfo, detect, scrape
-from prefixcache.replay.engine.metrics import MetricsSnapshot
+from prefixcache.replay.engine.metrics import MetricsSnapshot, delta
 
 #: Reset endpoints by engine kind: (method path, how to start the server so it answers).
 RESETS = {
@@ -108,8 +108,20 @@ class ServerClient:
                               f"({type(exc).__name__}: {exc})") from None
         return self.info
 
-    async def metrics(self) -> MetricsSnapshot | None:
-        return await scrape(self.http)
+    async def metrics(self, settle_s: float = 2.0) -> MetricsSnapshot | None:
+        """A ``/metrics`` scrape once the cache counters stopped moving (two equal scrapes 0.1 s
+        apart, for at most ``settle_s`` seconds): engines publish a finished request's
+        statistics a moment after its response. None when the server publishes none."""
+        snap = await scrape(self.http)
+        waited = 0.0
+        while snap is not None and waited < settle_s:
+            await asyncio.sleep(0.1)
+            waited += 0.1
+            again = await scrape(self.http)
+            if again is None or not any(delta(self.info.kind if self.info else "", snap, again).values()):
+                return again if again is not None else snap
+            snap = again
+        return snap
 
     async def reset(self) -> str | None:
         """Empty the engine's prefix cache; None when done, else why it cannot be."""
@@ -144,7 +156,8 @@ class ServerClient:
         chat = dict(prompt)  # type: ignore[arg-type]
         body["messages"] = chat["messages"]
         if chat.get("tools"):
-            body["tools"] = chat["tools"]
+            # rendered into the prompt, never called: "auto" would need the server's tool parser
+            body["tools"], body["tool_choice"] = chat["tools"], "none"
         return "/v1/chat/completions", body
 
     async def send(self, send: str, prompt: Sequence[int] | dict[str, Any], max_tokens: int = 1) -> ServerReply:

@@ -2,7 +2,7 @@
 
 Collected only with ``PREFIXCACHE_ENGINE_TESTS=1`` (set by ``make test-engines``), so a
 plain ``make test`` never needs vLLM. The vLLM server is started once per session by
-``scripts/engine.py`` on a free localhost port — 16-token blocks and 512 KV blocks, so
+``scripts/engine.py`` on a free localhost port — 32-token blocks (the CPU backend needs multiples of 32) and 256 KV blocks, so
 that replaying every shared case at once evicts — and stopped by PID at the end; with
 ``PREFIXCACHE_VLLM_URL`` set, that running server is used instead (it must have been
 started the same way). llama.cpp tests run when ``llama-server`` is on PATH.
@@ -21,7 +21,7 @@ if os.environ.get("PREFIXCACHE_ENGINE_TESTS") != "1":
     collect_ignore_glob = ["test_*.py"]
 
 #: The vLLM configuration the engine tests are written for.
-VLLM_ARGS = ["--block-size", "16", "--num-blocks", "512", "--max-model-len", "4096"]
+VLLM_ARGS = ["--block-size", "32", "--num-blocks", "256", "--max-model-len", "4096"]
 
 
 def _engine_script():

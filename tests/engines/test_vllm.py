@@ -33,8 +33,8 @@ def _check(outcome):
 @pytest.mark.parametrize("case", CASE_FILES)
 def test_cases_send_tokens(vllm_url, case):
     res = _run(vllm_url, [CASES / case], send="tokens", passes=("cold", "warm", "canonical"))
-    assert res.report.engine.kind == "vllm" and res.report.engine.block_size == 16
-    assert res.report.capacity_blocks == 511
+    assert res.report.engine.kind == "vllm" and res.report.engine.block_size == 32
+    assert res.report.capacity_blocks == 255
     p = _check(res)
     assert p["cold"].reset is True and p["cold"].cached_tokens == 0  # really cold after each reset
     assert all(r.engine_prompt_tokens == r.prompt_tokens for r in res.rows)
@@ -50,5 +50,5 @@ def test_all_cases_concurrency_4_evicting(vllm_url):
     res = _run(vllm_url, [CASES / c for c in CASE_FILES], send="tokens", passes=("warm",),
                shape=LoadShape(concurrency=4))
     p = _check(res)
-    assert p["warm"].evicted_blocks > 0  # the 511-block capacity evicted
+    assert p["warm"].evicted_blocks > 0  # the 255-block capacity evicted
     assert max(r.in_flight for r in res.rows) >= 1
