@@ -89,7 +89,7 @@ def _ready(url: str, proc: subprocess.Popen, wait_s: float, log: Path) -> None:
         if proc.poll() is not None or failed:
             stop_pid(proc.pid, grace_s=10)
             tail = log.read_text(errors="replace").splitlines()[-15:]
-            sys.exit(f"the engine failed during start-up; last log lines:\n" + "\n".join(tail))
+            sys.exit("the engine failed during start-up; last log lines:\n" + "\n".join(tail))
         try:
             with urllib.request.urlopen(url + "/v1/models", timeout=5) as r:
                 if r.status == 200:
