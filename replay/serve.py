@@ -100,11 +100,19 @@ class ServedRun:
             if refused is not None:
                 self.states.append(PassState(name, False, f"no cache reset: {refused}", before, before, 0.0, 0))
                 return
-            await self._cold(items)
+            try:
+                await self._cold(items)
+            except asyncio.CancelledError:
+                self.states.append(PassState(name, True, None, None, None, time.perf_counter() - t0, 0))
+                raise
             reset: bool | None = True
         else:
             reset = (await self.client.reset()) is None
-            evicted = await self._cached_pass(name, items)
+            try:
+                evicted = await self._cached_pass(name, items)
+            except asyncio.CancelledError:  # Ctrl-C: the summary still covers what finished
+                self.states.append(PassState(name, reset, None, None, None, time.perf_counter() - t0, 0))
+                raise
         after = await self.client.metrics()
         self.states.append(PassState(name, reset, None, before, after, time.perf_counter() - t0,
                                      0 if name == "cold" else evicted))
