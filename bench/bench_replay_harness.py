@@ -32,6 +32,9 @@ from prefixcache.replay.serve import ServedItem, ServedRun  # noqa: E402
 from prefixcache.replay.served_report import build_server_report  # noqa: E402
 
 
+_CPU: list[float] = []
+
+
 def _items(n: int) -> list[ServedItem]:
     return [ServedItem(Prompt(f"s{i}", 0, "bench", i, tuple(range(i % 50, i % 50 + 32)), 32), None)
             for i in range(n)]
@@ -42,9 +45,10 @@ async def _harness(url: str, n: int, concurrency: int) -> tuple[float, int]:
     info = await client.detect()
     run = ServedRun(client, info, {"original": _items(n)}, passes=("warm",), send="tokens",
                     shape=LoadShape(concurrency=concurrency), block_size=info.block_size or 16, capacity_blocks=None)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     await run.run()
     wall = time.perf_counter() - t0
+    _CPU.append(time.process_time() - c0)
     await client.aclose()
     report = build_server_report(info, send="tokens", load="bench", block_size=16, capacity_blocks=None, requests=n,
                                  run="", rows=run.rows, states=run.states, stopped=run.stopped, interrupted=False)
@@ -63,8 +67,11 @@ def stub_bench(n: int = 3000, concurrency: int = 64) -> float:
         proc.terminate()
         proc.wait(10)
     rate = ok / wall
+    cpu = _CPU[-1]
     print(f"harness vs stub: {ok}/{n} one-token requests at concurrency {concurrency} in {wall:.2f} s = "
-          f"{rate:,.0f} requests/s (target ≥ 500)")
+          f"{rate:,.0f} requests/s (target ≥ 500); harness CPU {cpu:.2f} s = {1e3 * cpu / n:.2f} ms per request, "
+          f"{ok / cpu:,.0f} requests per harness CPU-second; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores")
     return rate
 
 

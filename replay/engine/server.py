@@ -23,6 +23,7 @@ connection refused), so a run records it and goes on (see :mod:`prefixcache.repl
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -93,11 +94,36 @@ class ServerClient:
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 300.0,
                  connections: int = 64) -> None:
         self.url = url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        self.http = httpx.AsyncClient(base_url=self.url, headers=headers, limits=limits,
-                                      timeout=httpx.Timeout(timeout, connect=10.0))
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = httpx.Timeout(timeout, connect=10.0)
+        self._ssl = ssl.create_default_context() if self.url.startswith("https") else False  # loaded once
+        self.http = self._client(2)
+        # One single-connection client per request slot: httpcore's pool scans every connection
+        # on each request, which costs more than the request itself at 64 connections.
+        self._slots = connections
+        self._free: list[httpx.AsyncClient] = []
+        self._all: list[httpx.AsyncClient] = []
+        self._wait: asyncio.Semaphore | None = None
         self.info: EngineInfo | None = None
+
+    def _client(self, connections: int) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        return httpx.AsyncClient(base_url=self.url, headers=self._headers, limits=limits, timeout=self._timeout,
+                                 verify=self._ssl)
+
+    async def _take(self) -> httpx.AsyncClient:
+        if self._wait is None:
+            self._wait = asyncio.Semaphore(self._slots)
+        await self._wait.acquire()
+        if not self._free:
+            self._all.append(self._client(1))
+            return self._all[-1]
+        return self._free.pop()
+
+    def _give(self, client: httpx.AsyncClient) -> None:
+        self._free.append(client)
+        assert self._wait is not None
+        self._wait.release()
 
     async def detect(self, model: str | None = None) -> EngineInfo:
         """Detect the engine (EngineError when nothing answers ``/v1/models``)."""
@@ -166,9 +192,10 @@ class ServerClient:
         t_send = time.perf_counter()
         times: list[float] = []
         state: dict[str, Any] = {"usage": {}, "chunk": {}, "ids": [], "text": [], "done": False}
+        http = await self._take()
         try:
-            async with self.http.stream("POST", path, content=orjson.dumps(body),
-                                        headers={"Content-Type": "application/json"}) as r:
+            async with http.stream("POST", path, content=orjson.dumps(body),
+                                   headers={"Content-Type": "application/json"}) as r:
                 if r.status_code != 200:
                     text = (await r.aread()).decode("utf-8", "replace")
                     return self._fail(t_send, times, state, f"HTTP {r.status_code}: {_message(text)}")
@@ -182,6 +209,8 @@ class ServerClient:
             return self._fail(t_send, times, state, f"dropped stream ({type(exc).__name__})")
         except httpx.HTTPError as exc:
             return self._fail(t_send, times, state, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._give(http)
         if not state["done"] and not state["usage"]:
             return self._fail(t_send, times, state, "dropped stream (closed before [DONE])")
         return self._reply(t_send, times, state, "ok", "")
@@ -229,7 +258,8 @@ class ServerClient:
         return self._reply(t_send, times, state, "error", reason)
 
     async def aclose(self) -> None:
-        await self.http.aclose()
+        for c in [self.http, *self._all]:
+            await c.aclose()
 
 
 def _message(text: str) -> str:
