@@ -203,3 +203,22 @@ def test_server_engine_on_the_engine_protocol(stub):
     assert eng.generate(ids).cached_tokens == 0
     again = eng.generate(ids, cache=eng.kv_store(BlockHashCache(16)))
     assert again.cached_tokens == 48 and again.computed_tokens == 2 and again.ttft_s > 0
+
+
+def test_predictors():
+    from prefixcache.replay.predict import BlockPredictor, SlotPredictor
+
+    b = BlockPredictor(4, None)
+    hit, h = b.send(list(range(10)))
+    assert hit == 0
+    b.done(h, list(range(10)), [10, 11, 12])  # prompt + outputs but the last: 12 tokens, 3 full blocks
+    assert b.send(list(range(13)))[0] == 12
+    assert b.send(list(range(12)))[0] == 8  # capped at ⌊(n−1)/B⌋·B
+    small = BlockPredictor(4, 2)
+    _, h = small.send(list(range(12)))
+    small.done(h, list(range(12)), [0])
+    assert small.evicted >= 1
+    s = SlotPredictor(1)
+    assert s.send([1, 2, 3])[0] == 0
+    s.done(0, [1, 2, 3], [4])
+    assert s.send([1, 2, 3, 4, 5])[0] == 4 and s.busy == [True]

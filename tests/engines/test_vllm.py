@@ -52,3 +52,13 @@ def test_all_cases_concurrency_4_evicting(vllm_url):
     p = _check(res)
     assert p["warm"].evicted_blocks > 0  # the 255-block capacity evicted
     assert max(r.in_flight for r in res.rows) >= 1
+
+
+def test_claude_code_sample_bounded(vllm_url):
+    from tests.helpers import SAMPLES
+
+    sample = SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"
+    res = _run(vllm_url, [sample], send="tokens", passes=("warm",), max_requests=12, max_prompt_tokens=3000,
+               template="chatml_tools")
+    p = _check(res)
+    assert p["warm"].cached_tokens > 0
