@@ -75,11 +75,15 @@ def stub_bench(n: int = 3000, concurrency: int = 64) -> float:
     return rate
 
 
-async def _vllm(url: str) -> None:
+def _vllm(url: str) -> None:
     from prefixcache.replay.server_session import ServerOptions, open_server_replay
 
     cases = sorted(str(p) for p in (ROOT / "tests" / "fixtures" / "cases").glob("*.jsonl"))
     session = open_server_replay(cases, ServerOptions(url=url, passes=("warm",)))
+    asyncio.run(_vllm_pass(url, session))
+
+
+async def _vllm_pass(url: str, session) -> None:
     client = ServerClient(url)
     client.info = session.info
     run = ServedRun(client, session.info, session.items, passes=("warm",), send="tokens", shape=LoadShape(),
@@ -104,7 +108,7 @@ def main() -> None:
     stub_bench(n)
     url = os.environ.get("PREFIXCACHE_VLLM_URL")
     if url:
-        asyncio.run(_vllm(url))
+        _vllm(url)
     else:
         print("vLLM overhead: skipped (set PREFIXCACHE_VLLM_URL; scripts/engine.py start prints it)")
 
