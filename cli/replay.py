@@ -118,6 +118,34 @@ def _capacity(capacity: Optional[str], old_bytes: Optional[str], old_blocks: Opt
     return None if text is None else parse_capacity(text)
 
 
+def _server(paths: list[str], shape: str, o: dict) -> None:
+    """The ``--server`` path (:mod:`prefixcache.cli.replay_server`)."""
+    from prefixcache.cli.replay_server import api_key, run_server
+    from prefixcache.replay.load import LoadShape
+    from prefixcache.replay.server_session import ServerOptions
+
+    cap = _capacity(o["capacity"], o["capacity_bytes"], o["capacity_blocks"])
+    timed = o["rate"] is not None or o["schedule"] != "none"
+    load = LoadShape(concurrency=o["concurrency"] or (None if timed else 1), rate=o["rate"], schedule=o["schedule"],
+                     speedup=o["speedup"], seed=o["seed"])
+    options = ServerOptions(
+        url=o["server"], api_key=api_key(o["api_key_env"]), model=None if o["model"] == "smollm2" else o["model"],
+        send=o["send"], tokenizer=o["tokenizer"], template=o["template"], input_format=o["input_format"],
+        passes=tuple(p.strip() for p in o["passes"].split(",") if p.strip()),
+        shape=load, block_size=o["block_size"] if _given_block(o) else None, capacity=cap,
+        max_new_tokens=o["max_new_tokens"], max_requests=o["max_requests"], max_prompt_tokens=o["max_prompt_tokens"],
+        timeout=o["timeout"], retries=o["retries"], out=None if o["out"] is None else Path(o["out"]),
+        resume=o["resume"])
+    run_server(paths, options, shape)
+
+
+def _given_block(o: dict) -> bool:
+    """--block-size given on the command line (else the engine's own block size is used)."""
+    from prefixcache.cli.options import _given
+
+    return _given("--block-size")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``replay`` command to ``app``."""
 
@@ -148,12 +176,26 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Start --out over when it exists."),
         max_requests: Optional[int] = typer.Option(None, "--max-requests", min=1, help="Replay only the first N requests."),
         max_prompt_tokens: Optional[int] = typer.Option(None, "--max-prompt-tokens", min=1, help="Truncate prompts to N tokens (prefix kept)."),
+        server: Optional[str] = typer.Option(None, "--server", help="Replay through a running OpenAI-compatible server at this URL (vLLM, llama.cpp, SGLang, generic) instead of the local model."),
+        api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="With --server: environment variable holding the API key (sent as a bearer token)."),
+        send: str = typer.Option("tokens", "--send", help="With --server: tokens (our token ids via /v1/completions) or chat (the logged messages via /v1/chat/completions)."),
+        tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="With --server: our tokenizer (default: the folder the server loaded)."),
+        concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="With --server: requests in flight at most (default 1; unbounded with --rate/--schedule)."),
+        rate: Optional[float] = typer.Option(None, "--rate", min=0.0, help="With --server: Poisson arrivals at R requests/s (seeded by --seed)."),
+        seed: int = typer.Option(0, "--seed", help="With --rate: the arrival generator's seed."),
+        schedule: str = typer.Option("none", "--schedule", help="With --server: none, or logged (the logged inter-arrival times)."),
+        speedup: float = typer.Option(1.0, "--speedup", help="With --schedule logged: divide the logged gaps by X."),
+        timeout: float = typer.Option(300.0, "--timeout", help="With --server: seconds to wait for each read."),
+        retries: int = typer.Option(0, "--retries", min=0, help="With --server: resend a failed request up to N times (never by default)."),
     ) -> None:
         """Replay requests through a local model with and without a KV prefix cache; measure TTFT."""
         from prefixcache.replay.run import ReplayOptions, open_replay
         from prefixcache.replay.runner import ReplayConfig
 
         shape = output_format(fmt, as_json, ("rich", "json"), "rich")
+        if server is None and any(v is not None for v in (api_key_env, tokenizer, concurrency, rate)):
+            raise typer.BadParameter("--api-key-env, --tokenizer, --concurrency and --rate need --server",
+                                     param_hint="--server")
         if resume and force:
             raise typer.BadParameter("--resume continues the file, --force starts it over: give one", param_hint="--resume")
         if resume and out is None:
@@ -161,6 +203,8 @@ def register(app: typer.Typer) -> None:
         if out is not None:
             check_output(out, paths, force=resume or force, flag="--resume or --force", make_parents=True)
         out_path = None if out is None else Path(out)
+        if server is not None:
+            return _server(paths, shape, locals())
         config = ReplayConfig(passes=tuple(p.strip() for p in passes.split(",") if p.strip()), block_size=block_size,
                               policy=policy, max_new_tokens=max_new_tokens, verify=verify, verify_every=verify_every,
                               tol=tol, repeat=repeat)

@@ -44,6 +44,9 @@ SCHEMAS: dict[str, tuple[str, str]] = {
     "rule": ("prefixcache.analyzer.lint.rules.docs:RuleDoc", "rule CODE --json"),
     "replay": ("prefixcache.replay.report:ReplayReport", "replay --format json"),
     "replay-result": ("prefixcache.replay.results:RequestResult", "replay --out FILE: one line per request and pass"),
+    "replay-server": ("prefixcache.replay.served_report:ServerReport", "replay --server URL --format json"),
+    "replay-server-result": ("prefixcache.replay.served:ServedResult",
+                             "replay --server URL --out FILE: one line per request and pass"),
 }
 
 

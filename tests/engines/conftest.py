@@ -1,0 +1,62 @@
+"""Integration tests against real engines (``make test-engines``; marker ``engines``).
+
+Collected only with ``PREFIXCACHE_ENGINE_TESTS=1`` (set by ``make test-engines``), so a
+plain ``make test`` never needs vLLM. The vLLM server is started once per session by
+``scripts/engine.py`` on a free localhost port — 32-token blocks (the CPU backend needs multiples of 32) and 256 KV blocks, so
+that replaying every shared case at once evicts — and stopped by PID at the end; with
+``PREFIXCACHE_VLLM_URL`` set, that running server is used instead (it must have been
+started the same way). llama.cpp tests run when ``llama-server`` is on PATH.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from tests.helpers import ROOT
+
+if os.environ.get("PREFIXCACHE_ENGINE_TESTS") != "1":
+    collect_ignore_glob = ["test_*.py"]
+
+#: The vLLM configuration the engine tests are written for.
+VLLM_ARGS = ["--block-size", "32", "--num-blocks", "256", "--max-model-len", "4096"]
+
+
+def _engine_script():
+    spec = importlib.util.spec_from_file_location("engine_script", ROOT / "scripts" / "engine.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _start(kind: str, extra: list[str]):
+    script = _engine_script()
+    return script, script.start(script.parse(["start", "--engine", kind, "--wait", "1200", *extra]))
+
+
+@pytest.fixture(scope="session")
+def vllm_url():
+    url = os.environ.get("PREFIXCACHE_VLLM_URL")
+    if url:
+        yield url
+        return
+    script, state = _start("vllm", VLLM_ARGS)
+    try:
+        yield state["url"]
+    finally:
+        script.stop_pid(state["pid"])
+
+
+@pytest.fixture(scope="session")
+def llamacpp_url():
+    import shutil
+
+    if shutil.which("llama-server") is None:
+        pytest.skip("llama-server is not on PATH (make engine-llamacpp builds it, ~45 min)")
+    script, state = _start("llamacpp", [])
+    try:
+        yield state["url"]
+    finally:
+        script.stop_pid(state["pid"])
