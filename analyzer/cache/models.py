@@ -198,7 +198,9 @@ class BlocksModel(VllmModel):
 @register
 class SglangModel(CacheModel):
     """SGLang's radix cache: the radix tree with pages, the n−1 cap and leaf eviction
-    (capacity in tokens = blocks × page); no expiry."""
+    (capacity in tokens = blocks × page; :meth:`~.radix.RadixTree.serve`: the matched
+    path is locked while the request's uncached tokens are allocated, unlocked leaves
+    are evicted when they would not fit); no expiry."""
 
     name = "sglang"
     default_block_size = 1
@@ -214,10 +216,7 @@ class SglangModel(CacheModel):
         return None
 
     def step(self, r: SimRequest) -> Hit:
-        tokens = self._tokens(r)
-        cached = self.cache.match(tokens, r.now).cached_tokens
-        self.cache.insert(tokens, r.now)
-        return Hit(cached)
+        return Hit(self.cache.serve(self._tokens(r), r.now)[0])
 
 
 class _UnitModel(CacheModel):
