@@ -69,12 +69,19 @@ def _granule(rep: SimulateReport) -> str:
 
 def _results(rep: SimulateReport) -> None:
     t = _table(f"simulate · cache {rep.cache} · {_granule(rep)}", ("policy", "capacity", "blocks", "hit tok",
-               "hit blk", "req hit", "ideal", "of ideal", "avoided"), left=2)
+               "hit blk", "req hit", "ideal tok", "ideal blk", "of ideal tok", "of ideal blk", "avoided"), left=2)
     for r in rep.results:
         t.add_row(_policy(r), r.capacity, "∞" if r.capacity_blocks is None else _n(r.capacity_blocks),
                   _pct(r.hit_ratio_tokens), _pct(r.hit_ratio_blocks), _pct(r.request_hit_rate),
-                  _pct(r.ideal_hit_ratio), _pct(r.fraction_of_ideal), _n(r.avoided_prefill_tokens))
+                  _pct(r.ideal_hit_ratio_tokens), _pct(r.ideal_hit_ratio_blocks), _pct(r.fraction_of_ideal_tokens),
+                  _pct(r.fraction_of_ideal_blocks), _n(r.avoided_prefill_tokens))
     print_table(console, t)
+    for r in rep.results:
+        if (b := r.offline_bound) is not None:
+            console.print(f"offline bound at {r.capacity} (Belady MIN, the larger variant): tokens "
+                          f"{_pct(b.bound_hit_ratio_tokens)}, blocks {_pct(b.bound_hit_ratio_blocks)} · pinned "
+                          f"{_pct(b.pinned_hit_ratio_tokens)} / {_pct(b.pinned_hit_ratio_blocks)}, unpinned "
+                          f"{_pct(b.unpinned_hit_ratio_tokens)} / {_pct(b.unpinned_hit_ratio_blocks)}")
     used = [c for c in CAUSES if any(r.lost_tokens_by_cause[c] for r in rep.results)]
     if used:
         lt = _table("lost tokens by cause", ("policy", "capacity", *used), left=2)

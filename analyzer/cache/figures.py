@@ -8,7 +8,9 @@ arXiv 2407.00079 — and the providers' reported usage):
   Σ hit blocks / Σ prompt blocks (Mooncake, Bailian); request hit rate = share
   of requests with any cached token; avoided prefill tokens = Σ cached tokens.
 * ideal = an unbounded cache with the same rules (block size, caps, minimum
-  length) and no expiry; fraction of ideal = H / H∞.
+  length) and no expiry; fraction of ideal = H / H∞. Both are given in each unit:
+  tokens (ideal tokens / prompt tokens) and blocks (ideal blocks / prompt blocks),
+  so a block ratio is only ever compared with the block ideal.
 * lost tokens (prompt − cached) by cause, a chain of nested "what could have
   been cached" levels, each loss the drop between two levels:
 
@@ -107,6 +109,7 @@ class RequestFigures:
     reported_prompt_tokens: int | None = None
     reported_cached_tokens: int | None = None
     drift_cause: str | None = None
+    ideal_blocks: int = 0  # blocks of the ideal level, counted like blocks_hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,7 @@ class Totals:
     lost: Mapping[str, int]
     segments: Mapping[str, int]
     drift_by_cause: Mapping[str, int]
+    ideal_blocks: int = 0
 
     @property
     def hit_ratio_tokens(self) -> float:
@@ -142,6 +146,14 @@ class Totals:
         return self.cached_tokens / self.ideal_tokens if self.ideal_tokens else 0.0
 
     @property
+    def ideal_hit_ratio_blocks(self) -> float:
+        return self.ideal_blocks / self.blocks_total if self.blocks_total else 0.0
+
+    @property
+    def fraction_of_ideal_blocks(self) -> float:
+        return self.blocks_hit / self.ideal_blocks if self.ideal_blocks else 0.0
+
+    @property
     def request_hit_rate(self) -> float:
         return self.requests_hit / self.requests if self.requests else 0.0
 
@@ -152,7 +164,7 @@ class Totals:
 
 def totals(rows: Iterable[RequestFigures]) -> Totals:
     """Aggregate per-request figures."""
-    n = p = c = i = bt = bh = rh = w = 0
+    n = p = c = i = bt = bh = rh = w = ib = 0
     lost = {k: 0 for k in CAUSES}
     seg = {g: 0 for g in SEGMENT_GROUPS}
     drift: dict[str, int] = {}
@@ -163,6 +175,7 @@ def totals(rows: Iterable[RequestFigures]) -> Totals:
         i += r.ideal_tokens
         bt += r.blocks_total
         bh += r.blocks_hit
+        ib += r.ideal_blocks
         rh += r.cached_tokens > 0
         w += r.written_tokens
         for k, v in r.lost.items():
@@ -171,7 +184,7 @@ def totals(rows: Iterable[RequestFigures]) -> Totals:
             seg[k] += v
         if r.drift_cause and r.lost.get("drift"):
             drift[r.drift_cause] = drift.get(r.drift_cause, 0) + r.lost["drift"]
-    return Totals(n, p, c, i, bt, bh, rh, w, lost, seg, dict(sorted(drift.items())))
+    return Totals(n, p, c, i, bt, bh, rh, w, lost, seg, dict(sorted(drift.items())), ib)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Callable, Sequence
 
 from prefixcache.analyzer.cache.base import hit_cap_tokens
-from prefixcache.analyzer.cache.belady import belady_hits
+from prefixcache.analyzer.cache.belady import belady_hits, next_uses
 from prefixcache.analyzer.cache.figures import Levels, RequestFigures, lost_by_cause
 from prefixcache.analyzer.cache.models import CacheSpec, Hit, make_model
 from prefixcache.analyzer.cache.simulator import Baseline, baseline, request_figures, simulate
@@ -50,19 +50,44 @@ def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: S
         ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1])
         per_cap = [_ideal_tokens(reqs, prof.per_request(c)[1]) for c in capacities]
     elif spec.policy == "belady" and sequential:
-        if spec.cache not in ("vllm", "blocks"):
-            raise ConfigError("--policy belady works with --cache vllm or blocks")
-        ch = chains(reqs, spec, block_size)
-        ideal = simulate_tokens(reqs, spec, None, base)
-        per_cap = []
-        for c in capacities:
-            per_cap.append([min(r.num_tokens, int(k) * block_size) for r, k in zip(reqs, belady_hits(ch, c))])
-            if progress:
-                progress(1)
+        return [larger(p, u) for p, u in belady_runs(reqs, spec, capacities, base, progress)]
     else:
         return [simulate(reqs, spec, c, base) for c in capacities]
     model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
     return [[_row(model, r, base, i, cached[i], ideal[i]) for i, r in enumerate(reqs)] for cached in per_cap]
+
+
+def belady_runs(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int],
+                base: Baseline | None = None, progress: Callable[[int], None] | None = None,
+                ) -> list[tuple[list[RequestFigures], list[RequestFigures]]]:
+    """Belady MIN at each capacity (blocks), ``(pinned, unpinned)`` per-request figures
+    (:mod:`.belady`); one next-use table and one ideal serve every capacity.
+    ConfigError unless the cache is ``vllm`` or ``blocks``."""
+    if spec.cache not in ("vllm", "blocks"):
+        raise ConfigError("--policy belady works with --cache vllm or blocks")
+    block_size = spec.block_size_for(reqs)
+    base = base or baseline(reqs)
+    ch = chains(reqs, spec, block_size)
+    nexts = next_uses(ch)
+    prof = stack_profile(ch, "head-first")  # at no capacity limit the free order does not matter
+    ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1])
+    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
+    out = []
+    for c in capacities:
+        runs = []
+        for pinned in (True, False):
+            hits = belady_hits(ch, c, pinned, nexts)
+            runs.append([_row(model, r, base, i, min(r.num_tokens, int(k) * block_size), ideal[i])
+                         for i, (r, k) in enumerate(zip(reqs, hits))])
+        out.append((runs[0], runs[1]))
+        if progress:
+            progress(1)
+    return out
+
+
+def larger(pinned: list[RequestFigures], unpinned: list[RequestFigures]) -> list[RequestFigures]:
+    """The Belady run with more cached tokens (the pinned one on a tie): the offline bound."""
+    return unpinned if sum(f.cached_tokens for f in unpinned) > sum(f.cached_tokens for f in pinned) else pinned
 
 
 def _row(model, r: SimRequest, base: Baseline, i: int, cached: int, ideal: int) -> RequestFigures:

@@ -20,10 +20,10 @@ from prefixcache.analyzer.cache.figures import RequestFigures, reported_usage
 from prefixcache.analyzer.cache.models import MODELS, CacheSpec
 from prefixcache.analyzer.cache.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.report import (
-    ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, cost, reported_row,
-    request_row, result_row,
+    OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, cost, reported_row,
+    offline_bound, request_row, result_row,
 )
-from prefixcache.analyzer.cache.runs import sweep_block_cache, unique_blocks
+from prefixcache.analyzer.cache.runs import belady_runs, larger, sweep_block_cache, unique_blocks
 from prefixcache.analyzer.cache.simulator import baseline, simulate
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
@@ -143,7 +143,12 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
     for policy, ttl_s in options.runs():
         pspec = replace(spec, policy=policy, ttl_s=ttl_s)
         swept = spec.cache in ("vllm", "blocks") and None not in blocks and spec.in_flight <= 1
-        if swept and policy in ("lru", "belady"):
+        bounds: list[OfflineBound | None] = [None] * len(blocks)
+        if swept and policy == "belady":
+            pairs = belady_runs(reqs, pspec, blocks, base)
+            bounds = [offline_bound(p, u) for p, u in pairs]
+            per_cap = [[replace(f, drift_cause=causes.get(f.order)) for f in larger(p, u)] for p, u in pairs]
+        elif swept and policy == "lru":
             per_cap = [[replace(f, drift_cause=causes.get(f.order)) for f in rows]
                        for rows in sweep_block_cache(reqs, pspec, blocks, base)]
         elif policy == "belady":
@@ -151,7 +156,7 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         else:
             per_cap = [simulate(reqs, pspec, b, base, causes) for b in blocks]
         ttl_shown = pspec.model_class().ttl_of(pspec)
-        for (text, b), rows in zip(caps, per_cap):
-            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows))
+        for (text, b), rows, bound in zip(caps, per_cap, bounds):
+            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows, bound))
             first = first or rows
     return results, first, uniq
