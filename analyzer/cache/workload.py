@@ -40,7 +40,9 @@ class SimRequest:
     prompt — when the log has none); ``salt``: vLLM ``cache_salt`` namespace, if
     logged; ``hidden_tokens``: size of a prefix the log lacks and the prompt does not
     represent (Claude Code's system prompt and tools: reported prompt tokens minus
-    ours), counted toward provider minimum lengths only.
+    ours), counted toward provider minimum lengths only. ``reply_ends``: where each
+    assistant message of the prompt ends (tokens, ascending): what the engine generated
+    for the earlier calls, as the log renders it (llama.cpp slots keep prompt + output).
     """
 
     order: int
@@ -62,6 +64,7 @@ class SimRequest:
     reported_prompt: int | None = None
     reported_cached: int | None = None
     exact: bool = True
+    reply_ends: tuple[int, ...] = ()
     _chains: dict[tuple[int, str | None], tuple[BlockHash, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _cuts: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -142,7 +145,13 @@ def _sim_request(p, pos: int) -> SimRequest | None:
         spans=tuple((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
         boundaries=tuple(sorted({s.end for s in segs if s.kind in _CONTENT})),
         breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
-        exact=bool(p.tokens.exact), **common)
+        exact=bool(p.tokens.exact), reply_ends=_reply_ends(r, segs), **common)
+
+
+def _reply_ends(req: Request, segments) -> tuple[int, ...]:
+    """End (tokens) of each assistant message's span, ascending."""
+    return tuple(sorted({s.end for s in segments if s.kind == "message" and 0 <= s.ref < len(req.messages)
+                         and req.messages[s.ref].role == "assistant"}))
 
 
 def to_sim_requests(items: Iterable) -> list[SimRequest]:
