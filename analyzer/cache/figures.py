@@ -34,6 +34,7 @@ arXiv 2407.00079 — and the providers' reported usage):
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -268,26 +269,61 @@ def calibrated_cached(rows: Sequence[RequestFigures], block_size: int = 1, min_t
     ``block_size`` (its storage unit). The prefix mapped is the full shared prefix when the cache served
     all of it, else the cached tokens.
     """
-    import numpy as np
-
-    anchors: dict[str, list[tuple[int, int]]] = {}
+    anchors: dict[str, _Anchors] = {}
     out: list[int | None] = []
     for r in rows:
-        pts = anchors.setdefault(r.session, [(0, 0)])
+        pts = anchors.get(r.session)
+        if pts is None:
+            pts = anchors[r.session] = _Anchors()
         if not r.reported_prompt_tokens:
             out.append(None)
             continue
-        pts.append((r.prompt_tokens, r.reported_prompt_tokens))
+        pts.add(r.prompt_tokens, r.reported_prompt_tokens)
         if r.cached_tokens <= 0:
             out.append(0)
             continue
         full = r.lost.get("capacity", 0) + r.lost.get("ttl", 0) == 0
         raw = max(r.cached_tokens, r.shared_tokens) if full else r.cached_tokens
-        xs, ys = _monotone(pts)
-        mapped = int(np.interp(raw, xs, ys)) // block_size * block_size
+        mapped = pts.interp(raw) // block_size * block_size
         mapped = min(mapped, r.reported_prompt_tokens)
         out.append(mapped if mapped >= min_tokens else 0)
     return out
+
+
+class _Anchors:
+    """One session's anchors ``(our length, reported length)`` and their monotone map
+    (:func:`_monotone`), kept incrementally: a point beyond every earlier one (prompts
+    grow) costs O(1); any other point rebuilds the map. :meth:`interp` is ``numpy.interp``
+    on the map (same formula, so the same floats), by bisection."""
+
+    __slots__ = ("points", "xs", "ys", "top")
+
+    def __init__(self) -> None:
+        self.points: set[tuple[int, int]] = {(0, 0)}
+        self.xs, self.ys = [0], [0]
+        self.top = 0  # largest x of any point, kept or not
+
+    def add(self, x: int, y: int) -> None:
+        if (x, y) in self.points:
+            return
+        self.points.add((x, y))
+        if x > self.top:
+            self.top = x
+            if y >= self.ys[-1]:
+                self.xs.append(x)
+                self.ys.append(y)
+        else:
+            self.xs, self.ys = _monotone(list(self.points))
+
+    def interp(self, x: int) -> int:
+        xs, ys = self.xs, self.ys
+        i = bisect_right(xs, x)
+        if i == 0:
+            return int(ys[0])
+        if i == len(xs) or xs[i - 1] == x:
+            return int(ys[i - 1])
+        slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
+        return int(slope * (x - xs[i - 1]) + ys[i - 1])
 
 
 def _monotone(pts: list[tuple[int, int]]) -> tuple[list[int], list[int]]:

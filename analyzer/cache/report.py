@@ -211,13 +211,13 @@ def result_row(cache: str, policy: str, ttl_s: float | None, capacity: str, capa
         t.written_tokens, dict(t.lost), dict(t.segments), dict(t.drift_by_cause), bound)
 
 
-def offline_bound(pinned: Sequence[RequestFigures], unpinned: Sequence[RequestFigures]) -> OfflineBound:
-    """The two Belady runs of one capacity as an :class:`OfflineBound` (the larger by
-    cached tokens is the bound; the pinned one on a tie)."""
-    p, u = totals(pinned), totals(unpinned)
-    return OfflineBound(r6(p.hit_ratio_tokens), r6(p.hit_ratio_blocks), r6(u.hit_ratio_tokens),
-                        r6(u.hit_ratio_blocks), "unpinned" if u.cached_tokens > p.cached_tokens else "pinned",
-                        r6(max(p.hit_ratio_tokens, u.hit_ratio_tokens)), r6(max(p.hit_ratio_blocks, u.hit_ratio_blocks)))
+def offline_bound(prompt_tokens: int, blocks_total: int, cached_tokens: tuple[int, int],
+                  hit_blocks: tuple[int, int], bound: str) -> OfflineBound:
+    """Both Belady variants' totals ``(pinned, unpinned)`` as an :class:`OfflineBound` (ratios
+    over ``prompt_tokens`` and ``blocks_total``; ``bound``: the variant the row carries)."""
+    tok = [c / prompt_tokens if prompt_tokens else 0.0 for c in cached_tokens]
+    blk = [b / blocks_total if blocks_total else 0.0 for b in hit_blocks]
+    return OfflineBound(r6(tok[0]), r6(blk[0]), r6(tok[1]), r6(blk[1]), bound, r6(max(tok)), r6(max(blk)))
 
 
 def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int) -> list[CallRow]:

@@ -23,7 +23,7 @@ from prefixcache.analyzer.cache.report import (
     OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, cost, reported_row,
     offline_bound, request_row, result_row,
 )
-from prefixcache.analyzer.cache.runs import belady_runs, larger, sweep_block_cache, unique_blocks
+from prefixcache.analyzer.cache.runs import belady_runs, sweep_block_cache, unique_blocks
 from prefixcache.analyzer.cache.simulator import baseline, simulate
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
@@ -160,12 +160,14 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         swept = spec.cache in ("vllm", "blocks") and None not in blocks and spec.in_flight <= 1
         bounds: list[OfflineBound | None] = [None] * len(blocks)
         if swept and policy == "belady":
-            pairs = belady_runs(reqs, pspec, blocks, base)
-            bounds = [offline_bound(p, u) for p, u in pairs]
-            per_cap = [[replace(f, drift_cause=causes.get(f.order)) for f in larger(p, u)] for p, u in pairs]
+            runs = belady_runs(reqs, pspec, blocks, base, drift_causes=causes)
+            prompt = sum(r.num_tokens for r in reqs)
+            total_blocks = sum(f.blocks_total for f in runs[0].rows) if runs else 0
+            bounds = [offline_bound(prompt, total_blocks, run.cached_tokens, run.hit_blocks, run.bound)
+                      for run in runs]
+            per_cap = [run.rows for run in runs]
         elif swept and policy == "lru":
-            per_cap = [[replace(f, drift_cause=causes.get(f.order)) for f in rows]
-                       for rows in sweep_block_cache(reqs, pspec, blocks, base)]
+            per_cap = sweep_block_cache(reqs, pspec, blocks, base, drift_causes=causes)
         elif policy == "belady":
             raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
         else:

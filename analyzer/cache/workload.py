@@ -13,7 +13,7 @@ it; so are its prefix hashes at breakpoints (:meth:`SimRequest.prefix_hashes`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from prefixcache.analyzer.cache.base import BlockHash
@@ -121,12 +121,12 @@ def _marks(req: Request, segments) -> tuple[Breakpoint, ...]:
     return tuple(auto)
 
 
-def _sim_request(p, pos: int) -> SimRequest | None:
-    """One prepared request as a :class:`SimRequest` (order and clock set later); None
-    for a usage-only request."""
+def _sim_request(p, pos: int, now: float = 0.0) -> SimRequest | None:
+    """One prepared request as a :class:`SimRequest` at position ``pos`` of the arrival
+    order and logical time ``now``; None for a usage-only request."""
     r = p.request
     u = r.usage
-    common = dict(order=pos, now=0.0, session=r.session, index=r.index, source=r.provenance.source,
+    common = dict(order=pos, now=now, session=r.session, index=r.index, source=r.provenance.source,
                   record=r.provenance.record, model=r.model, reported_prompt=u.prompt_tokens if u else None,
                   reported_cached=u.cached_tokens if u else None)
     if r.trace is not None:
@@ -157,7 +157,6 @@ def _reply_ends(req: Request, segments) -> tuple[int, ...]:
 def to_sim_requests(items: Iterable) -> list[SimRequest]:
     """``Prepared`` items (input order) as :class:`SimRequest`s in arrival order, with
     ``order`` their position in it and ``now`` the logical clock."""
-    staged = [(p.request.timestamp, sim) for pos, p in enumerate(items)
-              if (sim := _sim_request(p, pos)) is not None]
+    staged = [(p.request.timestamp, p) for p in items if p.request.trace is not None or p.tokens is not None]
     ordered = arrival_order(staged, lambda item: item[0])
-    return [replace(sim, order=i, now=now) for i, (now, (_, sim)) in enumerate(ordered)]
+    return [_sim_request(p, i, now) for i, (now, (_, p)) in enumerate(ordered)]  # type: ignore[misc]
