@@ -62,6 +62,8 @@ def _granule(rep: SimulateReport) -> str:
         return "token-granular prefixes at breakpoints"
     if rep.cache in ("openai", "deepseek"):
         return f"{bs}-token units · {plural(n, 'unique unit')}"
+    if rep.cache == "llamacpp":
+        return f"slots and prompt cache in tokens · {plural(n, 'unique token')}"
     if bs == 1:
         return f"1-token pages · {plural(n, 'unique token')}"
     return f"{bs}-token {'pages' if rep.cache == 'sglang' else 'blocks'} · {plural(n, 'unique block')}"
@@ -69,12 +71,19 @@ def _granule(rep: SimulateReport) -> str:
 
 def _results(rep: SimulateReport) -> None:
     t = _table(f"simulate · cache {rep.cache} · {_granule(rep)}", ("policy", "capacity", "blocks", "hit tok",
-               "hit blk", "req hit", "ideal", "of ideal", "avoided"), left=2)
+               "hit blk", "req hit", "ideal tok", "ideal blk", "of ideal tok", "of ideal blk", "avoided"), left=2)
     for r in rep.results:
         t.add_row(_policy(r), r.capacity, "∞" if r.capacity_blocks is None else _n(r.capacity_blocks),
                   _pct(r.hit_ratio_tokens), _pct(r.hit_ratio_blocks), _pct(r.request_hit_rate),
-                  _pct(r.ideal_hit_ratio), _pct(r.fraction_of_ideal), _n(r.avoided_prefill_tokens))
+                  _pct(r.ideal_hit_ratio_tokens), _pct(r.ideal_hit_ratio_blocks), _pct(r.fraction_of_ideal_tokens),
+                  _pct(r.fraction_of_ideal_blocks), _n(r.avoided_prefill_tokens))
     print_table(console, t)
+    for r in rep.results:
+        if (b := r.offline_bound) is not None:
+            console.print(f"offline bound at {r.capacity} (Belady MIN, the larger variant): tokens "
+                          f"{_pct(b.bound_hit_ratio_tokens)}, blocks {_pct(b.bound_hit_ratio_blocks)} · pinned "
+                          f"{_pct(b.pinned_hit_ratio_tokens)} / {_pct(b.pinned_hit_ratio_blocks)}, unpinned "
+                          f"{_pct(b.unpinned_hit_ratio_tokens)} / {_pct(b.unpinned_hit_ratio_blocks)}")
     used = [c for c in CAUSES if any(r.lost_tokens_by_cause[c] for r in rep.results)]
     if used:
         lt = _table("lost tokens by cause", ("policy", "capacity", *used), left=2)
@@ -179,6 +188,9 @@ def register(app: typer.Typer) -> None:
         price_write: Annotated[Optional[float], typer.Option("--price-write", min=0.0, help="Cache write price multiplier.")] = None,
         in_flight: Annotated[int, typer.Option("--in-flight", min=1, help="Block caches: requests in flight at once; each pins its blocks until that many later requests started (1 = sequential).")] = 1,
         per_request: Annotated[bool, typer.Option("--per-request", help="Show (and write in JSON) every request's figures.")] = False,
+        slots: Annotated[int, typer.Option("--slots", min=1, help="llamacpp: server slots (llama-server -np).")] = 1,
+        slot_similarity: Annotated[float, typer.Option("--slot-similarity", min=0.0, max=1.0, help="llamacpp: LCP similarity above which an idle slot is reused (llama-server -sps).")] = 0.10,
+        cache_ram: Annotated[float, typer.Option("--cache-ram", min=-1.0, help="llamacpp: host-RAM prompt cache in MiB (0 off, -1 no limit; sized with --kv-model, else Llama-3-8B bf16); --capacity overrides it.")] = 8192.0,
         skip_bad: SkipBad = False,
     ) -> None:
         """Simulate a prefix cache: hit tokens, avoided prefill, what each lost token was lost to."""
@@ -191,7 +203,8 @@ def register(app: typer.Typer) -> None:
             cache=cache, policies=policies, capacities=tuple(parse_capacities(capacity)) if capacity else (),
             block_size=block_size, ttl_s=ttl, kv_model=kv_model, model_config=model_config, kv_dtype=kv_dtype,
             min_tokens=min_tokens, price_input=price_input, price_read=price_read, price_write=price_write,
-            in_flight=in_flight, per_request=per_request, input_format=input_format,
+            in_flight=in_flight, per_request=per_request, slots=slots, slot_similarity=slot_similarity,
+            cache_ram_mib=cache_ram, input_format=input_format,
             tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer), template=template)
         ingest = Ingest(paths, format=input_format, stdin=sys.stdin.buffer if "-" in paths else None)
         with progress("prepare", enabled=None if out == "rich" else False) as bar:

@@ -175,10 +175,10 @@ def test_lint_real_output(tmp_path):
 
 
 def test_simulate_real_output():
-    """docs/commands/simulate.md "Real output" (COLUMNS=110) and the paragraph below it: 80
+    """docs/commands/simulate.md "Real output" (COLUMNS=130) and the paragraph below it: 80
     cacheable tokens whatever the capacity, 3,493 drift tokens named PC101."""
     argv = ["simulate", EX, "--template", "chatml_tools", "--capacity", "25%,50%"]
-    code, out, _ = run(argv, columns=110)
+    code, out, _ = run(argv, columns=130)
     assert code == 0
     assert_shows(out, documented("docs/commands/simulate.md", "$ prefixcache " + " ".join(argv)))
     doc = run_json(argv)
@@ -249,7 +249,7 @@ def test_simulate_usage_only_real_output():
 
 def test_simulate_ground_truth_mooncake():
     """docs/commands/simulate.md "Ground truth": 3,993 requests, 43,924 unique blocks; the LRU and
-    pinned-Belady rows at 1–50% and the ideal (blocks 0.640, tokens 0.651); Belady about
+    pinned and unpinned Belady rows at 1–50% and the ideal (blocks 0.640, tokens 0.651); Belady about
     2–2.5× LRU at 5–10%. The LRU row is also asserted by tests/test_cache_sweep.py (one-pass sweep)."""
     doc = run_json(["simulate", MOONCAKE, "--cache", "blocks", "--capacity", "1%,5%,10%,25%,50%",
                     "--policy", "lru,belady"])
@@ -257,9 +257,14 @@ def test_simulate_ground_truth_mooncake():
     rows = {(r["policy"], r["capacity"]): r for r in doc["results"]}
     caps = ("1%", "5%", "10%", "25%", "50%")
     lru = [round(rows[("lru", c)]["hit_ratio_blocks"], 3) for c in caps]
-    belady = [round(rows[("belady", c)]["hit_ratio_blocks"], 3) for c in caps]
+    belady = [round(rows[("belady", c)]["offline_bound"]["pinned_hit_ratio_blocks"], 3) for c in caps]
+    unpinned = [round(rows[("belady", c)]["offline_bound"]["unpinned_hit_ratio_blocks"], 3) for c in caps]
+    bound = [round(rows[("belady", c)]["hit_ratio_blocks"], 3) for c in caps]
     assert lru == [0.034, 0.155, 0.260, 0.443, 0.589]
     assert belady == [0.159, 0.390, 0.506, 0.625, 0.640]
+    assert unpinned == [0.185, 0.396, 0.506, 0.626, 0.640]
+    assert bound == [max(p, u) for p, u in zip(belady, unpinned)]  # the row carries the larger: the bound
+    assert {round(r["ideal_hit_ratio_blocks"], 3) for r in doc["results"]} == {0.640}  # ideal in blocks
     assert belady[1] >= 0.386 and belady[2] >= 0.501  # the replication's block-level MIN, in parentheses
     assert {round(r["ideal_hit_ratio"], 3) for r in doc["results"]} == {0.651}  # ideal in tokens
     assert (round(belady[1] / lru[1], 1), round(belady[2] / lru[2], 1)) == (2.5, 1.9)  # "about 2–2.5× LRU"

@@ -1,15 +1,27 @@
 """Belady's offline optimum (MIN) for block caches: evict the block used furthest in the future.
 
-The upper reference for any online policy at a capacity (Belady 1966, "A study of
+The reference for any online policy at a capacity (Belady 1966, "A study of
 replacement algorithms for a virtual-storage computer": report H_MIN(C) next to
-H_policy(C)). Each block access is timed by (next request that
-uses the block, position inside it), so among blocks needed by the same future
-request the deeper one goes first (keeping chain heads, which is what a prefix hit
-needs). Blocks of the request in flight are pinned: they cannot be evicted to
-make room for each other unless the request alone exceeds the capacity (an
-unpinned MIN loses to LRU on prefix chains, as the study in
-github.com/gauravapiscean/agentic-kv-cache found). Block-level MIN is a
-heuristic optimum for the leading-blocks metric, not a proven one.
+H_policy(C)). Each block access is timed by (next request that uses the block,
+position inside it), so among blocks needed by the same future request the deeper
+one goes first (keeping chain heads, which is what a prefix hit needs).
+
+Two variants, both offline:
+
+* **pinned** (``pinned=True``): the blocks of the request just stored cannot be
+  evicted to make room for each other unless the request alone exceeds the capacity
+  — what an engine with that request in flight can do (vLLM ``ref_cnt``, SGLang
+  ``lock_ref``);
+* **unpinned**: every block, the request's own included, competes by next use.
+
+Block-level MIN is optimal for *per-block* hits, not for the *leading-blocks* prefix
+metric, so neither variant is a proven optimum and either can win: on the Mooncake
+synthetic trace the unpinned one is higher (0.395 vs 0.390 block hit ratio at 5%).
+Callers report both and take the larger as the offline bound (:mod:`.runs`).
+
+Cost: the next-use table is computed once (numpy, :func:`next_uses`) and shared by
+every capacity and variant; a replay is one heap push per block and one pop per
+eviction, O(blocks · log blocks).
 """
 
 from __future__ import annotations
@@ -21,33 +33,67 @@ import numpy as np
 
 from prefixcache.analyzer.cache.sweep import ChainRequest
 
-_NEVER = (1 << 62, 0)
+#: Next-use key of a block never used again (above every ``request · stride + pos``).
+NEVER = 1 << 62
 
 
-def _next_uses(requests: Sequence[ChainRequest]) -> list[list[tuple[int, int]]]:
-    """For every block of every request: (request index, position) of its next use."""
-    nxt: dict[int, tuple[int, int]] = {}
-    out: list[list[tuple[int, int]]] = [[] for _ in requests]
+def next_uses(requests: Sequence[ChainRequest]) -> list[list[int]]:
+    """For every block of every request, the key ``request · stride + position`` of its
+    next use in a *later* request (first position there), or :data:`NEVER`.
+
+    One stable sort over all hashes (numpy); a Python pass only when a hash repeats
+    inside one request. Keys order like ``(request, position)`` pairs."""
+    lens = [len(r.hashes) for r in requests]
+    total = sum(lens)
+    if not total:
+        return [[] for _ in requests]
+    stride = max(lens) + 1
+    try:
+        flat = np.fromiter((h for r in requests for h in r.hashes), np.uint64, total)
+    except (OverflowError, ValueError, TypeError):
+        return _next_uses_loop(requests, stride)
+    req = np.repeat(np.arange(len(requests), dtype=np.int64), lens)
+    offsets = np.concatenate(([0], np.cumsum(lens)))
+    pos = np.arange(total, dtype=np.int64) - offsets[req]
+    order = np.argsort(flat, kind="stable")
+    same = flat[order[1:]] == flat[order[:-1]]
+    nxt = np.full(total, -1, dtype=np.int64)
+    nxt[order[:-1][same]] = order[1:][same]
+    has = nxt >= 0
+    if (req[nxt[has]] == req[has]).any():
+        return _next_uses_loop(requests, stride)  # a hash repeats inside a request
+    key = np.full(total, NEVER, dtype=np.int64)
+    key[has] = req[nxt[has]] * stride + pos[nxt[has]]
+    keys = key.tolist()
+    return [keys[offsets[i]:offsets[i + 1]] for i in range(len(requests))]
+
+
+def _next_uses_loop(requests: Sequence[ChainRequest], stride: int) -> list[list[int]]:
+    nxt: dict[int, int] = {}
+    out: list[list[int]] = [[] for _ in requests]
     for r in range(len(requests) - 1, -1, -1):
         hashes = requests[r].hashes
-        row = [nxt.get(h, _NEVER) for h in hashes]
-        out[r] = row
+        out[r] = [nxt.get(h, NEVER) for h in hashes]
         for i in range(len(hashes) - 1, -1, -1):
-            nxt[hashes[i]] = (r, i)
+            nxt[hashes[i]] = r * stride + i
     return out
 
 
-def belady_hits(requests: Sequence[ChainRequest], capacity_blocks: int) -> np.ndarray:
+def belady_hits(requests: Sequence[ChainRequest], capacity_blocks: int, pinned: bool = True,
+                nexts: list[list[int]] | None = None) -> np.ndarray:
     """Leading-block hits per request (int array) under MIN with ``capacity_blocks``.
 
     Hits respect each request's ``max_blocks``; every block of a request is then
-    stored. Deterministic: ties on next use break on block hash.
-    """
-    requests = list(requests)
-    nexts = _next_uses(requests)
-    when: dict[int, tuple[int, int]] = {}   # cached block -> its next use
-    heap: list[tuple[int, int, int]] = []   # (-req, -pos, hash): furthest next use on top
+    stored and the cache evicted back to capacity, the request's own blocks pinned
+    when ``pinned``. ``nexts``: :func:`next_uses` of ``requests`` (computed when
+    None), to share between capacities. Deterministic: ties on next use break on
+    block hash."""
+    requests = requests if isinstance(requests, list) else list(requests)
+    nexts = next_uses(requests) if nexts is None else nexts
+    when: dict[int, int] = {}          # cached block -> its next-use key
+    heap: list[tuple[int, int]] = []   # (-key, hash): furthest next use on top
     hits = np.zeros(len(requests), dtype=np.int64)
+    push, pop = heapq.heappush, heapq.heappop
     for r, req in enumerate(requests):
         hashes = req.hashes
         limit = len(hashes) if req.max_blocks is None else min(len(hashes), req.max_blocks)
@@ -57,21 +103,26 @@ def belady_hits(requests: Sequence[ChainRequest], capacity_blocks: int) -> np.nd
         hits[r] = k
         for h, nu in zip(hashes, nexts[r]):
             when[h] = nu
-            heapq.heappush(heap, (-nu[0], -nu[1], h))
-        pinned = set(hashes)
-        _evict(heap, when, capacity_blocks, pinned)
-        _evict(heap, when, capacity_blocks, frozenset())  # the request alone is too big
+            push(heap, (-nu, h))
+        if len(when) <= capacity_blocks:
+            continue
+        if pinned:
+            _evict_pinned(heap, when, capacity_blocks, set(hashes))
+        while len(when) > capacity_blocks and heap:  # unpinned, or the request alone is too big
+            nu, h = pop(heap)
+            if when.get(h) == -nu:
+                del when[h]
     return hits
 
 
-def _evict(heap: list, when: dict, capacity: int, pinned) -> None:
+def _evict_pinned(heap: list, when: dict, capacity: int, pinned: set) -> None:
     """Pop furthest-next-use blocks outside ``pinned`` until ``capacity`` fits."""
     held = []
     unpinned = len(when) - len(pinned)
-    while len(when) > capacity and heap and (unpinned > 0 or not pinned):
+    while len(when) > capacity and heap and unpinned > 0:
         item = heapq.heappop(heap)
-        h = item[2]
-        if when.get(h) != (-item[0], -item[1]):
+        h = item[1]
+        if when.get(h) != -item[0]:
             continue  # stale entry
         if h in pinned:
             held.append(item)

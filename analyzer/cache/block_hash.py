@@ -142,8 +142,13 @@ class BlockHashCache:
         """Leading cached blocks of a hash chain (block traces), at most ``max_blocks``."""
         limit = len(hashes) if max_blocks is None else min(max_blocks, len(hashes))
         k = 0
-        while k < limit and self._live(hashes[k], now):
-            k += 1
+        if self.ttl_s is None:
+            last = self._last
+            while k < limit and hashes[k] in last:
+                k += 1
+        else:
+            while k < limit and self._live(hashes[k], now):
+                k += 1
         return MatchResult(k * self.block_size, tuple(hashes[:k]))
 
     def insert(self, tokens: Sequence[int], now: float) -> InsertResult:
@@ -151,9 +156,34 @@ class BlockHashCache:
         return self.insert_hashes(self.hashes(tokens), now)
 
     def insert_hashes(self, hashes: Sequence[int], now: float) -> InsertResult:
-        """Acquire and release a request's blocks at ``now``; see :meth:`acquire`."""
+        """Acquire and release a request's blocks at ``now``; see :meth:`acquire`. Plain LRU
+        with nothing in flight and no TTL takes a fast path with the same effect: the
+        request's blocks are touched in free order, then the least recent evicted — the
+        victims :meth:`acquire` would pick with them pinned, then :meth:`release`'s."""
+        if self.policy_name == "lru" and self.ttl_s is None and not self._pins:
+            return self._insert_lru(hashes, now)
         inserted, evicted = self.acquire(hashes, now)
         evicted += self.release(hashes, now)
+        return InsertResult(tuple(inserted), tuple(evicted))
+
+    def _insert_lru(self, hashes: Sequence[int], now: float) -> InsertResult:
+        uniq = list(dict.fromkeys(hashes))
+        last = self._last
+        inserted = [h for h in uniq if h not in last]
+        od = self._policy._od  # type: ignore[attr-defined]
+        move = od.move_to_end
+        for h in (reversed(uniq) if self.free_order == "tail-first" else uniq):
+            last[h] = now
+            if h in od:
+                move(h)
+            else:
+                od[h] = None
+        evicted: list[BlockHash] = []
+        if self.capacity_blocks is not None:
+            while len(last) > self.capacity_blocks:
+                h = od.popitem(last=False)[0]
+                del last[h]
+                evicted.append(h)
         return InsertResult(tuple(inserted), tuple(evicted))
 
     def acquire(self, hashes: Sequence[int], now: float) -> tuple[list[BlockHash], list[BlockHash]]:

@@ -8,7 +8,9 @@ arXiv 2407.00079 — and the providers' reported usage):
   Σ hit blocks / Σ prompt blocks (Mooncake, Bailian); request hit rate = share
   of requests with any cached token; avoided prefill tokens = Σ cached tokens.
 * ideal = an unbounded cache with the same rules (block size, caps, minimum
-  length) and no expiry; fraction of ideal = H / H∞.
+  length) and no expiry; fraction of ideal = H / H∞. Both are given in each unit:
+  tokens (ideal tokens / prompt tokens) and blocks (ideal blocks / prompt blocks),
+  so a block ratio is only ever compared with the block ideal.
 * lost tokens (prompt − cached) by cause, a chain of nested "what could have
   been cached" levels, each loss the drop between two levels:
 
@@ -32,6 +34,7 @@ arXiv 2407.00079 — and the providers' reported usage):
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -107,6 +110,7 @@ class RequestFigures:
     reported_prompt_tokens: int | None = None
     reported_cached_tokens: int | None = None
     drift_cause: str | None = None
+    ideal_blocks: int = 0  # blocks of the ideal level, counted like blocks_hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,7 @@ class Totals:
     lost: Mapping[str, int]
     segments: Mapping[str, int]
     drift_by_cause: Mapping[str, int]
+    ideal_blocks: int = 0
 
     @property
     def hit_ratio_tokens(self) -> float:
@@ -142,6 +147,14 @@ class Totals:
         return self.cached_tokens / self.ideal_tokens if self.ideal_tokens else 0.0
 
     @property
+    def ideal_hit_ratio_blocks(self) -> float:
+        return self.ideal_blocks / self.blocks_total if self.blocks_total else 0.0
+
+    @property
+    def fraction_of_ideal_blocks(self) -> float:
+        return self.blocks_hit / self.ideal_blocks if self.ideal_blocks else 0.0
+
+    @property
     def request_hit_rate(self) -> float:
         return self.requests_hit / self.requests if self.requests else 0.0
 
@@ -152,7 +165,7 @@ class Totals:
 
 def totals(rows: Iterable[RequestFigures]) -> Totals:
     """Aggregate per-request figures."""
-    n = p = c = i = bt = bh = rh = w = 0
+    n = p = c = i = bt = bh = rh = w = ib = 0
     lost = {k: 0 for k in CAUSES}
     seg = {g: 0 for g in SEGMENT_GROUPS}
     drift: dict[str, int] = {}
@@ -163,6 +176,7 @@ def totals(rows: Iterable[RequestFigures]) -> Totals:
         i += r.ideal_tokens
         bt += r.blocks_total
         bh += r.blocks_hit
+        ib += r.ideal_blocks
         rh += r.cached_tokens > 0
         w += r.written_tokens
         for k, v in r.lost.items():
@@ -171,7 +185,7 @@ def totals(rows: Iterable[RequestFigures]) -> Totals:
             seg[k] += v
         if r.drift_cause and r.lost.get("drift"):
             drift[r.drift_cause] = drift.get(r.drift_cause, 0) + r.lost["drift"]
-    return Totals(n, p, c, i, bt, bh, rh, w, lost, seg, dict(sorted(drift.items())))
+    return Totals(n, p, c, i, bt, bh, rh, w, lost, seg, dict(sorted(drift.items())), ib)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,26 +269,61 @@ def calibrated_cached(rows: Sequence[RequestFigures], block_size: int = 1, min_t
     ``block_size`` (its storage unit). The prefix mapped is the full shared prefix when the cache served
     all of it, else the cached tokens.
     """
-    import numpy as np
-
-    anchors: dict[str, list[tuple[int, int]]] = {}
+    anchors: dict[str, _Anchors] = {}
     out: list[int | None] = []
     for r in rows:
-        pts = anchors.setdefault(r.session, [(0, 0)])
+        pts = anchors.get(r.session)
+        if pts is None:
+            pts = anchors[r.session] = _Anchors()
         if not r.reported_prompt_tokens:
             out.append(None)
             continue
-        pts.append((r.prompt_tokens, r.reported_prompt_tokens))
+        pts.add(r.prompt_tokens, r.reported_prompt_tokens)
         if r.cached_tokens <= 0:
             out.append(0)
             continue
         full = r.lost.get("capacity", 0) + r.lost.get("ttl", 0) == 0
         raw = max(r.cached_tokens, r.shared_tokens) if full else r.cached_tokens
-        xs, ys = _monotone(pts)
-        mapped = int(np.interp(raw, xs, ys)) // block_size * block_size
+        mapped = pts.interp(raw) // block_size * block_size
         mapped = min(mapped, r.reported_prompt_tokens)
         out.append(mapped if mapped >= min_tokens else 0)
     return out
+
+
+class _Anchors:
+    """One session's anchors ``(our length, reported length)`` and their monotone map
+    (:func:`_monotone`), kept incrementally: a point beyond every earlier one (prompts
+    grow) costs O(1); any other point rebuilds the map. :meth:`interp` is ``numpy.interp``
+    on the map (same formula, so the same floats), by bisection."""
+
+    __slots__ = ("points", "xs", "ys", "top")
+
+    def __init__(self) -> None:
+        self.points: set[tuple[int, int]] = {(0, 0)}
+        self.xs, self.ys = [0], [0]
+        self.top = 0  # largest x of any point, kept or not
+
+    def add(self, x: int, y: int) -> None:
+        if (x, y) in self.points:
+            return
+        self.points.add((x, y))
+        if x > self.top:
+            self.top = x
+            if y >= self.ys[-1]:
+                self.xs.append(x)
+                self.ys.append(y)
+        else:
+            self.xs, self.ys = _monotone(list(self.points))
+
+    def interp(self, x: int) -> int:
+        xs, ys = self.xs, self.ys
+        i = bisect_right(xs, x)
+        if i == 0:
+            return int(ys[0])
+        if i == len(xs) or xs[i - 1] == x:
+            return int(ys[i - 1])
+        slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
+        return int(slope * (x - xs[i - 1]) + ys[i - 1])
 
 
 def _monotone(pts: list[tuple[int, int]]) -> tuple[list[int], list[int]]:

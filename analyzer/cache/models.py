@@ -11,7 +11,8 @@ the cache's rules let it serve of a shared prefix, before capacity and expiry).
   cached blocks, no last-token cap, blocks touched in prompt order;
 * ``sglang`` — :class:`~.radix.RadixTree`: page 1, n−1 cap, leaf eviction;
 * ``openai`` / ``deepseek`` — :class:`~.provider.UnitPrefixCache` unit chains;
-* ``anthropic`` — :class:`~.provider.AnthropicCache` breakpoints.
+* ``anthropic`` — :class:`~.provider.AnthropicCache` breakpoints;
+* ``llamacpp`` — :mod:`.llamacpp`: server slots and the host-RAM prompt cache.
 
 ``expire=False`` builds the same model without expiry (the ideal and TTL-only shadow
 levels of :func:`~.simulator.simulate`).
@@ -43,7 +44,9 @@ class CacheSpec:
     (seconds, logical clock; None = none). ``rule_overrides`` override provider
     constants (``min_tokens``, prices). ``in_flight`` (block caches): each request keeps
     its blocks pinned until ``in_flight`` later requests have started — a fixed
-    concurrency window on the logical clock (1 = sequential). The deprecated policy
+    concurrency window on the logical clock (1 = sequential). ``engine_options``: knobs of
+    an engine model (llama.cpp: ``slots``, ``slot_similarity``, ``cache_ram_mib``,
+    ``kv_bytes_per_token``). The deprecated policy
     name ``ttl`` is resolved here (:func:`~.eviction.resolve_policy`)."""
 
     cache: str = "vllm"
@@ -53,6 +56,7 @@ class CacheSpec:
     model: str | None = None
     rule_overrides: Mapping[str, float] | None = None
     in_flight: int = 1
+    engine_options: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         if self.policy == "ttl":
@@ -198,7 +202,9 @@ class BlocksModel(VllmModel):
 @register
 class SglangModel(CacheModel):
     """SGLang's radix cache: the radix tree with pages, the n−1 cap and leaf eviction
-    (capacity in tokens = blocks × page); no expiry."""
+    (capacity in tokens = blocks × page; :meth:`~.radix.RadixTree.serve`: the matched
+    path is locked while the request's uncached tokens are allocated, unlocked leaves
+    are evicted when they would not fit); no expiry."""
 
     name = "sglang"
     default_block_size = 1
@@ -214,10 +220,7 @@ class SglangModel(CacheModel):
         return None
 
     def step(self, r: SimRequest) -> Hit:
-        tokens = self._tokens(r)
-        cached = self.cache.match(tokens, r.now).cached_tokens
-        self.cache.insert(tokens, r.now)
-        return Hit(cached)
+        return Hit(self.cache.serve(self._tokens(r), r.now)[0])
 
 
 class _UnitModel(CacheModel):
@@ -303,6 +306,8 @@ class DeepSeekModel(_UnitModel):
 
     name = "deepseek"
 
+
+from prefixcache.analyzer.cache import llamacpp as _llamacpp  # noqa: E402,F401  (registers ``llamacpp``)
 
 #: ``--cache`` names.
 CACHES = tuple(MODELS)

@@ -15,7 +15,15 @@ simulator's ideal baseline and the SGLang cache model.
 * With ``capacity_tokens``, eviction frees whole **leaves** not on the path of the
   request being inserted, lowest :data:`~.eviction.ORDERS` key first (``lru``,
   ``lfu``, ``fifo``, ``slru``, ``mru``; ties by node creation, then id), pushing a
-  parent once it becomes a childless leaf, until enough tokens are freed.
+  parent once it becomes a childless leaf, until enough tokens are freed
+  (``RadixCache.evict``: it skips nodes with ``lock_ref > 0``).
+* :meth:`~RadixTree.serve` is one request's life in SGLang's scheduler: ``match_prefix``
+  (capped, splitting the node where the match ends, refreshing the matched path), the
+  matched path locked (``inc_lock_ref``) while the uncached tokens are allocated —
+  evicting unlocked leaves when they would not fit (``alloc`` failing →
+  ``tree_cache.evict(num_tokens)``) — then ``cache_finished_req`` inserts the prompt and
+  unlocks. A request larger than the whole pool (SGLang would refuse it) still runs;
+  its tail is then trimmed back to capacity, nothing locked.
 * Optional owner tracking: ``insert(..., owner=x)`` records ``x`` as the owner of
   every node on the inserted path, so a node's owner is the most recent request
   whose prompt covers its whole edge; :meth:`~RadixTree.longest` returns the longest
@@ -180,6 +188,24 @@ class RadixTree:
         over = self._over()
         evicted = self._evict_tokens(over, frozenset(id(n) for n in path)).evicted if over else ()
         return found, InsertResult(new, evicted)
+
+    def serve(self, tokens: Sequence[int], now: float = 0.0) -> tuple[int, InsertResult]:
+        """One request through SGLang's life cycle (module docstring): ``(cached tokens,
+        the insert's effect)``; ``evicted`` lists every leaf freed, allocation first."""
+        tokens = _frozen(tokens)
+        n = len(tokens)
+        path, matched, used = self._walk(tokens, hit_cap_tokens(n, self.block_size, self.cap_last_token))
+        if path and used < path[-1].hi - path[-1].lo:
+            path[-1] = self._split(path[-1], used)  # match_prefix splits where the match ends
+        for node in path:
+            node.last = now
+        freed: tuple[BlockHash, ...] = ()
+        if self.capacity_tokens is not None:
+            need = self.size_tokens + (n - matched) - self.capacity_tokens  # alloc(n − matched) must fit
+            freed = self._evict_tokens(need, frozenset(id(x) for x in path)).evicted
+        ins = self._insert(tokens, now, None)[1]
+        trimmed = self._evict_tokens(self._over(), frozenset()).evicted  # the request alone overflowed
+        return matched, InsertResult(ins.inserted, freed + ins.evicted + trimmed)
 
     def _split(self, child: _Node, k: int) -> _Node:
         """Split ``child`` after ``k`` tokens; returns the new upper node (new id, the

@@ -18,9 +18,30 @@ from prefixcache.analyzer.cache.provider import ProviderRules
 
 
 @dataclass(frozen=True, slots=True)
+class OfflineBound:
+    """Belady MIN at one capacity, both variants in both units (:mod:`.belady`):
+    ``pinned`` keeps the request in flight (what an engine can do), ``unpinned`` lets
+    every block compete. ``bound`` names the variant with more cached tokens, whose
+    per-request figures the row carries; ``bound_hit_ratio_*`` are the larger of the two
+    in each unit (the offline bound an online policy is compared with)."""
+
+    pinned_hit_ratio_tokens: float
+    pinned_hit_ratio_blocks: float
+    unpinned_hit_ratio_tokens: float
+    unpinned_hit_ratio_blocks: float
+    bound: str
+    bound_hit_ratio_tokens: float
+    bound_hit_ratio_blocks: float
+
+
+@dataclass(frozen=True, slots=True)
 class ResultRow:
     """One policy × capacity: hit ratios, ideal, avoided prefill, lost tokens by cause.
-    ``ttl_s``: idle expiry the cache applied (seconds; null: none)."""
+    ``ttl_s``: idle expiry the cache applied (seconds; null: none). Every ratio comes in
+    both units with its own ideal: ``*_tokens`` are token-weighted (cached / prompt
+    tokens), ``*_blocks`` block-weighted (hit / prompt blocks); ``ideal_hit_ratio`` and
+    ``fraction_of_ideal`` are the token ones under their old names (deprecated).
+    ``offline_bound``: the Belady rows' two variants (null for other policies)."""
 
     cache: str
     policy: str
@@ -38,11 +59,16 @@ class ResultRow:
     request_hit_rate: float
     ideal_hit_ratio: float
     fraction_of_ideal: float
+    ideal_hit_ratio_tokens: float
+    ideal_hit_ratio_blocks: float
+    fraction_of_ideal_tokens: float
+    fraction_of_ideal_blocks: float
     avoided_prefill_tokens: int
     written_tokens: int
     lost_tokens_by_cause: dict[str, int]
     hits_by_segment: dict[str, int]
     drift_by_rule: dict[str, int]
+    offline_bound: OfflineBound | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,17 +196,28 @@ def r6(x: float | None) -> float | None:
 
 
 def result_row(cache: str, policy: str, ttl_s: float | None, capacity: str, capacity_blocks: int | None,
-               block_size: int, bytes_per_token: int | None, rows: Sequence[RequestFigures]) -> ResultRow:
+               block_size: int, bytes_per_token: int | None, rows: Sequence[RequestFigures],
+               bound: OfflineBound | None = None) -> ResultRow:
     """The totals of one policy × capacity run (``capacity`` as given; blocks, tokens and
-    bytes derived from ``capacity_blocks``)."""
+    bytes derived from ``capacity_blocks``; ``bound``: the Belady variants)."""
     t = totals(rows)
     cap_tokens = None if capacity_blocks is None else capacity_blocks * block_size
     return ResultRow(
         cache, policy, ttl_s, capacity, capacity_blocks, block_size, cap_tokens,
         None if cap_tokens is None or not bytes_per_token else cap_tokens * bytes_per_token,
         t.requests, t.prompt_tokens, t.cached_tokens, r6(t.hit_ratio_tokens), r6(t.hit_ratio_blocks),
-        r6(t.request_hit_rate), r6(t.ideal_hit_ratio), r6(t.fraction_of_ideal), t.avoided_prefill_tokens,
-        t.written_tokens, dict(t.lost), dict(t.segments), dict(t.drift_by_cause))
+        r6(t.request_hit_rate), r6(t.ideal_hit_ratio), r6(t.fraction_of_ideal), r6(t.ideal_hit_ratio),
+        r6(t.ideal_hit_ratio_blocks), r6(t.fraction_of_ideal), r6(t.fraction_of_ideal_blocks), t.avoided_prefill_tokens,
+        t.written_tokens, dict(t.lost), dict(t.segments), dict(t.drift_by_cause), bound)
+
+
+def offline_bound(prompt_tokens: int, blocks_total: int, cached_tokens: tuple[int, int],
+                  hit_blocks: tuple[int, int], bound: str) -> OfflineBound:
+    """Both Belady variants' totals ``(pinned, unpinned)`` as an :class:`OfflineBound` (ratios
+    over ``prompt_tokens`` and ``blocks_total``; ``bound``: the variant the row carries)."""
+    tok = [c / prompt_tokens if prompt_tokens else 0.0 for c in cached_tokens]
+    blk = [b / blocks_total if blocks_total else 0.0 for b in hit_blocks]
+    return OfflineBound(r6(tok[0]), r6(blk[0]), r6(tok[1]), r6(blk[1]), bound, r6(max(tok)), r6(max(blk)))
 
 
 def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int) -> list[CallRow]:

@@ -9,11 +9,13 @@ Also: the block chains those passes consume and the distinct-block count behind
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
 
 from prefixcache.analyzer.cache.base import hit_cap_tokens
-from prefixcache.analyzer.cache.belady import belady_hits
+from prefixcache.analyzer.cache.belady import belady_hits, next_uses
 from prefixcache.analyzer.cache.figures import Levels, RequestFigures, lost_by_cause
 from prefixcache.analyzer.cache.models import CacheSpec, Hit, make_model
 from prefixcache.analyzer.cache.simulator import Baseline, baseline, request_figures, simulate
@@ -36,11 +38,13 @@ def chains(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int) -> list
 
 def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int],
                       base: Baseline | None = None,
-                      progress: Callable[[int], None] | None = None) -> list[list[RequestFigures]]:
+                      progress: Callable[[int], None] | None = None,
+                      drift_causes: Mapping[int, str] | None = None) -> list[list[RequestFigures]]:
     """Per-request figures at each capacity (blocks) for ``vllm`` / ``blocks``.
 
     LRU without TTL: one stack-distance pass (:mod:`.sweep`) serves every capacity;
-    ``belady``: one MIN replay per capacity; any other policy: one replay each.
+    ``belady``: the larger of the pinned and unpinned MIN replays (:func:`belady_runs`);
+    any other policy: one replay each. ``drift_causes``: request order → rule code.
     """
     block_size = spec.block_size_for(reqs)
     base = base or baseline(reqs)
@@ -50,25 +54,65 @@ def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: S
         ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1])
         per_cap = [_ideal_tokens(reqs, prof.per_request(c)[1]) for c in capacities]
     elif spec.policy == "belady" and sequential:
-        if spec.cache not in ("vllm", "blocks"):
-            raise ConfigError("--policy belady works with --cache vllm or blocks")
-        ch = chains(reqs, spec, block_size)
-        ideal = simulate_tokens(reqs, spec, None, base)
-        per_cap = []
-        for c in capacities:
-            per_cap.append([min(r.num_tokens, int(k) * block_size) for r, k in zip(reqs, belady_hits(ch, c))])
-            if progress:
-                progress(1)
+        return [run.rows for run in belady_runs(reqs, spec, capacities, base, progress, drift_causes)]
     else:
-        return [simulate(reqs, spec, c, base) for c in capacities]
+        return [simulate(reqs, spec, c, base, drift_causes) for c in capacities]
     model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
-    return [[_row(model, r, base, i, cached[i], ideal[i]) for i, r in enumerate(reqs)] for cached in per_cap]
+    return [_rows(model, reqs, base, cached, ideal, drift_causes) for cached in per_cap]
 
 
-def _row(model, r: SimRequest, base: Baseline, i: int, cached: int, ideal: int) -> RequestFigures:
+@dataclass(frozen=True, slots=True)
+class BeladyRun:
+    """Belady MIN at one capacity: the per-request figures of the larger variant (``bound``:
+    ``pinned`` or ``unpinned``, by cached tokens; pinned on a tie) and both variants'
+    totals, ``(pinned, unpinned)``: cached tokens and hit blocks."""
+
+    rows: list[RequestFigures]
+    bound: str
+    cached_tokens: tuple[int, int]
+    hit_blocks: tuple[int, int]
+
+
+def belady_runs(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int],
+                base: Baseline | None = None, progress: Callable[[int], None] | None = None,
+                drift_causes: Mapping[int, str] | None = None) -> list[BeladyRun]:
+    """Belady MIN at each capacity (blocks), pinned and unpinned (:mod:`.belady`); one
+    next-use table and one ideal serve every capacity, and figures are built for the
+    larger variant only. ConfigError unless the cache is ``vllm`` or ``blocks``."""
+    if spec.cache not in ("vllm", "blocks"):
+        raise ConfigError("--policy belady works with --cache vllm or blocks")
+    block_size = spec.block_size_for(reqs)
+    base = base or baseline(reqs)
+    ch = chains(reqs, spec, block_size)
+    nexts = next_uses(ch)
+    prof = stack_profile(ch, "head-first")  # at no capacity limit the free order does not matter
+    ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1])
+    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
+    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
+    out = []
+    for c in capacities:
+        hits = [belady_hits(ch, c, pinned, nexts) for pinned in (True, False)]
+        cached = [np.minimum(ntok, h * block_size) for h in hits]
+        tok = (int(cached[0].sum()), int(cached[1].sum()))
+        pick = 1 if tok[1] > tok[0] else 0
+        rows = _rows(model, reqs, base, cached[pick].tolist(), ideal, drift_causes)
+        out.append(BeladyRun(rows, ("pinned", "unpinned")[pick], tok, (int(hits[0].sum()), int(hits[1].sum()))))
+        if progress:
+            progress(1)
+    return out
+
+
+def _rows(model, reqs: Sequence[SimRequest], base: Baseline, cached: Sequence[int], ideal: Sequence[int],
+          drift_causes: Mapping[int, str] | None) -> list[RequestFigures]:
+    causes = drift_causes or {}
+    return [_row(model, r, base, i, cached[i], ideal[i], causes.get(r.order)) for i, r in enumerate(reqs)]
+
+
+def _row(model, r: SimRequest, base: Baseline, i: int, cached: int, ideal: int,
+         drift_cause: str | None = None) -> RequestFigures:
     lcp = base.lcp[i]
     lv = Levels(r.num_tokens, lcp, base.drift_end[i], model.granular(r, lcp), ideal, ideal, cached)
-    return request_figures(r, model.block_size, Hit(cached), ideal, lost_by_cause(lv), None, lcp)
+    return request_figures(r, model.block_size, Hit(cached), ideal, lost_by_cause(lv), drift_cause, lcp)
 
 
 def _ideal_tokens(reqs: Sequence[SimRequest], toks) -> list[int]:

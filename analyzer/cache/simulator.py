@@ -105,12 +105,13 @@ def request_figures(r: SimRequest, block_size: int, hit: Hit, ideal: int, lost: 
     a trace's partial last block counts as hit when any of it is)."""
     cached = hit.cached_tokens
     blocks_total = len(r.hashes) if r.hashes is not None else -(-r.num_tokens // block_size)
+    trace = r.hashes is not None
     return RequestFigures(
         order=r.order, session=r.session, source=r.source, record=r.record,
         prompt_tokens=r.num_tokens, cached_tokens=cached, ideal_tokens=ideal,
         blocks_total=blocks_total,
-        blocks_hit=-(-cached // block_size) if r.hashes is not None else cached // block_size,
+        blocks_hit=-(-cached // block_size) if trace else cached // block_size,
         written_tokens=hit.written_tokens, write_multiplier=hit.write_multiplier, shared_tokens=shared, lost=lost,
         segments=hits_by_segment(r.spans, cached) if r.spans else {},
         reported_prompt_tokens=r.reported_prompt, reported_cached_tokens=r.reported_cached,
-        drift_cause=drift_cause)
+        drift_cause=drift_cause, ideal_blocks=-(-ideal // block_size) if trace else ideal // block_size)

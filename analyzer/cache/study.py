@@ -20,10 +20,10 @@ from prefixcache.analyzer.cache.figures import RequestFigures, reported_usage
 from prefixcache.analyzer.cache.models import MODELS, CacheSpec
 from prefixcache.analyzer.cache.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.report import (
-    ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, cost, reported_row,
-    request_row, result_row,
+    OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, cost, reported_row,
+    offline_bound, request_row, result_row,
 )
-from prefixcache.analyzer.cache.runs import sweep_block_cache, unique_blocks
+from prefixcache.analyzer.cache.runs import belady_runs, sweep_block_cache, unique_blocks
 from prefixcache.analyzer.cache.simulator import baseline, simulate
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
@@ -43,7 +43,9 @@ class SimulateOptions:
     (tokens, ≥ 1; None = the cache's default); ``ttl_s``: idle expiry (seconds, ≥ 0);
     ``kv_model`` / ``model_config`` / ``kv_dtype``: KV bytes per token for byte
     capacities; ``min_tokens`` and prices (≥ 0) override the provider's;
-    ``in_flight`` ≥ 1; ``per_request`` adds every request's figures; ``input_format``,
+    ``in_flight`` ≥ 1; ``per_request`` adds every request's figures; ``slots`` (≥ 1),
+    ``slot_similarity`` (0–1) and ``cache_ram_mib`` (MiB; 0 off, −1 unbounded): the
+    llama.cpp server's ``-np``, ``-sps`` and ``--cache-ram``; ``input_format``,
     ``tokenizer``, ``template``: how logs are read and prepared. ConfigError names the
     first bad value."""
 
@@ -61,6 +63,9 @@ class SimulateOptions:
     price_write: float | None = None
     in_flight: int = 1
     per_request: bool = False
+    slots: int = 1
+    slot_similarity: float = 0.10
+    cache_ram_mib: float = 8192.0
     input_format: str = "auto"
     tokenizer: str = "auto"
     template: str = "auto"
@@ -80,6 +85,12 @@ class SimulateOptions:
                                    ("--price-write", self.price_write, 0)):
             if value is not None and not value >= least:
                 raise ConfigError(f"{flag} must be at least {least}, got {value}")
+        if self.slots < 1:
+            raise ConfigError(f"--slots must be at least 1, got {self.slots}")
+        if not 0 <= self.slot_similarity <= 1:
+            raise ConfigError(f"--slot-similarity must be between 0 and 1, got {self.slot_similarity}")
+        if self.cache_ram_mib < 0 and self.cache_ram_mib != -1:
+            raise ConfigError(f"--cache-ram must be at least 0 MiB (or -1: no limit), got {self.cache_ram_mib:g}")
         in_bytes = next((c for c in self.capacities if c.unit == "bytes"), None)
         if in_bytes is not None and not (self.kv_model or self.model_config):
             raise ConfigError(f"capacity {in_bytes.text!r} is in bytes: pass --kv-model or --model-config")
@@ -93,8 +104,10 @@ class SimulateOptions:
         """The cache spec (first policy's settings) for requests of ``model``."""
         overrides = {"min_tokens": self.min_tokens, "price_input": self.price_input,
                      "read_multiplier": self.price_read, "write_multiplier": self.price_write}
+        engine = {"slots": self.slots, "slot_similarity": self.slot_similarity, "cache_ram_mib": self.cache_ram_mib}
         return CacheSpec(self.cache, "lru", self.block_size, self.ttl_s, model,
-                         {k: v for k, v in overrides.items() if v is not None}, self.in_flight)
+                         {k: v for k, v in overrides.items() if v is not None}, self.in_flight,
+                         engine if self.cache == "llamacpp" else None)
 
 
 def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, shape: KVShape | None,
@@ -107,6 +120,8 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     spec = options.spec(model)
     block_size = spec.block_size_for(reqs)
     bpt = shape.bytes_per_token if shape else None
+    if spec.engine_options is not None and bpt:
+        spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
     results, first, uniq = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else ([], None, 0)
     provider = options.cache in PROVIDER_CACHES
     rules = spec.provider_rules(model) if provider else None
@@ -143,15 +158,22 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
     for policy, ttl_s in options.runs():
         pspec = replace(spec, policy=policy, ttl_s=ttl_s)
         swept = spec.cache in ("vllm", "blocks") and None not in blocks and spec.in_flight <= 1
-        if swept and policy in ("lru", "belady"):
-            per_cap = [[replace(f, drift_cause=causes.get(f.order)) for f in rows]
-                       for rows in sweep_block_cache(reqs, pspec, blocks, base)]
+        bounds: list[OfflineBound | None] = [None] * len(blocks)
+        if swept and policy == "belady":
+            runs = belady_runs(reqs, pspec, blocks, base, drift_causes=causes)
+            prompt = sum(r.num_tokens for r in reqs)
+            total_blocks = sum(f.blocks_total for f in runs[0].rows) if runs else 0
+            bounds = [offline_bound(prompt, total_blocks, run.cached_tokens, run.hit_blocks, run.bound)
+                      for run in runs]
+            per_cap = [run.rows for run in runs]
+        elif swept and policy == "lru":
+            per_cap = sweep_block_cache(reqs, pspec, blocks, base, drift_causes=causes)
         elif policy == "belady":
             raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
         else:
             per_cap = [simulate(reqs, pspec, b, base, causes) for b in blocks]
         ttl_shown = pspec.model_class().ttl_of(pspec)
-        for (text, b), rows in zip(caps, per_cap):
-            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows))
+        for (text, b), rows, bound in zip(caps, per_cap, bounds):
+            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows, bound))
             first = first or rows
     return results, first, uniq

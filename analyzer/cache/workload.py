@@ -13,7 +13,7 @@ it; so are its prefix hashes at breakpoints (:meth:`SimRequest.prefix_hashes`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from prefixcache.analyzer.cache.base import BlockHash
@@ -40,7 +40,9 @@ class SimRequest:
     prompt — when the log has none); ``salt``: vLLM ``cache_salt`` namespace, if
     logged; ``hidden_tokens``: size of a prefix the log lacks and the prompt does not
     represent (Claude Code's system prompt and tools: reported prompt tokens minus
-    ours), counted toward provider minimum lengths only.
+    ours), counted toward provider minimum lengths only. ``reply_ends``: where each
+    assistant message of the prompt ends (tokens, ascending): what the engine generated
+    for the earlier calls, as the log renders it (llama.cpp slots keep prompt + output).
     """
 
     order: int
@@ -62,6 +64,7 @@ class SimRequest:
     reported_prompt: int | None = None
     reported_cached: int | None = None
     exact: bool = True
+    reply_ends: tuple[int, ...] = ()
     _chains: dict[tuple[int, str | None], tuple[BlockHash, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _cuts: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -118,12 +121,12 @@ def _marks(req: Request, segments) -> tuple[Breakpoint, ...]:
     return tuple(auto)
 
 
-def _sim_request(p, pos: int) -> SimRequest | None:
-    """One prepared request as a :class:`SimRequest` (order and clock set later); None
-    for a usage-only request."""
+def _sim_request(p, pos: int, now: float = 0.0) -> SimRequest | None:
+    """One prepared request as a :class:`SimRequest` at position ``pos`` of the arrival
+    order and logical time ``now``; None for a usage-only request."""
     r = p.request
     u = r.usage
-    common = dict(order=pos, now=0.0, session=r.session, index=r.index, source=r.provenance.source,
+    common = dict(order=pos, now=now, session=r.session, index=r.index, source=r.provenance.source,
                   record=r.provenance.record, model=r.model, reported_prompt=u.prompt_tokens if u else None,
                   reported_cached=u.cached_tokens if u else None)
     if r.trace is not None:
@@ -142,13 +145,18 @@ def _sim_request(p, pos: int) -> SimRequest | None:
         spans=tuple((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
         boundaries=tuple(sorted({s.end for s in segs if s.kind in _CONTENT})),
         breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
-        exact=bool(p.tokens.exact), **common)
+        exact=bool(p.tokens.exact), reply_ends=_reply_ends(r, segs), **common)
+
+
+def _reply_ends(req: Request, segments) -> tuple[int, ...]:
+    """End (tokens) of each assistant message's span, ascending."""
+    return tuple(sorted({s.end for s in segments if s.kind == "message" and 0 <= s.ref < len(req.messages)
+                         and req.messages[s.ref].role == "assistant"}))
 
 
 def to_sim_requests(items: Iterable) -> list[SimRequest]:
     """``Prepared`` items (input order) as :class:`SimRequest`s in arrival order, with
     ``order`` their position in it and ``now`` the logical clock."""
-    staged = [(p.request.timestamp, sim) for pos, p in enumerate(items)
-              if (sim := _sim_request(p, pos)) is not None]
+    staged = [(p.request.timestamp, p) for p in items if p.request.trace is not None or p.tokens is not None]
     ordered = arrival_order(staged, lambda item: item[0])
-    return [replace(sim, order=i, now=now) for i, (now, (_, sim)) in enumerate(ordered)]
+    return [_sim_request(p, i, now) for i, (now, (_, p)) in enumerate(ordered)]  # type: ignore[misc]

@@ -1,0 +1,202 @@
+"""simulate scales linearly in requests, and its 5-capacity LRU + Belady figures equal a plain replay.
+
+Issue #10, item 8. Two measurements on Mooncake-shaped block traces:
+
+1. **Time per request** of ``simulate`` (the library call behind the command: ingest, arrival
+   order, the cache model, the report) on 1k … 100k requests: flat means linear.
+2. **5 capacities × (LRU, Belady pinned, Belady unpinned)** on ``--cache blocks``: the report
+   (one stack-distance sweep for LRU, one next-use table for both Belady variants) against a
+   plain replay written here: an ``OrderedDict`` LRU per capacity and a heap MIN per
+   capacity and variant, each computing its own next uses. Figures must be identical.
+
+The traces are the Mooncake synthetic trace (``tests/fixtures/samples``) tiled: copy k keeps
+every request's length, output and block structure, with its hash ids shifted past copy
+k−1's and its timestamps after copy k−1's end, so the shape (sessions, prefix sharing,
+arrival rate) is the sample's at every size.
+
+    .venv/bin/python bench/bench_simulate.py [--max 100000] [--ratio-requests 3993]
+
+Prints both tables; exits 1 when figures differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import sys
+import tempfile
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import orjson
+
+from prefixcache.analyzer.api import SimulateOptions, parse_capacities, simulate
+
+SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples" / "mooncake_kvtrace_synthetic_trace.jsonl"
+SIZES = (1_000, 3_000, 10_000, 30_000, 100_000)
+FRACTIONS = ("1%", "5%", "10%", "25%", "50%")
+BLOCK = 512
+
+
+def mooncake_shaped(n: int) -> list[dict]:
+    """``n`` requests shaped like the sample (see the module docstring)."""
+    recs = [orjson.loads(line) for line in SAMPLE.read_bytes().splitlines() if line.strip()]
+    shift = max(h for r in recs for h in r["hash_ids"]) + 1
+    span = recs[-1]["timestamp"] + 1
+    out = []
+    for i in range(n):
+        k, r = divmod(i, len(recs))
+        src = recs[r]
+        out.append({"timestamp": src["timestamp"] + k * span, "input_length": src["input_length"],
+                    "output_length": src["output_length"], "hash_ids": [h + k * shift for h in src["hash_ids"]]})
+    return out
+
+
+def write(recs: list[dict], folder: Path) -> Path:
+    path = folder / f"mooncake_shaped_{len(recs)}.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in recs) + b"\n")
+    return path
+
+
+def timed(fn):
+    cpu, wall = time.process_time(), time.perf_counter()
+    out = fn()
+    return time.process_time() - cpu, time.perf_counter() - wall, out
+
+
+# --- the plain reference -----------------------------------------------------------------
+
+def plain_lru(chains: list[list[int]], capacity: int) -> list[int]:
+    """Leading cached blocks per request, then every block touched in prompt order (OrderedDict)."""
+    od: OrderedDict[int, None] = OrderedDict()
+    hits = []
+    for hashes in chains:
+        k = 0
+        while k < len(hashes) and hashes[k] in od:
+            k += 1
+        hits.append(k)
+        for h in hashes:
+            if h in od:
+                od.move_to_end(h)
+            else:
+                od[h] = None
+        while len(od) > capacity:
+            od.popitem(last=False)
+    return hits
+
+
+def plain_belady(chains: list[list[int]], capacity: int, pinned: bool) -> list[int]:
+    """MIN: after each request, evict the block whose next use (request, position) is furthest;
+    with ``pinned`` the request's own blocks go last."""
+    nxt: dict[int, tuple[int, int]] = {}
+    nexts: list[list[tuple[int, int]]] = [[] for _ in chains]
+    never = (1 << 62, 0)
+    for r in range(len(chains) - 1, -1, -1):
+        nexts[r] = [nxt.get(h, never) for h in chains[r]]
+        for i in range(len(chains[r]) - 1, -1, -1):
+            nxt[chains[r][i]] = (r, i)
+    when: dict[int, tuple[int, int]] = {}
+    heap: list = []
+    hits = []
+    for r, hashes in enumerate(chains):
+        k = 0
+        while k < len(hashes) and hashes[k] in when:
+            k += 1
+        hits.append(k)
+        for h, nu in zip(hashes, nexts[r]):
+            when[h] = nu
+            heapq.heappush(heap, (-nu[0], -nu[1], h))
+        mine = set(hashes) if pinned else set()
+        held = []
+        while len(when) > capacity and heap:
+            item = heapq.heappop(heap)
+            h = item[2]
+            if when.get(h) != (-item[0], -item[1]):
+                continue
+            if h in mine and len(when) - len(mine) > 0 and any(x not in mine for x in when):
+                held.append(item)
+                continue
+            del when[h]
+        for item in held:
+            heapq.heappush(heap, item)
+    return hits
+
+
+def plain_figures(recs: list[dict], caps: list[int]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(policy, capacity) → (hit tokens, hit blocks) from the plain replays."""
+    chains = [r["hash_ids"] for r in recs]
+    out = {}
+    for c in caps:
+        for name, hits in (("lru", plain_lru(chains, c)), ("pinned", plain_belady(chains, c, True)),
+                           ("unpinned", plain_belady(chains, c, False))):
+            tok = sum(min(r["input_length"], k * BLOCK) for r, k in zip(recs, hits))
+            out[(name, c)] = (tok, sum(hits))
+    return out
+
+
+def report_figures(doc, prompt: int, blocks: int) -> dict[tuple[str, int], tuple[int, int]]:
+    """The same figures from the simulate report (ratios back to counts)."""
+    out = {}
+    for row in doc.results:
+        if row.policy == "lru":
+            out[("lru", row.capacity_blocks)] = (row.cached_tokens, round(row.hit_ratio_blocks * blocks))
+        else:
+            b = row.offline_bound
+            out[("pinned", row.capacity_blocks)] = (round(b.pinned_hit_ratio_tokens * prompt),
+                                                    round(b.pinned_hit_ratio_blocks * blocks))
+            out[("unpinned", row.capacity_blocks)] = (round(b.unpinned_hit_ratio_tokens * prompt),
+                                                      round(b.unpinned_hit_ratio_blocks * blocks))
+    return out
+
+
+def close(a: dict, b: dict, prompt: int, blocks: int) -> bool:
+    """Equal counts (the report's ratios carry 6 decimals: compare at that resolution)."""
+    return a.keys() == b.keys() and all(abs(a[k][0] - b[k][0]) <= prompt * 1e-6 and
+                                        abs(a[k][1] - b[k][1]) <= blocks * 1e-6 for k in a)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--max", type=int, default=SIZES[-1], help="largest trace (requests)")
+    ap.add_argument("--ratio-requests", type=int, default=3993, help="requests of the 5-capacity comparison")
+    args = ap.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        print("simulate (default vllm, unbounded), one library call per trace; time per request:")
+        per = []
+        for n in (s for s in SIZES if s <= args.max):
+            path = write(mooncake_shaped(n), folder)
+            cpu, wall, doc = timed(lambda: simulate([str(path)], SimulateOptions()))
+            per.append(cpu / n)
+            print(f"  {n:>7,} requests: {cpu:7.2f} s CPU {wall:7.2f} s wall  {1e6 * cpu / n:7.1f} µs/request CPU"
+                  f"  hit {doc.results[0].hit_ratio_tokens:.3f}")
+        print(f"  largest / smallest time per request: {max(per) / min(per):.2f}")
+
+        recs = mooncake_shaped(args.ratio_requests)
+        path = write(recs, folder)
+        opts = SimulateOptions(cache="blocks", policies=("lru", "belady"),
+                               capacities=tuple(parse_capacities(",".join(FRACTIONS))))
+        cpu_ours, wall_ours, doc = timed(lambda: simulate([str(path)], opts))
+        caps = [r.capacity_blocks for r in doc.results if r.policy == "lru"]
+        cpu_plain, wall_plain, plain = timed(lambda: plain_figures(recs, caps))
+        prompt = sum(r["input_length"] for r in recs)
+        blocks = sum(len(r["hash_ids"]) for r in recs)
+        same = close(plain, report_figures(doc, prompt, blocks), prompt, blocks)
+        ok &= same
+        print(f"\n5 capacities ({', '.join(FRACTIONS)} = {', '.join(map(str, caps))} blocks) × LRU, Belady pinned "
+              f"and unpinned, --cache blocks, {len(recs):,} requests:")
+        print(f"  simulate (whole library call: ingest + report): {cpu_ours:6.2f} s CPU {wall_ours:6.2f} s wall")
+        print(f"  plain replay (OrderedDict LRU, heap MIN):      {cpu_plain:6.2f} s CPU {wall_plain:6.2f} s wall")
+        print(f"  plain / simulate (CPU): {cpu_plain / cpu_ours:.2f}×   identical figures: {same}")
+        for row in doc.results:
+            b = row.offline_bound
+            extra = f"  (pinned {b.pinned_hit_ratio_blocks:.3f}, unpinned {b.unpinned_hit_ratio_blocks:.3f})" if b else ""
+            print(f"    {row.policy:<6} {row.capacity:>4}: blocks {row.hit_ratio_blocks:.3f} "
+                  f"tokens {row.hit_ratio_tokens:.3f}{extra}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
