@@ -25,6 +25,10 @@ from prefixcache.analyzer.errors import ConfigError, PrefixcacheError
 from prefixcache.analyzer.ingest import skipped_message
 from prefixcache.analyzer.model import Skipped
 
+if sys.stdin is None:  # a closed stdin (``<&-``): ``-`` reads as empty input, not an AttributeError
+    sys.stdin = open(os.devnull)  # noqa: SIM115 (lives as long as the process)
+
+
 def _width() -> int | None:
     """Console width: the terminal's (None: rich measures it), else ``$COLUMNS`` when set, else 160
     for pipes and CI logs (rich would otherwise cut tables to 80 columns)."""

@@ -6,7 +6,13 @@ files sorted by path. A directory is walked recursively and yields only log file
 skipping hidden files and folders (``.git``), so a folder with READMEs or a
 checkout can be passed as is; files named directly or by a glob are always read.
 A file named twice is read once. Stdin is read once into memory (it cannot be re-opened)
-and then served like a file named ``-``.
+and then served like a file named ``-``; a closed stdin reads as empty.
+
+Only regular files are read from a walk: a FIFO, socket or device met in a directory is
+one bad skip ("not a regular file"), never opened (opening a FIFO blocks). A FIFO named
+explicitly (``<(zcat log.gz)``) is read once into memory like stdin, giving up after
+:data:`PIPE_TIMEOUT_S` seconds without data (``PREFIXCACHE_PIPE_TIMEOUT``); a device or
+socket named explicitly is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import glob
 import io
 import os
+import select
+import stat
 import sys
 from pathlib import Path
 from typing import IO, Iterator, Sequence
@@ -24,11 +32,80 @@ from prefixcache.analyzer.ingest.base import Source
 _GLOB_CHARS = set("*?[")
 #: File suffixes a directory walk picks up (lower-cased comparison).
 LOG_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj", ".log")
+#: Seconds a FIFO named explicitly may stay silent before the read gives up.
+PIPE_TIMEOUT_S = 30.0
+#: Most bytes read from a FIFO named explicitly (it is held in memory).
+PIPE_MAX_BYTES = 4 << 30
 
 
 def file_source(path: str) -> Source:
     """A :class:`Source` that opens ``path`` in binary mode on each call."""
     return Source(path, lambda: open(path, "rb"))
+
+
+def _kind(mode: int) -> str:
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+
+
+def refused_source(path: str, reason: str) -> Source:
+    """A :class:`Source` whose ``open`` raises :class:`InputError` (record 0): a skipped file."""
+    def refuse() -> io.BytesIO:
+        raise InputError(reason, path, 0)
+
+    return Source(path, refuse)
+
+
+def read_pipe(path: str, timeout: float | None = None, max_bytes: int = PIPE_MAX_BYTES) -> bytes:
+    """All bytes of a FIFO, read without blocking forever: a FIFO nobody writes to reads as
+    empty; one whose writer stays silent ``timeout`` seconds (default :data:`PIPE_TIMEOUT_S`
+    or ``$PREFIXCACHE_PIPE_TIMEOUT``), or that sends more than ``max_bytes``, raises
+    :class:`InputError`."""
+    if timeout is None:
+        raw = os.environ.get("PREFIXCACHE_PIPE_TIMEOUT", "")
+        timeout = float(raw) if raw.replace(".", "", 1).isdigit() else PIPE_TIMEOUT_S
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks, size = [], 0
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # a writer is connected but has sent nothing yet
+                if not select.select([fd], [], [], timeout)[0]:
+                    raise InputError(f"a FIFO that sent no data for {timeout:g} s "
+                                     "(PREFIXCACHE_PIPE_TIMEOUT sets the wait)", path, 0) from None
+                continue
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > max_bytes:
+                raise InputError(f"a FIFO that sent more than {max_bytes:,} bytes", path, 0)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _named_source(path: str, explicit: bool) -> Source:
+    """The source of one path: a file, a FIFO read once (when named explicitly), or a refusal."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return file_source(path)  # the reader reports the OSError as a skipped file
+    if stat.S_ISREG(mode):
+        return file_source(path)
+    if explicit and stat.S_ISFIFO(mode):
+        return bytes_source(path, read_pipe(path))
+    how = "" if explicit else " found in a folder"
+    return refused_source(path, f"not a regular file ({_kind(mode)}{how}); not read")
+
+
+def _read_stdin(stream: IO[bytes] | None) -> bytes:
+    """Everything on stdin; a closed stdin (no stream, or a closed descriptor) is empty."""
+    if stream is None:
+        return b""
+    try:
+        return stream.read()
+    except (OSError, ValueError):
+        return b""
 
 
 def bytes_source(name: str, data: bytes) -> Source:
@@ -81,12 +158,12 @@ def expand_inputs(inputs: Sequence[str], stdin: IO[bytes] | None = None) -> list
             if "-" in seen:
                 raise InputError("stdin given more than once", "-", 0)
             seen.add("-")
-            stream = stdin if stdin is not None else sys.stdin.buffer
-            sources.append(bytes_source("-", stream.read()))
+            stream = stdin if stdin is not None else getattr(sys.stdin, "buffer", None)
+            sources.append(bytes_source("-", _read_stdin(stream)))
             continue
         for path in _expand_one(arg):
             key = str(Path(path).resolve())
             if key not in seen:
                 seen.add(key)
-                sources.append(file_source(path))
+                sources.append(_named_source(path, explicit=path == arg))
     return sources
