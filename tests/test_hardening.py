@@ -188,3 +188,15 @@ def test_replay_refuses_hostile_input_cleanly(corpus: dict[str, Case]) -> None:
         assert res.exit_code in (0, 2), (name, res.stderr[-300:])  # replay skips bad records by default
         assert "Traceback" not in res.stderr
         assert os.path.basename(corpus[name].path) in res.stderr
+
+
+def test_redact_covers_errors_and_skip_reasons_with_keyed_hashes(corpus: dict[str, Case]) -> None:
+    secret = corpus["secret_unknown.jsonl"].path
+    runs = [CliRunner().invoke(cli_app(), ["lint", secret, corpus["good.jsonl"].path, "--json", "--redact", *key])
+            for key in ([], [], ["--redact-key", "k1"], ["--redact-key", "k1"])]
+    for res in runs:
+        assert res.exit_code == 2 and "sk-live" not in res.output + res.stderr and "api_key" not in res.stderr
+        assert "chars, h:" in res.stderr
+    hashes = [res.stderr.split("h:")[1][:24] for res in runs]
+    assert hashes[0] != hashes[1] and hashes[2] == hashes[3]  # random per run; stable under one key
+    assert len(hashes[0]) == 24 and all(c in "0123456789abcdef" for c in hashes[0])
