@@ -180,13 +180,29 @@ def _fixed(kind: str) -> Callable[[re.Match[str], str], tuple[str, float | None]
     return lambda m, text: (kind, None)
 
 
-def _git(m: re.Match[str], text: str) -> tuple[str, float | None] | None:
-    line_start = text.rfind("\n", 0, m.start()) + 1
+def _git(m: re.Match[str], text: str, line_start: int | None = None) -> tuple[str, float | None] | None:
+    if line_start is None:
+        line_start = text.rfind("\n", 0, m.start()) + 1
     if m.start() == line_start or text[m.start() - 2 : m.start()] == "* ":
         # a line that starts with a hash: `git log --oneline` / `git branch -v` output
         if not _GIT_LINE.match(text, m.start()):
             return None
     return ("hex-id", None)
+
+
+def _git_scan() -> Callable[[re.Match[str], str], tuple[str, float | None] | None]:
+    """:func:`_git` for one left-to-right scan: the line start is found from the previous
+    match onwards, not from the text's start (linear on a huge text without newlines)."""
+    seen = [0, 0]  # position looked up to, start of the line there
+
+    def classify(m: re.Match[str], text: str) -> tuple[str, float | None] | None:
+        nl = text.rfind("\n", seen[0], m.start())
+        if nl >= 0:
+            seen[1] = nl + 1
+        seen[0] = m.start()
+        return _git(m, text, seen[1])
+
+    return classify
 
 
 #: (pattern, classifier, group holding the value) in priority order: on equal
@@ -209,6 +225,8 @@ _DETECTORS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], tuple[st
 
 def _candidates(text: str) -> Iterator[tuple[int, int, int, str, float | None]]:
     for prio, (pattern, classify, group) in enumerate(_DETECTORS):
+        if classify is _git:
+            classify = _git_scan()
         for m in pattern.finditer(text):
             found = classify(m, text)
             if found is None:

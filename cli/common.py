@@ -21,9 +21,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from prefixcache.analyzer import redact
 from prefixcache.analyzer.errors import ConfigError, PrefixcacheError
 from prefixcache.analyzer.ingest import skipped_message
 from prefixcache.analyzer.model import Skipped
+
+if sys.stdin is None:  # a closed stdin (``<&-``): ``-`` reads as empty input, not an AttributeError
+    sys.stdin = open(os.devnull)  # noqa: SIM115 (lives as long as the process)
+
 
 def _width() -> int | None:
     """Console width: the terminal's (None: rich measures it), else ``$COLUMNS`` when set, else 160
@@ -58,7 +63,9 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 def fail(message: str) -> typer.Exit:
-    """Print ``message`` as an error and return the exit-2 exception to raise."""
+    """Print ``message`` as an error (quoted input redacted under ``--redact``) and return the exit-2
+    exception to raise."""
+    message = redact.redact_message(message) if redact.active() else message
     err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
     return typer.Exit(EXIT_ERROR)
 
@@ -98,6 +105,7 @@ def handle_errors(fn: F) -> F:
         console.width = _width()  # per command: $COLUMNS as it is now, not at import
         console.quiet = err.quiet = False
         exit_code_if_stopped(EXIT_OK)
+        redact.enable(False)  # a command turns it on (lint --redact)
         try:
             return fn(*args, **kwargs)
         except PrefixcacheError as exc:
@@ -139,7 +147,8 @@ def report_skipped(skipped: Iterable[Skipped], skip_bad: bool) -> bool:
         is_error = s.bad and not skip_bad
         fatal |= is_error
         label = "[red]error:[/]" if is_error else "[yellow]skipped:[/]"
-        err.print(f"{label} {escape(skipped_message(s))}", highlight=False)
+        line = skipped_message(s)
+        err.print(f"{label} {escape(redact.redact_message(line) if redact.active() else line)}", highlight=False)
     return fatal
 
 

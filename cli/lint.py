@@ -10,6 +10,7 @@ above ``--fail-on`` or reusable fraction below ``--fail-under``, 2 usage or inpu
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Optional
 
@@ -17,6 +18,7 @@ import orjson
 import typer
 from rich.markup import escape
 
+from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.canonical.fix import fixed_copies
 from prefixcache.analyzer.lint.config import FORMATS, load_config, parse_fraction
 from prefixcache.analyzer.lint.report import LintRun, lint_paths
@@ -79,7 +81,8 @@ def register(app: typer.Typer) -> None:
         block_size: Optional[int] = typer.Option(None, "--block-size", min=1, help="Block size for the block-aligned figure (tokens, default 16)."),
         fail_under: Optional[str] = typer.Option(None, "--fail-under", help="Exit 1 when reusable/prompt tokens is below this: a fraction (0.8) or a percentage (80%)."),
         fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that exits 1: info, warning (default), error."),
-        redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Show lengths and hashes instead of prompt text."),
+        redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Show lengths and keyed hashes instead of prompt text, in findings, errors and skip reasons."),
+        redact_key: Optional[str] = typer.Option(None, "--redact-key", envvar="PREFIXCACHE_REDACT_KEY", show_envvar=True, help="Key for --redact hashes, to compare them across runs (default: a random key per run)."),
         tokenizer: Tokenizer = None,  # type: ignore[assignment]  # None: the config file's, else auto
         model: ModelAsTokenizer = None,
         template: Template = None,  # type: ignore[assignment]
@@ -98,8 +101,13 @@ def register(app: typer.Typer) -> None:
         if fix:
             check_specs(cfg.template, cfg.tokenizer)  # a bad spec fails before any copy is written
             paths, input_format = write_fixed(paths, input_format, force), "auto"
+        if cfg.redact:
+            redact_module.enable(True, redact_key)
         with progress("lint", enabled=None if cfg.format == "rich" else False) as bar:
             run = lint_paths(paths, cfg, input_format, sys.stdin.buffer if "-" in paths else None, bar.advance)
+        if cfg.redact:  # skip reasons quote input (``starts with '{"api_key": ...'``)
+            run = dataclasses.replace(run, skipped=tuple(
+                dataclasses.replace(s, reason=redact_module.redact_message(s.reason)) for s in run.skipped))
         verdict = run.verdict()
         bad_records = not skip_bad and any(s.bad for s in run.skipped)
         exit_code_if_stopped(EXIT_ERROR if bad_records else EXIT_FINDINGS if verdict.failed else EXIT_OK)

@@ -146,8 +146,11 @@ def _requests(ingest: Ingest, max_requests: int | None) -> list[Request]:
     none: block-hash traces and usage-only logs (prompts not logged) carry no prompt."""
     reqs = [r for r in ingest if r.trace is None and not usage_only(r)]
     if not reqs:
+        skipped = ingest.summary.skipped
+        first = (f"; {len(skipped)} record(s) skipped, first {skipped[0].source}:{skipped[0].record}: "
+                 f"{skipped[0].reason}" if skipped else "")
         raise ConfigError("no replayable requests: replay needs logs with prompt text (block-hash traces and "
-                          "usage-only logs, whose prompts were not logged, carry none)")
+                          f"usage-only logs, whose prompts were not logged, carry none){first}")
     return reqs[:max_requests] if max_requests else reqs
 
 

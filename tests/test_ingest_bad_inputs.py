@@ -116,8 +116,9 @@ def test_truncated_json_document_names_its_line(tmp_path) -> None:
     assert (e.value.record, e.value.reason) == (line, e.value.reason)
     assert str(e.value).startswith(f"{path}:{line}: truncated JSON")
     _, s = _run(path, text[:-30])
-    (k,) = s.skipped
-    assert (k.record, k.bad) == (line, True) and k.reason.startswith("truncated JSON")
+    (k,) = s.skipped  # issue 16: the records before the damage are kept; the skip names item and line
+    assert (k.record, k.field, k.bad) == (2, "[1]", True) and k.reason.startswith("truncated JSON")
+    assert f"line {line}" in k.reason and "kept" in k.reason
 
 
 def test_list_document_with_bad_item(tmp_path) -> None:

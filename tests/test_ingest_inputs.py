@@ -102,13 +102,17 @@ def test_fifo_in_a_walk_is_never_opened(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
-def test_fifo_named_explicitly_is_refused(tmp_path: Path) -> None:
+def test_fifo_named_explicitly_is_read_once_without_blocking(tmp_path: Path) -> None:
+    """A FIFO named explicitly is read like stdin; with no writer it is an empty input (exit 2), never a hang."""
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
-    with pytest.raises(InputError, match="not a regular file \\(FIFO\\).*stdin"):
-        Ingest([str(fifo)])
     result = CliRunner().invoke(cli_app(), ["inspect", str(fifo), "--json"])
-    assert result.exit_code == 2 and "not a regular file" in result.output
+    assert result.exit_code == 2 and "pipe.jsonl" in result.output and "empty" in result.output
+
+
+def test_device_named_explicitly_is_refused() -> None:
+    with pytest.raises(InputError, match="not a regular file \\(character device\\).*stdin"):
+        Ingest(["/dev/null"])
 
 
 def test_simulate_compares_predicted_with_the_server_cached_tokens() -> None:

@@ -41,9 +41,10 @@ def test_single_truncated_document_names_line() -> None:
     assert str(e.value) == "f:1: truncated JSON (ends at column 8)"
 
 
-def test_iter_records_list_must_be_list() -> None:
-    with pytest.raises(InputError, match="truncated JSON"):
-        list(iter_records(bytes_source("f.json", b'[{"a": 1},')))
+def test_iter_records_truncated_list_keeps_the_items_before() -> None:
+    first, cut = list(iter_records(bytes_source("f.json", b'[{"a": 1},')))
+    assert first == (1, "[0]", {"a": 1})
+    assert isinstance(cut, Skipped) and cut.record == 2 and cut.reason.startswith("truncated JSON")
 
 
 def test_read_records_turns_field_errors_into_skips() -> None:

@@ -22,7 +22,7 @@ ROOTS = {"prefixcache": "prefixcache_ns", "prefixcache.cli": "cli", "prefixcache
 ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
     ("model",),
-    ("sequence", "volatile", "identity"),  # the shared kernel
+    ("sequence", "volatile", "identity", "redact"),  # the shared kernel
     ("ingest",),
     ("render",),
     ("tokenize",),

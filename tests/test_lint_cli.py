@@ -141,7 +141,7 @@ def test_rich_report_shows_summary_waterfall_and_fix(cases):
 
 def test_redact_hides_prompt_text(cases):
     out = lint(str(cases / "timestamp_in_system.jsonl"), "-f", "json", "--redact").stdout
-    assert "10:31" not in out and "xxh64" in out
+    assert "10:31" not in out and "chars, h:" in out
 
 
 def test_config_file(tmp_path, monkeypatch, cases):

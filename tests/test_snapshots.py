@@ -37,7 +37,7 @@ CASES: dict[str, list[str]] = {
     "lint_example_text": ["lint", EX, "--format", "text"],
     "lint_cases_json": ["lint", CJ, "--format", "json"],
     "lint_cases_sarif": ["lint", CJ, "--format", "sarif"],
-    "lint_cases_text": ["lint", CJ, "--format", "text", "--redact"],
+    "lint_cases_text": ["lint", CJ, "--format", "text", "--redact", "--redact-key", "snapshot"],
     "lint_swe_json": ["lint", S + "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj",
                       "--format", "json"],
     "lint_claude_text": ["lint", S + "claude_code_session_v1.0.98_fe5e1c67.jsonl", "--format", "text"],

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
-from jinja2 import FileSystemLoader, TemplateNotFound
+from jinja2 import TemplateNotFound
 from jinja2.exceptions import TemplateError, TemplateSyntaxError
 from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -32,17 +32,18 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.check.static import BOUNDARY_RE
 from prefixcache.analyzer.render.files import not_text
 from prefixcache.analyzer.render.jinja_template import tojson
+from prefixcache.analyzer.render.sandbox import BoundedSandbox, RenderLimitError, SafeLoader, bounded_filter, render_bounded
 
 _MARK, _END, _BOUNDARY = "\ue000", "\ue001", "\ue002"
 _TRACE = re.compile(f"{_MARK}(\\d+){_END}|{_BOUNDARY}")
 
 
-class TracingLoader(FileSystemLoader):
+class TracingLoader(SafeLoader):
     """A file loader that turns the boundary comment into a marker and, when
     ``trace`` is on, adds line markers; ``table`` maps marker ids to (file, line)."""
 
     def __init__(self, searchpath: Sequence[str], trace: bool) -> None:
-        super().__init__(list(searchpath))
+        super().__init__(searchpath)
         self.trace = trace
         self.table: list[tuple[str, int]] = []
         self.sources: dict[str, list[str]] = {}
@@ -142,8 +143,8 @@ def _wrap_expression(tag: str, marker: str) -> str:
 
 def make_env(searchpath: Sequence[str], trace: bool) -> ImmutableSandboxedEnvironment:
     """The sandboxed environment ``check`` renders with (see module docstring)."""
-    env = ImmutableSandboxedEnvironment(loader=TracingLoader(searchpath, trace), keep_trailing_newline=True)
-    env.filters["tojson"] = tojson
+    env = BoundedSandbox(loader=TracingLoader(searchpath, trace), keep_trailing_newline=True)
+    env.filters["tojson"] = bounded_filter("tojson", tojson, env.cap)
     return env
 
 
@@ -151,13 +152,19 @@ def render(env: ImmutableSandboxedEnvironment, name: str, context: Mapping[str, 
     clock = {"now": lambda: now, "strftime_now": lambda fmt: now.strftime(fmt)}
     variables = {**clock, **{k: v for k, v in context.items() if k != "_prefixcache"}}
     try:
-        return env.get_template(name).render(variables)
+        return render_bounded(env.get_template(name), variables)
+    except RenderLimitError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+    except (RecursionError, MemoryError, SyntaxError):  # compiling a template nested too deeply
+        raise ConfigError(f"{name}: template nested too deeply to compile") from None
     except TemplateSyntaxError as exc:
         raise ConfigError(f"{exc.name or name}:{exc.lineno}: template syntax error: {exc.message}") from None
     except TemplateNotFound as exc:
         raise ConfigError(f"{name}: template {exc.name!r} not found") from None
     except TemplateError as exc:
         raise ConfigError(f"{name}: rendering failed: {exc}") from None
+    except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as exc:  # template code failing
+        raise ConfigError(f"{name}: rendering failed: {type(exc).__name__}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

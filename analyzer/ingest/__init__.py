@@ -122,6 +122,8 @@ class Ingest:
             yield Skipped(source.name, 0, e.reason, e.field, True)
         except OSError as e:
             yield Skipped(source.name, 0, f"cannot read file: {e.strerror or e}", "", True)
+        except RecursionError:  # a reader walking a value nested deeper than the depth limit caught
+            yield Skipped(source.name, 0, "JSON nested too deep to read (PREFIXCACHE_MAX_JSON_DEPTH)", "", True)
 
     @property
     def summary(self) -> IngestSummary:

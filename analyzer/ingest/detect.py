@@ -94,7 +94,7 @@ def first_object(head: str) -> dict[str, Any] | None:
         return None
     try:
         obj, _ = _DECODER.raw_decode(text, pos)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -130,7 +130,7 @@ def _partial_object(text: str, pos: int) -> tuple[dict[str, Any], bool]:
             pos = _ws(text, pos + 1)
             try:
                 out[key], pos = _DECODER.raw_decode(text, pos)
-            except ValueError:
+            except (ValueError, RecursionError):
                 if text[pos:pos + 1] == "{":
                     out[key] = PartialDict(_partial_object(text, pos)[0])
                 else:
@@ -140,7 +140,7 @@ def _partial_object(text: str, pos: int) -> tuple[dict[str, Any], bool]:
             if text[pos:pos + 1] != ",":
                 return out, text[pos:pos + 1] == "}"
             pos = _ws(text, pos + 1)
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):
         pass
     return out, False
 
@@ -179,11 +179,11 @@ def single_document(head: str, complete: bool) -> bool:
         try:
             _, end = _DECODER.raw_decode(text)
             return end == len(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False
     first = text.split("\n", 1)[0]
     try:
         json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):
         return True
     return False

@@ -20,6 +20,8 @@ into one bad ``Skipped`` for the file.
 
 from __future__ import annotations
 
+import json
+import os
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -32,6 +34,15 @@ from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 
 #: How many leading bytes detection and the binary check look at.
 HEAD_BYTES = 64 * 1024
+
+#: Deepest nesting of lists and objects a record may have; deeper records are skipped (they would
+#: overflow Python's recursion in templates and ``json.dumps``). ``PREFIXCACHE_MAX_JSON_DEPTH`` overrides it.
+MAX_DEPTH = 128
+#: Longest JSONL line (bytes) read as one record; longer lines are skipped unread.
+#: ``PREFIXCACHE_MAX_RECORD_BYTES`` overrides it.
+MAX_RECORD_BYTES = 1 << 30
+
+_DECODER = json.JSONDecoder()
 
 _TYPE_NAMES = {str: "string", list: "list", dict: "object", int: "int", float: "float", bool: "bool", type(None): "null"}
 
@@ -114,9 +125,50 @@ def decode_error(err: orjson.JSONDecodeError, length: int | None = None) -> str:
     """
     if "not valid UTF-8" in err.msg:
         return "not UTF-8 text"
+    if "depth limit exceeded" in err.msg:
+        return f"JSON nested deeper than 1024 levels (at column {err.colno})"
     if "unexpected end of data" in err.msg or "EOF" in err.msg or (length is not None and err.pos >= length):
         return f"truncated JSON (ends at column {err.colno})"
     return f"invalid JSON: {err.msg} at column {err.colno}"
+
+
+def limit(name: str, default: int) -> int:
+    """A size limit: ``$PREFIXCACHE_<name>`` when it is a positive integer, else ``default``."""
+    raw = os.environ.get(f"PREFIXCACHE_{name}", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+
+
+def too_deep(value: Any, raw_len: int | None = None, max_depth: int | None = None) -> FieldError | None:
+    """A :class:`FieldError` naming the first list/object nested deeper than ``max_depth``
+    (default :data:`MAX_DEPTH` or ``$PREFIXCACHE_MAX_JSON_DEPTH``), or None.
+
+    ``raw_len`` is a cheap upper bound of the value's containers (the count of ``[`` and
+    ``{`` in its text): when it is within the limit the walk is skipped. The walk is
+    iterative (no recursion), linear in the number of containers, and stops at the first
+    offender; the path names at most its first six steps.
+    """
+    depth_limit = max_depth or limit("MAX_JSON_DEPTH", MAX_DEPTH)
+    if raw_len is not None and raw_len <= depth_limit:
+        return None
+    stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 1, ())]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > depth_limit:
+            shown = "".join(path[:6]).lstrip(".") + ("..." if len(path) > 6 else "")
+            return FieldError(shown, f"JSON nested deeper than {depth_limit} levels "
+                                     "(PREFIXCACHE_MAX_JSON_DEPTH sets the limit)")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1, path + (f".{k}",) if len(path) < 7 else path)
+                         for k, v in node.items() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, path + (f"[{i}]",) if len(path) < 7 else path)
+                         for i, v in enumerate(node) if isinstance(v, (dict, list)))
+    return None
+
+
+def _brackets(raw: bytes | str) -> int:
+    """Upper bound of the containers in a JSON text: its ``[`` and ``{`` count."""
+    return raw.count(b"[" if isinstance(raw, bytes) else "[") + raw.count(b"{" if isinstance(raw, bytes) else "{")
 
 
 def check_head(data: bytes, name: str) -> str:
@@ -148,19 +200,45 @@ def read_head(source: Source) -> str:
 def iter_jsonl(source: Source) -> Iterator[tuple[int, Any] | Skipped]:
     """Stream a JSONL source: ``(line_no, value)`` per line, 1-based, via orjson.
 
-    Blank lines are not records and yield nothing. A line that is not UTF-8 or
-    not valid JSON yields a bad :class:`Skipped` for that line (truncated JSON is
-    named as such); the file goes on. Only one line is in memory at a time.
+    Blank lines are not records and yield nothing. A line that is not UTF-8, not
+    valid JSON, nested deeper than :data:`MAX_DEPTH` or longer than
+    :data:`MAX_RECORD_BYTES` yields a bad :class:`Skipped` for that line (truncated
+    JSON is named as such); the file goes on. Only one line is in memory at a time.
     """
+    max_bytes = limit("MAX_RECORD_BYTES", MAX_RECORD_BYTES)
     with source.open() as f:
-        for line_no, raw in enumerate(f, 1):
+        for line_no, raw in enumerate(_lines(f, max_bytes), 1):
+            if raw is None:
+                yield Skipped(source.name, line_no, f"line longer than {max_bytes:,} bytes "
+                              "(PREFIXCACHE_MAX_RECORD_BYTES sets the limit); not read", "", True)
+                continue
             if not raw.strip():
                 continue
             try:
-                yield line_no, orjson.loads(raw)
+                value = orjson.loads(raw)
             except orjson.JSONDecodeError as e:
                 length = len(raw.rstrip().decode("utf-8", errors="replace"))
                 yield Skipped(source.name, line_no, decode_error(e, length), "", True)
+                continue
+            deep = too_deep(value, _brackets(raw))
+            if deep is not None:
+                yield skip(source.name, line_no, deep)
+                continue
+            yield line_no, value
+
+
+def _lines(f: Any, max_bytes: int) -> Iterator[bytes | None]:
+    """The lines of a binary stream; None for a line over ``max_bytes`` (skipped in chunks, never held)."""
+    while True:
+        raw = f.readline(max_bytes + 1)
+        if not raw:
+            return
+        if len(raw) <= max_bytes or raw.endswith(b"\n"):
+            yield raw
+            continue
+        while raw and not raw.endswith(b"\n"):
+            raw = f.readline(1 << 20)
+        yield None
 
 
 def count_records(source: Source) -> int:
@@ -172,20 +250,105 @@ def count_records(source: Source) -> int:
 def load_json(source: Source) -> Any:
     """Decode one whole JSON document (the only place a file is read at once).
 
-    Raises :class:`InputError` for an empty, binary or non-UTF-8 file (record 0)
-    and for a syntax error, naming the line it is on (``record`` = that line).
+    Raises :class:`InputError` for an empty, binary or non-UTF-8 file (record 0),
+    for a syntax error, naming the line and column it is on (``record`` = that
+    line), and for a document nested deeper than :data:`MAX_DEPTH` (naming the field).
     """
     with source.open() as f:
         data = f.read()
-    check_head(data[:HEAD_BYTES], source.name)
+    value = _decode_document(data, source.name)
+    deep = too_deep(value, _brackets(data))
+    if deep is not None:
+        raise InputError(deep.reason, source.name, 1, deep.field)
+    return value
+
+
+def _decode_document(data: bytes, name: str) -> Any:
+    """orjson.loads of a whole file; InputError naming the line and column of a syntax error."""
+    check_head(data[:HEAD_BYTES], name)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:
         if "not valid UTF-8" in e.msg:
             bad = _first_bad_utf8(data)
-            raise InputError(f"not UTF-8 text (byte 0x{data[bad]:02x} at offset {bad})", source.name, 0) from None
+            raise InputError(f"not UTF-8 text (byte 0x{data[bad]:02x} at offset {bad})", name, 0) from None
         line = data.count(b"\n", 0, _byte_pos(data, e.pos)) + 1
-        raise InputError(decode_error(e), source.name, line) from None
+        raise InputError(decode_error(e), name, line) from None
+
+
+def salvage_document(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
+    """The records of a single-document file that is damaged: those before the damage, then
+    one bad :class:`Skipped` saying where it broke.
+
+    A JSON list yields its items (``(i + 1, "[i]", item)``) up to the first one that cannot
+    be decoded (cut off, malformed, or nested too deep), then a skip naming that item's line
+    and column; a list or object followed by other data yields the whole value, then a skip
+    for the trailing data (its line as the record). A document that cannot be decoded at
+    all raises :class:`InputError` as :func:`load_json` does.
+    """
+    with source.open() as f:
+        data = f.read()
+    try:
+        doc = _decode_document(data, source.name)
+    except InputError as err:
+        if err.record == 0:
+            raise
+        yield from _salvage(source.name, data.decode("utf-8"), err)
+        return
+    yield from _whole(source.name, doc, data)
+
+
+def _whole(name: str, doc: Any, data: bytes) -> Iterator[tuple[int, str, Any] | Skipped]:
+    items = list(enumerate(doc)) if isinstance(doc, list) else [(None, doc)]
+    for i, item in items:
+        deep = too_deep(item, _brackets(data))
+        record, pointer = (1, "") if i is None else (i + 1, f"[{i}]")
+        if deep is not None:
+            yield skip(name, record, FieldError(f"{pointer}.{deep.field}".strip(".") if pointer else deep.field,
+                                                deep.reason))
+        else:
+            yield record, pointer, item
+
+
+def _salvage(name: str, text: str, err: InputError) -> Iterator[tuple[int, str, Any] | Skipped]:
+    """Item-by-item decoding of a damaged document (see :func:`salvage_document`)."""
+    pos = _skip_ws(text, 0)
+    is_list = text.startswith("[", pos)
+    i = 0
+    pos = _skip_ws(text, pos + 1) if is_list else pos
+    while True:
+        try:
+            _, end = _DECODER.raw_decode(text, pos)
+            item = orjson.loads(text[pos:end])
+        except (ValueError, RecursionError):
+            if i == 0 and not is_list:
+                raise err from None
+            kept = f"; the {i:,} record(s) before it are kept" if i else ""
+            yield Skipped(name, i + 1, f"{err.reason}, line {err.record}{kept}", f"[{i}]" if is_list else "", True)
+            return
+        deep = too_deep(item, _brackets(text[pos:end]))
+        pointer = f"[{i}]" if is_list else ""
+        yield skip(name, i + 1, FieldError(f"{pointer}.{deep.field}".strip("."), deep.reason)) if deep else (
+            i + 1, pointer, item)
+        i += 1
+        pos = _skip_ws(text, end)
+        if is_list and text.startswith(",", pos):
+            pos = _skip_ws(text, pos + 1)
+            continue
+        if is_list and text.startswith("]", pos):
+            pos = _skip_ws(text, pos + 1)
+        if pos < len(text):
+            line = text.count("\n", 0, pos) + 1
+            what = "list" if is_list else "document"
+            yield Skipped(name, line, f"trailing data after the JSON {what} at line {line} "
+                          f"(starts with {text[pos:pos + 20]!r}); the {i:,} record(s) before it are kept", "", True)
+        return
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
 
 
 def _byte_pos(data: bytes, char_pos: int) -> int:
@@ -228,6 +391,9 @@ def iter_records(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
     * JSONL: each non-blank line is a record numbered by its line (streamed);
     * one JSON document spread over several lines (pretty-printed): one record, 1.
 
+    A damaged list or document keeps the records before the damage (see
+    :func:`salvage_document`).
+
     A file is JSONL unless its first line starts a list or neither of its first
     two non-blank lines is a complete JSON value. Undecodable lines / documents
     yield a bad :class:`Skipped` (line) or raise :class:`InputError` (document).
@@ -235,15 +401,8 @@ def iter_records(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
     first = _first_lines(source, 2)
     if not first:
         raise InputError("empty file", source.name, 0)
-    if first[0].lstrip().startswith(b"["):
-        doc = load_json(source)
-        if not isinstance(doc, list):
-            raise InputError(f"expected a JSON list, got {type_name(doc)}", source.name, 0)
-        for i, item in enumerate(doc):
-            yield i + 1, f"[{i}]", item
-        return
-    if not any(_looks_like_value(line) for line in first):
-        yield 1, "", load_json(source)
+    if first[0].lstrip().startswith(b"[") or not any(_looks_like_value(line) for line in first):
+        yield from salvage_document(source)
         return
     for item in iter_jsonl(source):
         yield item if isinstance(item, Skipped) else (item[0], "", item[1])

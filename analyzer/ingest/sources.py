@@ -8,11 +8,12 @@ optionally compressed: ``.gz``, ``.zst``, ``.bz2``, plus the well-known log name
 folders (``.git``) are passed over silently; every other file of the walk is a
 :class:`Source` with a ``skip`` reason (another suffix; not a regular file: a FIFO,
 socket or device is never opened), which :class:`~prefixcache.analyzer.ingest.Ingest`
-lists as a skipped note. Files named directly are strict: a FIFO or device named
-explicitly is refused (pipe it into ``-`` instead); regular files are always read.
+lists as a skipped note. Files named directly are strict: regular files are always read.
 A file named twice is read once. Stdin is read once into memory (it cannot be re-opened)
-and then served like a file named ``-``. Compressed files and stdin are decompressed
-as they stream (:mod:`.compressed`).
+and then served like a file named ``-``; a closed stdin reads as empty. Compressed files and
+stdin are decompressed as they stream (:mod:`.compressed`). A FIFO named explicitly
+(``<(cat log)``) is read once into memory like stdin, giving up after :data:`PIPE_TIMEOUT_S`
+seconds without data (``PREFIXCACHE_PIPE_TIMEOUT``); a device or socket named explicitly is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import glob
 import io
 import os
+import select
 import stat
 import sys
 from pathlib import Path
@@ -34,11 +36,54 @@ _GLOB_CHARS = set("*?[")
 LOG_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj", ".log")
 #: Log files a walk reads by their exact name, hidden or not (Aider's chat-history log).
 LOG_NAMES = frozenset({".aider.llm.history"})
+#: Seconds a FIFO named explicitly may stay silent before the read gives up.
+PIPE_TIMEOUT_S = 30.0
+#: Most bytes read from a FIFO named explicitly (it is held in memory).
+PIPE_MAX_BYTES = 4 << 30
 
 
 def file_source(path: str, walked: bool = False) -> Source:
     """A :class:`Source` that opens ``path`` in binary mode on each call (decompressing)."""
     return Source(path, opener(lambda: open(path, "rb")), walked)
+
+
+def read_pipe(path: str, timeout: float | None = None, max_bytes: int = PIPE_MAX_BYTES) -> bytes:
+    """All bytes of a FIFO, read without blocking forever: a FIFO nobody writes to reads as
+    empty; one whose writer stays silent ``timeout`` seconds (default :data:`PIPE_TIMEOUT_S`
+    or ``$PREFIXCACHE_PIPE_TIMEOUT``), or that sends more than ``max_bytes``, raises
+    :class:`InputError`."""
+    if timeout is None:
+        raw = os.environ.get("PREFIXCACHE_PIPE_TIMEOUT", "")
+        timeout = float(raw) if raw.replace(".", "", 1).isdigit() else PIPE_TIMEOUT_S
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks, size = [], 0
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # a writer is connected but has sent nothing yet
+                if not select.select([fd], [], [], timeout)[0]:
+                    raise InputError(f"a FIFO that sent no data for {timeout:g} s "
+                                     "(PREFIXCACHE_PIPE_TIMEOUT sets the wait)", path, 0) from None
+                continue
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > max_bytes:
+                raise InputError(f"a FIFO that sent more than {max_bytes:,} bytes", path, 0)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _read_stdin(stream: IO[bytes] | None) -> bytes:
+    """Everything on stdin; a closed stdin (no stream, or a closed descriptor) is empty."""
+    if stream is None:
+        return b""
+    try:
+        return stream.read()
+    except (OSError, ValueError):
+        return b""
 
 
 def bytes_source(name: str, data: bytes) -> Source:
@@ -87,10 +132,13 @@ def _walk(root: str) -> Iterator[Source]:
 
 
 def _explicit(arg: str) -> Source:
-    """A file named directly: strict; a FIFO or device is refused with a clear error."""
+    """A file named directly: strict; a FIFO is read once (see :func:`read_pipe`), a device or
+    socket is refused with a clear error."""
     special = _special(arg)
+    if special == "FIFO":
+        return bytes_source(arg, read_pipe(arg))
     if special:
-        raise InputError(f"not a regular file ({special}); to read a pipe, redirect it into stdin and pass -", arg, 0)
+        raise InputError(f"not a regular file ({special}); to read it, redirect it into stdin and pass -", arg, 0)
     return file_source(arg)
 
 
@@ -124,8 +172,8 @@ def expand_inputs(inputs: Sequence[str], stdin: IO[bytes] | None = None) -> list
 
     ``-`` reads ``stdin`` (default: ``sys.stdin.buffer``) once into memory; naming
     ``-`` twice is an error. Raises :class:`InputError` for a path that does not
-    exist, a glob that matches nothing, a directory without log files, a FIFO or
-    device named explicitly, or an empty input list. Walked entries that are not
+    exist, a glob that matches nothing, a directory without log files, a device or
+    socket named explicitly, a FIFO that stays silent, or an empty input list. Walked entries that are not
     read come back with a ``skip`` reason (see the module docstring).
     """
     if not inputs:
@@ -137,8 +185,8 @@ def expand_inputs(inputs: Sequence[str], stdin: IO[bytes] | None = None) -> list
             if "-" in seen:
                 raise InputError("stdin given more than once", "-", 0)
             seen.add("-")
-            stream = stdin if stdin is not None else sys.stdin.buffer
-            sources.append(bytes_source("-", stream.read()))
+            stream = stdin if stdin is not None else getattr(sys.stdin, "buffer", None)
+            sources.append(bytes_source("-", _read_stdin(stream)))
             continue
         for source in _expand_one(arg):
             key = str(Path(source.name).resolve())

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import xxhash
-
 from prefixcache.analyzer.model import Message, RenderedPrompt, Request, Segment, TokenizedPrompt
+from prefixcache.analyzer.redact import redact_text
 from prefixcache.analyzer.sequence import common_prefix_len
 
 
@@ -28,7 +27,7 @@ class Divergence:
     ``other_kind``/``other_ref`` the same for the earlier request. ``json_path``
     points into the logged record; ``line`` is the 1-based line inside the part's
     text (None when not found). ``before``/``after``/``other_after`` are excerpts
-    (or ``<N chars, xxh64 …>`` when redacted).
+    (or ``<N chars, h:…>`` when redacted).
     """
 
     token: int
@@ -46,10 +45,8 @@ class Divergence:
 
 
 def excerpt(text: str, redact: bool) -> str:
-    """``text`` itself, or its length and a short xxh64 digest when redacting."""
-    if not redact:
-        return text
-    return f"<{len(text)} chars, xxh64 {xxhash.xxh64_hexdigest(text.encode('utf-8', 'surrogatepass'))[:8]}>"
+    """``text`` itself, or its length and a keyed hash when redacting (:mod:`prefixcache.analyzer.redact`)."""
+    return redact_text(text) if redact else text
 
 
 def _char_segment(rendered: RenderedPrompt, char: int) -> Segment | None:

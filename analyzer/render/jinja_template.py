@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from prefixcache.analyzer.model import Message, Request, ToolDef
+from prefixcache.analyzer.render.sandbox import BoundedSandbox, bounded_filter, compile_source, render_bounded
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
@@ -42,14 +43,15 @@ def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separa
 
 
 @functools.lru_cache(maxsize=64)
-def compile_template(source: str) -> Any:
-    """A compiled Jinja template for a chat-template string (cached per string).
+def compile_template(source: str, name: str = "") -> Any:
+    """A compiled Jinja template for a chat-template string (cached per string), in the
+    bounded sandbox (:mod:`.sandbox`: time, size and recursion limits).
 
-    Raises ``jinja2.TemplateSyntaxError`` for malformed templates.
+    Raises ``jinja2.TemplateSyntaxError`` for malformed templates and
+    :class:`~.sandbox.RenderLimitError` for one nested too deeply to compile.
     """
     import jinja2
     import jinja2.ext
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     class GenerationBlock(jinja2.ext.Extension):
         """``{% generation %}...{% endgeneration %}`` renders its body (transformers tracks it for masks)."""
@@ -67,12 +69,11 @@ def compile_template(source: str) -> Any:
     def raise_exception(message: str) -> None:
         raise jinja2.exceptions.TemplateError(message)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = bounded_filter("tojson", tojson, env.cap)
     env.globals["raise_exception"] = raise_exception
     env.globals["dict"] = dict
-    env.globals["namespace"] = jinja2.utils.Namespace
-    return env.from_string(source)
+    return compile_source(env, source, name or "(inline)")
 
 
 def parse_arguments(raw: str) -> Any:
@@ -144,23 +145,25 @@ class JinjaChat:
 
     ``render(messages, tools, add_generation_prompt, now)`` returns the prompt text
     (``now``: UNIX seconds for ``strftime_now``, None = current time). Template
-    errors propagate as ``jinja2.TemplateError``.
+    errors propagate as ``jinja2.TemplateError``; a sandbox bound as
+    :class:`~.sandbox.RenderLimitError`.
     """
 
-    def __init__(self, source: str, special: dict[str, str | None] | None = None, extra: dict[str, Any] | None = None) -> None:
+    def __init__(self, source: str, special: dict[str, str | None] | None = None, extra: dict[str, Any] | None = None,
+                 name: str = "") -> None:
         self.source = source
-        self.template = compile_template(source)
+        self.template = compile_template(source, name)
         self.special = {k: v for k, v in (special or {}).items() if v is not None}
         self.extra = dict(extra or {})
         self.content_format = content_format(source)
 
     def render(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool, now: float | None = None) -> str:
         when = datetime.fromtimestamp(now, tz=timezone.utc) if now is not None else datetime.now()
-        return self.template.render(
+        return render_bounded(self.template, dict(
             messages=[alias_reasoning(m) for m in messages], tools=tools, documents=None,
             add_generation_prompt=add_generation_prompt, strftime_now=when.strftime,
             **self.special, **self.extra,
-        )
+        ))
 
 
 def request_dicts(req: Request, arguments: str = "object", content: str = "string") -> tuple[list[dict], list[dict] | None]:

@@ -22,6 +22,7 @@ import jinja2
 from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.model import RenderedPrompt, Request, Segment
 from prefixcache.analyzer.render.jinja_template import JinjaChat, request_dicts
+from prefixcache.analyzer.render.sandbox import RenderLimitError
 from prefixcache.analyzer.render.segments import boundary, monotone, paint
 from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
 
@@ -55,7 +56,7 @@ class JinjaRenderer:
     def __init__(self, source: str, name: str, special: dict[str, str | None] | None = None,
                  exact: bool = True, extra: dict[str, Any] | None = None, memo_size: int = 50_000) -> None:
         try:
-            self.chat = JinjaChat(source, special, extra)
+            self.chat = JinjaChat(source, special, extra, name)
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"chat template {name}: line {exc.lineno}: template syntax error: {exc.message}") from None
         self.name = name
@@ -79,10 +80,15 @@ class JinjaRenderer:
         now = request.timestamp
 
         def r(ms: list[dict], ts: list[dict] | None, gen: bool) -> str:
-            return self.chat.render(ms, ts, gen, now)
+            try:
+                return self.chat.render(ms, ts, gen, now)
+            except RenderLimitError as exc:  # a sandbox bound: the template's fault, not the request's
+                raise ConfigError(f"chat template {self.name}: {exc}") from None
 
         try:
             full, base = r(msgs, tools, True), r(msgs, tools, False)
+        except ConfigError:
+            raise
         except Exception as exc:  # jinja2.TemplateError, or template code failing on this data
             raise self._error(request, f"template {self.name} rejects this request: {exc}") from exc
         spans = [Segment("generation_prompt", "generation_prompt", boundary(base, full), len(full))]
@@ -144,6 +150,8 @@ class JinjaRenderer:
                 continue
             try:
                 text = r(msgs[:j], tools, False)
+            except ConfigError:
+                raise
             except Exception:  # templates may reject partial conversations; merge into the previous message
                 bounds.append(bounds[-1] if bounds else 0)
                 continue
@@ -204,6 +212,8 @@ class JinjaRenderer:
             bare = [{k: v for k, v in m.items() if k != "tool_calls"} for m in msgs]
             try:
                 same = r(bare, tools, False) == base
+            except ConfigError:
+                raise
             except Exception:
                 same = False
             if same:
