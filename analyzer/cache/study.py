@@ -110,7 +110,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     results, first, uniq = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else ([], None, 0)
     provider = options.cache in PROVIDER_CACHES
     rules = spec.provider_rules(model) if provider else None
-    calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0)
+    calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules)
     usage = reported_usage(p.request.usage for p in items)
     if rules is not None:  # the retention the first result row applied (--ttl, or the provider's)
         applied = results[0].ttl_s if results else spec.model_class().ttl_of(spec)

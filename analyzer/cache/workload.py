@@ -23,7 +23,7 @@ from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.sequence import arrival_order
 
 #: ``cache_control`` TTL codes of the logs (seconds).
-TTL_CODES = {"5m": 300.0, "1h": 3600.0}
+TTL_CODES = {"5m": 300.0, "1h": 3600.0, "30m": 1800.0, "12h": 43200.0}
 #: Segment kinds that are content blocks (breakpoints and lookback stop at their ends;
 #: the generation prompt and template glue are not content).
 _CONTENT = ("system", "tool", "message", "opaque")
@@ -40,7 +40,13 @@ class SimRequest:
     prompt — when the log has none); ``salt``: vLLM ``cache_salt`` namespace, if
     logged; ``hidden_tokens``: size of a prefix the log lacks and the prompt does not
     represent (Claude Code's system prompt and tools: reported prompt tokens minus
-    ours), counted toward provider minimum lengths only.
+    ours), counted toward provider minimum lengths only. ``sent``: when the request
+    was sent (seconds on the clock of ``now``; Claude Code: its parent line's time,
+    while ``now`` is the response's), None when not logged or when the clock is the
+    position; ``reported_output`` / ``reported_write``: the call's reported completion
+    and cache-write tokens;
+    ``implicit_breakpoint``: False when the request disabled the provider's implicit
+    breakpoint (OpenAI ``prompt_cache_options.mode: explicit``).
     """
 
     order: int
@@ -62,6 +68,10 @@ class SimRequest:
     reported_prompt: int | None = None
     reported_cached: int | None = None
     exact: bool = True
+    sent: float | None = None
+    reported_output: int | None = None
+    reported_write: int | None = None
+    implicit_breakpoint: bool = True
     _chains: dict[tuple[int, str | None], tuple[BlockHash, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _cuts: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -125,7 +135,8 @@ def _sim_request(p, pos: int) -> SimRequest | None:
     u = r.usage
     common = dict(order=pos, now=0.0, session=r.session, index=r.index, source=r.provenance.source,
                   record=r.provenance.record, model=r.model, reported_prompt=u.prompt_tokens if u else None,
-                  reported_cached=u.cached_tokens if u else None)
+                  reported_cached=u.cached_tokens if u else None, reported_output=u.output_tokens if u else None,
+                  reported_write=u.cache_write_tokens if u else None)
     if r.trace is not None:
         return SimRequest(num_tokens=r.trace.input_length, hashes=tuple(r.trace.hash_ids),
                           block_size=r.trace.block_size, **common)
@@ -142,13 +153,21 @@ def _sim_request(p, pos: int) -> SimRequest | None:
         spans=tuple((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
         boundaries=tuple(sorted({s.end for s in segs if s.kind in _CONTENT})),
         breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
-        exact=bool(p.tokens.exact), **common)
+        exact=bool(p.tokens.exact), implicit_breakpoint=r.extra.get("prompt_cache_mode") != "explicit", **common)
 
 
 def to_sim_requests(items: Iterable) -> list[SimRequest]:
     """``Prepared`` items (input order) as :class:`SimRequest`s in arrival order, with
     ``order`` their position in it and ``now`` the logical clock."""
-    staged = [(p.request.timestamp, sim) for pos, p in enumerate(items)
+    staged = [(p.request.timestamp, sim, _sent(p.request)) for pos, p in enumerate(items)
               if (sim := _sim_request(p, pos)) is not None]
     ordered = arrival_order(staged, lambda item: item[0])
-    return [replace(sim, order=i, now=now) for i, (now, (_, sim)) in enumerate(ordered)]
+    timed = all(t is not None for t, _, _ in staged)  # else the clock is the position: send times don't apply
+    return [replace(sim, order=i, now=now, sent=sent if timed else None)
+            for i, (now, (_, sim, sent)) in enumerate(ordered)]
+
+
+def _sent(r: Request) -> float | None:
+    """The request's logged send time (``extra["sent_at"]``, seconds), if a reader set one."""
+    v = r.extra.get("sent_at") if isinstance(r.extra, Mapping) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
