@@ -153,7 +153,7 @@ def _sim_request(p, pos: int) -> SimRequest | None:
         spans=tuple((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
         boundaries=tuple(sorted({s.end for s in segs if s.kind in _CONTENT})),
         breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
-        exact=bool(p.tokens.exact), implicit_breakpoint=r.extra.get("prompt_cache_mode") != "explicit", **common)
+        exact=bool(p.tokens.exact), implicit_breakpoint=_cache_mode(r) != "explicit", **common)
 
 
 def to_sim_requests(items: Iterable) -> list[SimRequest]:
@@ -165,6 +165,12 @@ def to_sim_requests(items: Iterable) -> list[SimRequest]:
     timed = all(t is not None for t, _, _ in staged)  # else the clock is the position: send times don't apply
     return [replace(sim, order=i, now=now, sent=sent if timed else None)
             for i, (now, (_, sim, sent)) in enumerate(ordered)]
+
+
+def _cache_mode(r: Request) -> str | None:
+    """OpenAI ``prompt_cache_options.mode`` of the request (``implicit`` / ``explicit``), if logged."""
+    opts = r.extra.get("prompt_cache_options") if isinstance(r.extra, Mapping) else None
+    return opts.get("mode") if isinstance(opts, Mapping) else None
 
 
 def _sent(r: Request) -> float | None:
