@@ -116,6 +116,11 @@ def _calls(rep: SimulateReport) -> None:
                   f"exact {a.expected_exact}/{a.calls}, within {_n(a.tolerance_tokens)} {a.expected_within_tolerance}"
                   f"/{a.calls}, reported inside the band {a.inside_band}/{a.calls}; in-thread calls "
                   f"{a.in_thread_exact}/{a.in_thread_calls} exact")
+    for c in rep.calls:
+        if c.provider_verdict is not None:
+            missed = "" if c.provider_missed_tokens is None else f" ({_n(c.provider_missed_tokens)} tokens missed)"
+            ours = f"{c.drift_cause or 'no rule'} at token {_n(c.shared_tokens)}"
+            console.print(f"record {c.record}: provider verdict {escape(c.provider_verdict)}{missed}; ours: {ours}")
     console.print(f"agreement (within {plural(a.tolerance_tokens, 'token')}): {a.within_tolerance}/{plural(a.calls, 'call')} "
                   f"({_pct(a.agreement)}), mean |error| {a.mean_abs_error_tokens:,.0f} tokens; calibrated to the "
                   f"reported prompt length: {a.calibrated_within_tolerance}/{a.calls} "

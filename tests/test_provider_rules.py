@@ -133,3 +133,29 @@ def test_price_flags_override_the_table():
                     "--price-input", "2", "--price-read", "0.5", "--price-write", "1"])
     c = doc["cost"]
     assert (c["price_input_per_mtok"], c["read_multiplier"], c["write_multiplier"]) == (2.0, 0.5, 1.0)
+
+
+DIAG = str(PROVIDERS / "anthropic_diagnostics_pairs.json")
+
+
+def test_provider_verdicts_are_read_and_shown_next_to_our_cause():
+    reqs = list(Ingest([DIAG]))
+    assert [r.extra.get("provider_diagnostics") for r in reqs] == [
+        None, {"provider": "anthropic", "reason": "no_divergence", "missed_tokens": None},
+        {"provider": "anthropic", "reason": "system_changed", "missed_tokens": 1984}]
+    doc = run_json(["simulate", DIAG, "--cache", "anthropic"])
+    last = doc["calls"][-1]
+    assert (last["provider_verdict"], last["provider_missed_tokens"], last["drift_cause"], last["shared_tokens"]) == \
+        ("system_changed", 1984, "PC101", 15)
+    assert doc["agreement"]["expected_exact"] == 3
+
+
+def test_openai_prompt_cache_diagnostics_are_read():
+    from prefixcache.analyzer.ingest.diagnostics import verdict
+
+    v = verdict({"prompt_cache_diagnostics": {"type": "cache_miss",
+                                              "cache_miss_reason": {"type": "tools_changed", "missed_tokens": 812}}})
+    assert v == {"provider": "openai", "reason": "tools_changed", "missed_tokens": 812}
+    assert verdict({"prompt_cache_diagnostics": {"type": "cache_hit", "reusable_prefix_tokens": 2048}}) == \
+        {"provider": "openai", "reason": "cache_hit", "missed_tokens": 2048}
+    assert verdict({"usage": {}}) is None

@@ -51,7 +51,11 @@ class ResultRow:
 class CallRow:
     """One logged call with the provider's reported cached tokens, next to ours: predicted
     (our tokens), calibrated (mapped into the provider's count), and the provider rule's
-    band ``[lagged, expected]`` (``rule``: ``in-thread`` or ``simulated``, :mod:`.provider_rule`)."""
+    band ``[lagged, expected]`` (``rule``: ``in-thread`` or ``simulated``, :mod:`.provider_rule`);
+    next to the provider's own verdict when the log has one (``provider_verdict``: Anthropic
+    ``diagnostics`` / OpenAI ``prompt_cache_diagnostics`` reason, ``provider_missed_tokens``
+    its estimate), our cause: ``drift_cause`` (lint rule code) and ``shared_tokens`` (the
+    token offset where the prompt leaves everything sent before it, our tokens)."""
 
     session: str
     source: str
@@ -66,6 +70,10 @@ class CallRow:
     lagged_cached_tokens: int
     expected_cached_tokens: int
     inside_band: bool
+    shared_tokens: int
+    drift_cause: str | None
+    provider_verdict: str | None
+    provider_missed_tokens: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,14 +226,16 @@ def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int,
     cals = [f.cached_tokens if c is None else c for f, c in zip(rows, calibrated_cached(rows, block_size, min_tokens))]
     got = bands(reqs, cals, rules) if rules is not None and len(reqs) == len(rows) else \
         [Band(c, c, "simulated") for c in cals]
+    verdicts = [r.provider_verdict for r in reqs] if len(reqs) == len(rows) else [None] * len(rows)
     out = []
-    for f, cal, b in zip(rows, cals, got):
+    for f, cal, b, v in zip(rows, cals, got, verdicts):
         if f.reported_cached_tokens is None:
             continue
         rep = f.reported_cached_tokens
         out.append(CallRow(f.session, f.source, f.record, f.prompt_tokens, f.reported_prompt_tokens,
                            f.cached_tokens, cal, rep, f.shared_tokens == 0 and rep > 0,
-                           b.rule, b.lagged, b.expected, b.lagged <= rep <= b.expected))
+                           b.rule, b.lagged, b.expected, b.lagged <= rep <= b.expected, f.shared_tokens,
+                           f.drift_cause, v[0] if v else None, v[1] if v else None))
     return out
 
 

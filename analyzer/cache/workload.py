@@ -46,7 +46,9 @@ class SimRequest:
     position; ``reported_output`` / ``reported_write``: the call's reported completion
     and cache-write tokens;
     ``implicit_breakpoint``: False when the request disabled the provider's implicit
-    breakpoint (OpenAI ``prompt_cache_options.mode: explicit``).
+    breakpoint (OpenAI ``prompt_cache_options.mode: explicit``); ``provider_verdict``:
+    the provider's logged cache verdict (reason, missed tokens), if any
+    (:mod:`prefixcache.analyzer.ingest.diagnostics`).
     """
 
     order: int
@@ -72,6 +74,7 @@ class SimRequest:
     reported_output: int | None = None
     reported_write: int | None = None
     implicit_breakpoint: bool = True
+    provider_verdict: tuple[str, int | None] | None = None
     _chains: dict[tuple[int, str | None], tuple[BlockHash, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _cuts: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -153,7 +156,8 @@ def _sim_request(p, pos: int) -> SimRequest | None:
         spans=tuple((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
         boundaries=tuple(sorted({s.end for s in segs if s.kind in _CONTENT})),
         breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
-        exact=bool(p.tokens.exact), implicit_breakpoint=_cache_mode(r) != "explicit", **common)
+        exact=bool(p.tokens.exact), implicit_breakpoint=_cache_mode(r) != "explicit",
+        provider_verdict=_verdict(r), **common)
 
 
 def to_sim_requests(items: Iterable) -> list[SimRequest]:
@@ -165,6 +169,15 @@ def to_sim_requests(items: Iterable) -> list[SimRequest]:
     timed = all(t is not None for t, _, _ in staged)  # else the clock is the position: send times don't apply
     return [replace(sim, order=i, now=now, sent=sent if timed else None)
             for i, (now, (_, sim, sent)) in enumerate(ordered)]
+
+
+def _verdict(r: Request) -> tuple[str, int | None] | None:
+    """The provider's logged cache verdict of the request (reason, missed tokens), if any."""
+    v = r.extra.get("provider_diagnostics") if isinstance(r.extra, Mapping) else None
+    if not isinstance(v, Mapping) or not v.get("reason"):
+        return None
+    n = v.get("missed_tokens")
+    return str(v["reason"]), n if isinstance(n, int) else None
 
 
 def _cache_mode(r: Request) -> str | None:

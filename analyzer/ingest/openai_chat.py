@@ -21,6 +21,7 @@ import orjson
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall, ToolDef
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import head_fields, is_array
+from prefixcache.analyzer.ingest.diagnostics import verdict
 from prefixcache.analyzer.ingest.jsonio import FieldError, decode_error, digest, expect, field, parse_time, parse_usage, read_records
 
 FORMAT = "openai-chat"
@@ -202,6 +203,8 @@ def common(body: dict, response: dict | None, record: dict) -> dict[str, Any]:
     observed = {"system", "tools", "messages"}
     observed |= {k for k, v in (("usage", usage), ("timestamp", ts), ("model", model)) if v is not None}
     extra = {k: body[k] for k in EXTRA_KEYS if body.get(k) is not None}
+    if (v := verdict(response)) is not None:  # Anthropic diagnostics / OpenAI prompt_cache_diagnostics
+        extra["provider_diagnostics"] = v
     return dict(model=model, timestamp=ts, usage=usage, observed=frozenset(observed), extra=extra)
 
 
