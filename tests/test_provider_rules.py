@@ -159,3 +159,19 @@ def test_openai_prompt_cache_diagnostics_are_read():
     assert verdict({"prompt_cache_diagnostics": {"type": "cache_hit", "reusable_prefix_tokens": 2048}}) == \
         {"provider": "openai", "reason": "cache_hit", "missed_tokens": 2048}
     assert verdict({"usage": {}}) is None
+
+
+def test_provider_rules_page_shows_real_output():
+    """docs/methods/provider-rules.md: the deepseek-chat table and the verdict lines (COLUMNS=120)."""
+    from tests.test_doc_figures import assert_shows, documented, run
+
+    rel = "tests/fixtures/providers/"
+    for argv in (["simulate", rel + "deepseek_chat_pairs.json", "--cache", "deepseek"],
+                 ["simulate", rel + "anthropic_diagnostics_pairs.json", "--cache", "anthropic"]):
+        code, out, _ = run(argv, columns=120)
+        assert code == 0
+        page = documented("docs/methods/provider-rules.md", "$ prefixcache " + " ".join(argv))
+        if "deepseek" in argv:
+            assert_shows(out, page)
+        else:
+            assert page and all(line in out for line in page if line.strip())
