@@ -141,6 +141,9 @@ def _money(rep: SimulateReport) -> None:
             console.print(f"{label}: ${with_c:.4f} with cache vs ${without:.4f} without ({_pct(saved)} saved); "
                           f"{rates}")
     console.print(f"[dim]rules {c.rule_set}; prices {escape(c.price_source)} ({c.price_date})[/]")
+    if c.send_times_missing:
+        console.print(f"[yellow]send times not logged[/] for {plural(c.send_times_missing, 'request')}: every "
+                      "earlier write counts as landed, so a thread's first call may be predicted warm")
 
 
 def render(rep: SimulateReport) -> None:

@@ -174,4 +174,10 @@ def test_provider_rules_page_shows_real_output():
         if "deepseek" in argv:
             assert_shows(out, page)
         else:
-            assert page and all(line in out for line in page if line.strip())
+            assert page and all(line in out for line in page if line.strip() and line != "…")
+
+
+def test_missing_send_times_are_said():
+    assert run_json(["simulate", str(existing(CLAUDE)), "--cache", "anthropic"])["cost"]["send_times_missing"] == 0
+    assert run_json(["simulate", DIAG, "--cache", "anthropic"])["cost"]["send_times_missing"] == 3
+    assert run_json(["simulate", DS_CHAT, "--cache", "deepseek"])["cost"]["send_times_missing"] is None

@@ -109,7 +109,9 @@ class Cost:
     cost the log's reported usage implies, with the prices and rules used (``ttl_s``: the
     retention the first result row applied, seconds: ``--ttl`` or the provider's;
     ``rule_set``: the provider rule set chosen by model name; ``price_source`` /
-    ``price_date``: the price table row, :mod:`.prices`)."""
+    ``price_date``: the price table row, :mod:`.prices`; ``send_times_missing``: breakpoint
+    caches only, the requests whose send time is not logged — for them every earlier write
+    counts as landed, so a thread's first call may be predicted warm; null otherwise)."""
 
     usd_with_cache: float | None
     usd_without_cache: float | None
@@ -123,6 +125,7 @@ class Cost:
     rule_set: str
     price_source: str
     price_date: str
+    send_times_missing: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,15 +260,17 @@ def agreement(calls: Sequence[CallRow], tolerance: int) -> Agreement | None:
                      sum(c.inside_band for c in calls), len(thread), thread.count(0))
 
 
-def cost(rules: ProviderRules, rows: Sequence[RequestFigures] | None, reported: ReportedUsage | None) -> Cost:
+def cost(rules: ProviderRules, rows: Sequence[RequestFigures] | None, reported: ReportedUsage | None,
+         reqs: Sequence[SimRequest] = ()) -> Cost:
     """Input cost of the predicted hits (None when nothing was simulated) and of the
-    reported usage (None when the log reports none), at the provider's prices."""
+    reported usage (None when the log reports none), at the provider's prices; with the
+    count of ``reqs`` without a logged send time (breakpoint caches)."""
     prices = Prices(rules.price_input, rules.read_multiplier)
     with_c, without = cost_usd(rows, prices) if rows else (None, None)
     rep_c, rep_without = reported.cost_usd(prices, rules.write_multiplier) if reported else (None, None)
     return Cost(r6(with_c), r6(without), r6(rep_c), r6(rep_without), rules.price_input, rules.read_multiplier,
                 rules.write_multiplier, rules.min_tokens, rules.ttl_s, rules.rule_set, rules.price_source,
-                rules.price_date)
+                rules.price_date, sum(r.sent is None for r in reqs) if rules.max_breakpoints else None)
 
 
 def reported_row(usage: ReportedUsage | None) -> Reported | None:
