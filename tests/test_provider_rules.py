@@ -181,3 +181,9 @@ def test_missing_send_times_are_said():
     assert run_json(["simulate", str(existing(CLAUDE)), "--cache", "anthropic"])["cost"]["send_times_missing"] == 0
     assert run_json(["simulate", DIAG, "--cache", "anthropic"])["cost"]["send_times_missing"] == 3
     assert run_json(["simulate", DS_CHAT, "--cache", "deepseek"])["cost"]["send_times_missing"] is None
+
+
+@pytest.mark.parametrize("model,price", [("claude-3-opus-20240229", 15.0), ("claude-opus-4-1", 15.0),
+                                         ("claude-opus-4-5", 5.0), ("claude-3-5-haiku-20241022", 0.80)])
+def test_anthropic_rows(model, price):
+    assert price_for("anthropic", model).input == price

@@ -62,6 +62,7 @@ PRICES: tuple[PriceRow, ...] = (
     # Anthropic (minimum lengths by model: provider.ANTHROPIC_MIN_TOKENS).
     PriceRow("*opus-4-5*", "anthropic", 5.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2025-11"),
     PriceRow("*opus-4*", "anthropic", 15.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2025-08"),
+    PriceRow("*3-opus*", "anthropic", 15.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2024-03"),
     PriceRow("*haiku-4-5*", "anthropic", 1.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2025-10"),
     PriceRow("*3-5-haiku*", "anthropic", 0.80, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2024-11"),
     PriceRow("*haiku-3-5*", "anthropic", 0.80, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2024-11"),
