@@ -111,13 +111,25 @@ def _requests(rep: SimulateReport) -> None:
 def _calls(rep: SimulateReport) -> None:
     a = rep.agreement
     t = _table("predicted vs reported cached tokens", ("session", "record", "prompt", "rep. prompt", "predicted",
-               "calibr.", "reported", "Δ calibr."))
+               "calibr.", "band", "reported", "Δ expected"))
     for c in rep.calls:
+        band = _n(c.expected_cached_tokens) if c.lagged_cached_tokens == c.expected_cached_tokens else \
+            f"{_n(c.lagged_cached_tokens)}–{_n(c.expected_cached_tokens)}"
         t.add_row(c.session, str(c.record), _n(c.prompt_tokens),
                   "—" if c.reported_prompt_tokens is None else _n(c.reported_prompt_tokens),
-                  _n(c.predicted_cached_tokens), _n(c.calibrated_cached_tokens), _n(c.reported_cached_tokens),
-                  f"{c.calibrated_cached_tokens - c.reported_cached_tokens:+,}")
+                  _n(c.predicted_cached_tokens), _n(c.calibrated_cached_tokens),
+                  band + (" ·" if c.rule == "in-thread" else ""), _n(c.reported_cached_tokens),
+                  f"{c.expected_cached_tokens - c.reported_cached_tokens:+,}")
     print_table(console, t)
+    console.print(f"provider rule (band: lagged–expected; · = in-thread rule from the previous call's usage): "
+                  f"exact {a.expected_exact}/{a.calls}, within {_n(a.tolerance_tokens)} {a.expected_within_tolerance}"
+                  f"/{a.calls}, reported inside the band {a.inside_band}/{a.calls}; in-thread calls "
+                  f"{a.in_thread_exact}/{a.in_thread_calls} exact")
+    for c in rep.calls:
+        if c.provider_verdict is not None:
+            missed = "" if c.provider_missed_tokens is None else f" ({_n(c.provider_missed_tokens)} tokens missed)"
+            ours = f"{c.drift_cause or 'no rule'} at token {_n(c.shared_tokens)}"
+            console.print(f"record {c.record}: provider verdict {escape(c.provider_verdict)}{missed}; ours: {ours}")
     console.print(f"agreement (within {plural(a.tolerance_tokens, 'token')}): {a.within_tolerance}/{plural(a.calls, 'call')} "
                   f"({_pct(a.agreement)}), mean |error| {a.mean_abs_error_tokens:,.0f} tokens; calibrated to the "
                   f"reported prompt length: {a.calibrated_within_tolerance}/{a.calls} "
@@ -137,6 +149,10 @@ def _money(rep: SimulateReport) -> None:
             saved = 1 - with_c / without if without else 0.0
             console.print(f"{label}: ${with_c:.4f} with cache vs ${without:.4f} without ({_pct(saved)} saved); "
                           f"{rates}")
+    console.print(f"[dim]rules {c.rule_set}; prices {escape(c.price_source)} ({c.price_date})[/]")
+    if c.send_times_missing:
+        console.print(f"[yellow]send times not logged[/] for {plural(c.send_times_missing, 'request')}: every "
+                      "earlier write counts as landed, so a thread's first call may be predicted warm")
 
 
 def render(rep: SimulateReport) -> None:

@@ -77,9 +77,12 @@ def test_reasoning_drop_is_reported_per_message() -> None:
     req = _load(MINI)[-1]
     with_reasoning = [j for j, m in enumerate(req.messages) if m.reasoning]
     assert with_reasoning
-    ds = resolve("deepseek-reasoner").renderer.render(req)  # DeepSeek API: earlier reasoning is not re-sent
-    assert not ds.exact and ds.renderer == "provider:deepseek"
-    warn = [w for w in ds.warnings if "drops reasoning" in w]
+    ds = resolve("deepseek-reasoner").renderer.render(req)  # V3.2 thinking mode: reasoning after the last user turn is sent
+    assert ds.exact and ds.renderer == "provider:deepseek"
+    assert not any("drops reasoning" in w for w in ds.warnings)
+    assert req.messages[with_reasoning[0]].reasoning in ds.text
+    v3 = resolve(None, template="deepseek_v3", tokenizer="deepseek").renderer.render(req)  # V3.1 style drops it
+    warn = [w for w in v3.warnings if "drops reasoning" in w]
     assert warn and all(f"messages[{j}]" in warn[0] for j in with_reasoning)
     kept = resolve(None, template="chatml_tools", tokenizer="deepseek").renderer.render(req)
     assert not any("reasoning" in w for w in kept.warnings)

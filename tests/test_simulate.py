@@ -157,13 +157,13 @@ def test_usage_only_log_reports_usage_not_a_simulation():
 def test_text_report_names_and_reported_cost():
     path = str(existing(SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json"))
     doc = _run(path, "--cache", "deepseek")
-    assert doc["reported"]["cached_tokens"] == 15616 and doc["results"][0]["cached_tokens"] == 11584
+    assert doc["reported"]["cached_tokens"] == 15616 and doc["results"][0]["cached_tokens"] == 12224
     c = doc["cost"]
     assert c["reported_usd_with_cache"] < c["usd_with_cache"]  # the log reports more hits than we predict
     out = CliRunner().invoke(app, ["simulate", path, "--cache", "deepseek", "--per-request"]).stdout
     assert "input cost the log's reported usage implies" in out and "64-token units" in out
     assert "pvlib__pvlib-python-1606" in out  # session ids are never cut
-    assert "11,584" in out and "11.6k" not in out
+    assert "12,224" in out and "12.2k" not in out
     swe = str(existing(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"))
     out = CliRunner().invoke(app, ["simulate", swe, "--capacity", "5%"]).stdout
     assert "16-token blocks" in out and " size " not in out and "15,912" in out

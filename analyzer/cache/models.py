@@ -28,7 +28,7 @@ from typing import ClassVar, Mapping, Sequence
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, hit_cap_tokens, servable_tokens
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
 from prefixcache.analyzer.cache.eviction import POLICIES, resolve_policy
-from prefixcache.analyzer.cache.provider import AnthropicCache, ProviderRules, UnitPrefixCache, rules_for
+from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint, ProviderRules, UnitPrefixCache, rules_for
 from prefixcache.analyzer.cache.radix import RADIX_POLICIES, RadixTree
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
@@ -224,13 +224,17 @@ class SglangModel(CacheModel):
 
 
 class _UnitModel(CacheModel):
-    """Automatic provider caching over a chain of units (OpenAI, DeepSeek)."""
+    """Automatic provider caching over a chain of units (OpenAI, DeepSeek). When the
+    rules store output (``deepseek-chat``), a call's generated tokens are stored with
+    its prompt: they are known from the session's next prompt, which starts with the
+    call's prompt followed by them (the V3.2 encoding re-renders a reply as generated)."""
 
     def __init__(self, spec: CacheSpec, block_size: int, capacity_blocks: int | None, expire: bool = True) -> None:
         super().__init__(spec, block_size, capacity_blocks, expire)
         rules = spec.provider_rules()
         rules = replace(rules, ttl_s=self.ttl_of(spec) if expire else _FOREVER_S)
         self.cache = UnitPrefixCache(rules, capacity_blocks, spec.policy)
+        self._last: dict[str, SimRequest] = {}  # session → its previous request (stores_output)
 
     @classmethod
     def fixed_block_size(cls, spec: CacheSpec) -> int | None:
@@ -243,9 +247,23 @@ class _UnitModel(CacheModel):
     def step(self, r: SimRequest) -> Hit:
         self._tokens(r)
         chain = r.chain(self.block_size, salted=False)
+        if self.cache.rules.stores_output:
+            self._store_output(r, chain)
         cached = self.cache.match_hashes(chain, r.num_tokens, r.now, r.hidden_tokens).cached_tokens
         self.cache.insert_hashes(chain, r.num_tokens, r.now, r.hidden_tokens)
         return Hit(cached)
+
+    def _store_output(self, r: SimRequest, chain: Sequence[int]) -> None:
+        """Store the session's previous call's prompt + generated tokens (as ``r`` renders
+        them) at that call's time, when ``r`` extends its prompt and it reported its output."""
+        prev = self._last.get(r.session)
+        self._last[r.session] = r
+        if prev is None or not prev.reported_output or prev.tokens is None or r.tokens is None:
+            return
+        end = min(r.num_tokens, prev.num_tokens + prev.reported_output)
+        if r.tokens[:prev.num_tokens] != prev.tokens:
+            return
+        self.cache.insert_hashes(chain[:end // self.block_size], end, prev.now, prev.hidden_tokens)
 
     def granular(self, r: SimRequest, shared: int) -> int:
         return servable_tokens(shared, r.num_tokens, self.block_size, False)
@@ -253,9 +271,31 @@ class _UnitModel(CacheModel):
 
 @register
 class OpenAIModel(_UnitModel):
-    """OpenAI: ≥ 1,024 tokens, 128-token steps, 5 min idle retention."""
+    """OpenAI, rule set by model name (:func:`~.provider.openai_breakpoints`): up to GPT-5.5
+    automatic (≥ 1,024 tokens, 128-token steps, 5 min idle retention); GPT-5.6 and later
+    explicit breakpoints (the logged ``prompt_cache_breakpoint`` marks plus the implicit
+    one at the end of the prompt unless the request chose ``mode: explicit``), exact
+    prefixes, 4 written per request, the latest 80 considered, 30 min, writes 1.25×."""
 
     name = "openai"
+
+    def __init__(self, spec: CacheSpec, block_size: int, capacity_blocks: int | None, expire: bool = True) -> None:
+        super().__init__(spec, block_size, capacity_blocks, expire)
+        rules = spec.provider_rules()
+        self.marks = AnthropicCache(rules, self.ttl_of(spec) if expire else _FOREVER_S) \
+            if rules.max_breakpoints else None
+
+    def step(self, r: SimRequest) -> Hit:
+        if self.marks is None:
+            return super().step(r)
+        tokens = self._tokens(r)
+        bps = r.breakpoints
+        if r.implicit_breakpoint and r.boundaries:
+            bps = (*bps, Breakpoint(max(r.boundaries)))
+        return Hit(*self.marks.step(tokens, r.boundaries, bps, r.now, r.hidden_tokens, r.prefix_hashes(), r.sent))
+
+    def granular(self, r: SimRequest, shared: int) -> int:
+        return shared if self.marks is not None else super().granular(r, shared)
 
 
 @register
@@ -291,7 +331,8 @@ class AnthropicModel(CacheModel):
 
     def step(self, r: SimRequest) -> Hit:
         tokens = self._tokens(r)
-        return Hit(*self.cache.step(tokens, r.boundaries, r.breakpoints, r.now, r.hidden_tokens, r.prefix_hashes()))
+        return Hit(*self.cache.step(tokens, r.boundaries, r.breakpoints, r.now, r.hidden_tokens, r.prefix_hashes(),
+                                    r.sent))
 
     def granular(self, r: SimRequest, shared: int) -> int:
         if self._shadow is None:

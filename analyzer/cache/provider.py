@@ -4,13 +4,23 @@ Every constant lives in :data:`PROVIDERS` / :data:`ANTHROPIC_MIN_TOKENS` below, 
 its source, so a rule change is a one-line edit. Sources: each provider's prompt
 caching documentation as of 2026 (named in every entry's ``source``).
 
-* **OpenAI** — automatic for prompts ≥ 1,024 tokens; the cached prefix grows in
-  128-token steps (so a hit is 0 or 1,024 + k·128); exact prefix only; kept
+* **OpenAI up to GPT-5.5** — automatic for prompts ≥ 1,024 tokens; the cached prefix
+  grows in 128-token steps (so a hit is 0 or 1,024 + k·128); exact prefix only; kept
   in memory for 5–10 min of inactivity (we take 5 min, refreshed on hit). Modeled
   as a 128-token block chain (:class:`~.block_hash.BlockHashCache`).
+* **OpenAI GPT-5.6 and later** (chosen by model name, :func:`openai_breakpoints`) —
+  explicit breakpoints (``prompt_cache_breakpoint`` on content blocks, plus one
+  implicit one at the end of the newest message unless ``prompt_cache_options.mode``
+  is ``explicit``); up to 4 written per request, the latest 80 of the conversation
+  considered for matching with no lookback limit, exact (not block-rounded)
+  prefixes; ``prompt_cache_options.ttl`` 30 min; writes billed 1.25× and reported
+  as ``cache_write_tokens``. Modeled by :class:`AnthropicCache` with those limits.
 * **DeepSeek** — on by default, 64-token storage units, content under 64 tokens is
-  not cached, longest common prefix from token 0 (2024 rule), cleared after hours
-  to days unused (we take 24 h). A 64-token block chain.
+  not cached, longest common prefix from token 0, cleared after hours to days
+  unused (we take 24 h). A 64-token block chain. ``deepseek-chat`` stores the
+  prompt **and the generated tokens** of a call (cached(k) = 64·⌊(prompt(k−1) +
+  completion(k−1))/64⌋ when the write is visible); ``deepseek-reasoner`` the prompt
+  only (``real-engines.md``, Providers; measured on real trajectories).
 * **Anthropic** — explicit ``cache_control`` breakpoints (at most 4; the automatic
   mode puts one on the last block). A cache entry is the exact prefix up to a
   breakpoint; a lookup at a breakpoint also checks up to 20 earlier content-block
@@ -19,12 +29,14 @@ caching documentation as of 2026 (named in every entry's ``source``).
   cacheable length are neither written nor read. Writes cost 1.25× (5 min) or 2×
   (1 h) the base input price, reads 0.1×.
 
-Prices are USD per million input tokens; the defaults are examples and every one
-is a CLI option (``--price-input``, ``--price-read``, ``--price-write``).
+Prices are USD per million input tokens, from the one table keyed by model pattern
+(:mod:`.prices`); every one is still a CLI option (``--price-input``,
+``--price-read``, ``--price-write``) that overrides the table.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
@@ -34,6 +46,7 @@ from array import array
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
+from prefixcache.analyzer.cache.prices import price_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +57,12 @@ class ProviderRules:
     breakpoint prefix) that is cached; ``ttl_s``: idle retention, refreshed on hit;
     ``price_input``: base $/MTok; ``read_multiplier`` / ``write_multiplier``: cache
     read / write price relative to the base; ``max_breakpoints`` and
-    ``lookback_blocks``: Anthropic breakpoint rules (0 = automatic prefix caching).
+    ``lookback_blocks``: breakpoint rules (0 = automatic prefix caching; lookback −1 =
+    no limit); ``considered_breakpoints``: how many of the conversation's latest
+    breakpoint entries are matched (0 = all); ``stores_output``: the provider also
+    stores the generated tokens of a call (``deepseek-chat``); ``rule_set``: which
+    rule set applies (``openai-automatic``, ``openai-breakpoints``, ...);
+    ``price_source`` / ``price_date``: the price row used (:mod:`.prices`).
     """
 
     name: str
@@ -57,6 +75,11 @@ class ProviderRules:
     max_breakpoints: int = 0
     lookback_blocks: int = 0
     source: str = ""
+    considered_breakpoints: int = 0
+    stores_output: bool = False
+    rule_set: str = ""
+    price_source: str = ""
+    price_date: str = ""
 
 
 #: The constants table (edit here when a provider changes its rules).
@@ -92,17 +115,53 @@ ANTHROPIC_WRITE_1H = 2.0
 ANTHROPIC_TTL_1H_S = 3600.0
 
 
+#: GPT-5.6+ limits: breakpoints written per request, latest breakpoints considered, retention (s).
+OPENAI_BREAKPOINTS_WRITTEN = 4
+OPENAI_BREAKPOINTS_CONSIDERED = 80
+OPENAI_TTL_S = 1800.0
+_GPT = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+
+
+def openai_breakpoints(model: str | None) -> bool:
+    """True for the models with explicit breakpoints (GPT-5.6 and later, by name:
+    ``gpt-5.6``, ``gpt-5.7-mini``, ``gpt-6``...); False for GPT-5.5 and earlier,
+    GPT-4o/4.1, the o-series and unknown names (the automatic 128-token rule)."""
+    m = _GPT.search((model or "").lower())
+    if m is None:
+        return False
+    return (int(m.group(1)), int(m.group(2) or 0)) >= (5, 6)
+
+
+def _deepseek_stores_output(model: str | None) -> bool:
+    """``deepseek-chat`` (and V3 chat names) store prompt + generated tokens; reasoner models the prompt only."""
+    m = (model or "").lower()
+    return bool(m) and "reasoner" not in m and "r1" not in m and "thinking" not in m
+
+
 def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderRules:
-    """The rules of ``provider``, with the model's minimum length (Anthropic) and
-    any non-None ``overrides`` (field names of :class:`ProviderRules`) applied."""
+    """The rules of ``provider`` for ``model``: the model's price row (:func:`.prices.price_for`:
+    input price, read/write multipliers, retention, minimum), its rule set (OpenAI
+    GPT-5.6+ breakpoints, DeepSeek chat storing output), the model's minimum length
+    (Anthropic), then any non-None ``overrides`` (field names of :class:`ProviderRules`).
+    ConfigError for an unknown provider."""
     if provider not in PROVIDERS:
         raise ConfigError(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
     rules = PROVIDERS[provider]
+    row = price_for(provider, model)
+    rules = replace(rules, price_input=row.input, read_multiplier=row.read, write_multiplier=row.write,
+                    ttl_s=row.ttl_s, min_tokens=rules.min_tokens if row.min_tokens is None else row.min_tokens,
+                    price_source=f"{row.pattern}: {row.source}", price_date=row.date,
+                    rule_set=f"{provider}-breakpoints" if provider == "anthropic" else f"{provider}-automatic")
     if provider == "anthropic" and model:
         for frag, n in ANTHROPIC_MIN_TOKENS:
             if frag in model:
                 rules = replace(rules, min_tokens=n)
                 break
+    if provider == "openai" and openai_breakpoints(model):
+        rules = replace(rules, block_size=1, max_breakpoints=OPENAI_BREAKPOINTS_WRITTEN, lookback_blocks=-1,
+                        considered_breakpoints=OPENAI_BREAKPOINTS_CONSIDERED, rule_set="openai-breakpoints")
+    if provider == "deepseek" and _deepseek_stores_output(model):
+        rules = replace(rules, stores_output=True, rule_set="deepseek-prompt+output")
     return replace(rules, **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -177,6 +236,9 @@ class AnthropicCache:
         #: mark (5 min, or 1 h); write prices still follow the marks.
         self.ttl_s = ttl_s
         self._entries: dict[tuple[int, int], tuple[float, float]] = {}  # (len, hash) -> (last use, ttl)
+        #: When each entry's write landed (the writer's response time, seconds) and its write number.
+        self._landed: dict[tuple[int, int], tuple[float, int]] = {}
+        self._writes = 0
 
     @staticmethod
     def prefix_hashes(tokens: Sequence[int], cuts: Sequence[int]) -> dict[int, int]:
@@ -190,26 +252,37 @@ class AnthropicCache:
             out[c] = h.intdigest()
         return out
 
-    def _alive(self, key: tuple[int, int], now: float) -> bool:
+    def _alive(self, key: tuple[int, int], now: float, sent: float | None = None) -> bool:
+        """Live at ``now``, among the latest ``considered_breakpoints`` written, and (when the
+        request's send time ``sent`` is known) written by a response that had landed by then."""
         e = self._entries.get(key)
-        return e is not None and now - e[0] <= e[1]
+        if e is None or now - e[0] > e[1]:
+            return False
+        landed, seq = self._landed.get(key, (float("-inf"), self._writes))
+        n = self.rules.considered_breakpoints
+        if n and seq <= self._writes - n:
+            return False
+        return sent is None or landed <= sent
 
     def lookup(self, tokens: Sequence[int], boundaries: Sequence[int],
                breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
-               hashes: Mapping[int, int] | None = None) -> int:
+               hashes: Mapping[int, int] | None = None, sent: float | None = None) -> int:
         """Tokens read from cache: the longest live entry found at a breakpoint or
-        within ``lookback_blocks`` boundaries before one. Read-only. ``hidden``:
-        tokens of an unlogged prefix, counted toward the minimum length only;
-        ``hashes``: :meth:`prefix_hashes` at every boundary and breakpoint, when the
-        caller keeps them (the simulator hashes each request once)."""
+        within ``lookback_blocks`` boundaries before one (−1: any earlier boundary).
+        Read-only. ``hidden``: tokens of an unlogged prefix, counted toward the minimum
+        length only; ``hashes``: :meth:`prefix_hashes` at every boundary and breakpoint,
+        when the caller keeps them (the simulator hashes each request once); ``sent``:
+        when the request was sent (seconds, same clock as ``now``): entries whose
+        writer's response came back later are not visible yet (None: all are)."""
         best = 0
         bps = self._usable(breakpoints, len(tokens))
         bounds = sorted(set(b for b in boundaries if 0 < b <= len(tokens)) | {bp.end for bp in bps})
         hashes = hashes if hashes is not None else self.prefix_hashes(tokens, bounds)
+        back = self.rules.lookback_blocks
         for bp in bps:
             j = bounds.index(bp.end)
-            for c in reversed(bounds[max(0, j - self.rules.lookback_blocks + 1):j + 1]):
-                if c + hidden >= self.rules.min_tokens and c > best and self._alive((c, hashes[c]), now):
+            for c in reversed(bounds[0 if back < 0 else max(0, j - back + 1):j + 1]):
+                if c + hidden >= self.rules.min_tokens and c > best and self._alive((c, hashes[c]), now, sent):
                     best = c
                     break
         return best
@@ -220,13 +293,14 @@ class AnthropicCache:
 
     def step(self, tokens: Sequence[int], boundaries: Sequence[int],
              breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
-             hashes: Mapping[int, int] | None = None) -> tuple[int, int, float]:
+             hashes: Mapping[int, int] | None = None, sent: float | None = None) -> tuple[int, int, float]:
         """Run one request: returns (read tokens, written tokens, write price multiplier).
 
         The read entry is refreshed; an entry is written at every breakpoint past
-        the read point whose prefix is at least ``min_tokens`` long.
+        the read point whose prefix is at least ``min_tokens`` long; it lands at
+        ``now`` (the request's logged response time) for later :meth:`lookup` ``sent`` checks.
         """
-        read = self.lookup(tokens, boundaries, breakpoints, now, hidden, hashes)
+        read = self.lookup(tokens, boundaries, breakpoints, now, hidden, hashes, sent)
         bps = self._usable(breakpoints, len(tokens))
         if hashes is None:
             hashes = self.prefix_hashes(tokens, [read] + [bp.end for bp in bps])
@@ -244,6 +318,9 @@ class AnthropicCache:
             old = self._entries.get(key)
             keep = bp.ttl_s if self.ttl_s is None else self.ttl_s
             self._entries[key] = (now, max(keep, old[1] if old else 0.0))
+            if old is None or key not in self._landed:
+                self._writes += 1
+                self._landed[key] = (now, self._writes)
         mult = ANTHROPIC_WRITE_1H if top_ttl >= ANTHROPIC_TTL_1H_S else self.rules.write_multiplier
         self._purge(now)
         return read, written, mult
@@ -252,6 +329,7 @@ class AnthropicCache:
         dead = [k for k, (t, ttl) in self._entries.items() if now - t > ttl]
         for k in dead:
             del self._entries[k]
+            self._landed.pop(k, None)
 
     def match(self, tokens: Sequence[int], now: float) -> MatchResult:
         return MatchResult(self.lookup(tokens, [len(tokens)], [Breakpoint(len(tokens))], now))

@@ -15,6 +15,8 @@ from prefixcache.analyzer.cache.figures import (
     Prices, ReportedUsage, RequestFigures, calibrated_cached, cost_usd, totals,
 )
 from prefixcache.analyzer.cache.provider import ProviderRules
+from prefixcache.analyzer.cache.provider_rule import Band, bands
+from prefixcache.analyzer.cache.workload import SimRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,13 @@ class ResultRow:
 
 @dataclass(frozen=True, slots=True)
 class CallRow:
-    """One logged call with the provider's reported cached tokens, next to ours."""
+    """One logged call with the provider's reported cached tokens, next to ours: predicted
+    (our tokens), calibrated (mapped into the provider's count), and the provider rule's
+    band ``[lagged, expected]`` (``rule``: ``in-thread`` or ``simulated``, :mod:`.provider_rule`);
+    next to the provider's own verdict when the log has one (``provider_verdict``: Anthropic
+    ``diagnostics`` / OpenAI ``prompt_cache_diagnostics`` reason, ``provider_missed_tokens``
+    its estimate), our cause: ``drift_cause`` (lint rule code) and ``shared_tokens`` (the
+    token offset where the prompt leaves everything sent before it, our tokens)."""
 
     session: str
     source: str
@@ -84,11 +92,22 @@ class CallRow:
     calibrated_cached_tokens: int
     reported_cached_tokens: int
     warm_before_log: bool
+    rule: str
+    lagged_cached_tokens: int
+    expected_cached_tokens: int
+    inside_band: bool
+    shared_tokens: int
+    drift_cause: str | None
+    provider_verdict: str | None
+    provider_missed_tokens: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class Agreement:
-    """Predicted vs reported cached tokens over the calls (within ``tolerance_tokens``)."""
+    """Predicted vs reported cached tokens over the calls (within ``tolerance_tokens``).
+    ``*_exact``: equal to the reported count; ``expected_*``: the provider rule's
+    expected count (:mod:`.provider_rule`); ``inside_band``: calls whose reported count
+    lies in ``[lagged, expected]``; ``in_thread_calls``: calls the in-thread rule applied to."""
 
     calls: int
     tolerance_tokens: int
@@ -101,13 +120,24 @@ class Agreement:
     warm_before_log: int
     reported_cached_tokens: int
     predicted_cached_tokens: int
+    exact: int
+    calibrated_exact: int
+    expected_exact: int
+    expected_within_tolerance: int
+    inside_band: int
+    in_thread_calls: int
+    in_thread_exact: int
 
 
 @dataclass(frozen=True, slots=True)
 class Cost:
     """Provider caches: input cost (USD) of our predicted hits (first result row) and the
     cost the log's reported usage implies, with the prices and rules used (``ttl_s``: the
-    retention the first result row applied, seconds: ``--ttl`` or the provider's)."""
+    retention the first result row applied, seconds: ``--ttl`` or the provider's;
+    ``rule_set``: the provider rule set chosen by model name; ``price_source`` /
+    ``price_date``: the price table row, :mod:`.prices`; ``send_times_missing``: breakpoint
+    caches only, the requests whose send time is not logged — for them every earlier write
+    counts as landed, so a thread's first call may be predicted warm; null otherwise)."""
 
     usd_with_cache: float | None
     usd_without_cache: float | None
@@ -118,6 +148,10 @@ class Cost:
     write_multiplier: float
     min_tokens: int
     ttl_s: float
+    rule_set: str
+    price_source: str
+    price_date: str
+    send_times_missing: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,18 +254,28 @@ def offline_bound(prompt_tokens: int, blocks_total: int, cached_tokens: tuple[in
     return OfflineBound(r6(tok[0]), r6(blk[0]), r6(tok[1]), r6(blk[1]), bound, r6(max(tok)), r6(max(blk)))
 
 
-def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int) -> list[CallRow]:
+def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int,
+              reqs: Sequence[SimRequest] = (), rules: ProviderRules | None = None) -> list[CallRow]:
     """Calls with a reported cached count: predicted, calibrated (mapped into the
-    provider's token count, :func:`~.figures.calibrated_cached`) and reported."""
+    provider's token count, :func:`~.figures.calibrated_cached`), the provider rule's
+    band (:func:`~.provider_rule.bands`, from ``reqs`` — the simulated requests, in
+    the order of ``rows`` — under ``rules``; without rules the band is the calibrated
+    count) and reported."""
     if all(f.reported_cached_tokens is None for f in rows):
         return []  # nothing to compare (block traces): skip the calibration
+    cals = [f.cached_tokens if c is None else c for f, c in zip(rows, calibrated_cached(rows, block_size, min_tokens))]
+    got = bands(reqs, cals, rules) if rules is not None and len(reqs) == len(rows) else \
+        [Band(c, c, "simulated") for c in cals]
+    verdicts = [r.provider_verdict for r in reqs] if len(reqs) == len(rows) else [None] * len(rows)
     out = []
-    for f, cal in zip(rows, calibrated_cached(rows, block_size, min_tokens)):
+    for f, cal, b, v in zip(rows, cals, got, verdicts):
         if f.reported_cached_tokens is None:
             continue
+        rep = f.reported_cached_tokens
         out.append(CallRow(f.session, f.source, f.record, f.prompt_tokens, f.reported_prompt_tokens,
-                           f.cached_tokens, f.cached_tokens if cal is None else cal, f.reported_cached_tokens,
-                           f.shared_tokens == 0 and f.reported_cached_tokens > 0))
+                           f.cached_tokens, cal, rep, f.shared_tokens == 0 and rep > 0,
+                           b.rule, b.lagged, b.expected, b.lagged <= rep <= b.expected, f.shared_tokens,
+                           f.drift_cause, v[0] if v else None, v[1] if v else None))
     return out
 
 
@@ -243,20 +287,27 @@ def agreement(calls: Sequence[CallRow], tolerance: int) -> Agreement | None:
     n = len(calls)
     pred = [abs(c.predicted_cached_tokens - c.reported_cached_tokens) for c in calls]
     cal = [abs(c.calibrated_cached_tokens - c.reported_cached_tokens) for c in calls]
+    exp = [abs(c.expected_cached_tokens - c.reported_cached_tokens) for c in calls]
     within, cal_within = sum(e <= tolerance for e in pred), sum(e <= tolerance for e in cal)
+    thread = [e for c, e in zip(calls, exp) if c.rule == "in-thread"]
     return Agreement(n, tolerance, within, round(within / n, 4), cal_within, round(cal_within / n, 4),
                      round(sum(pred) / n, 1), round(sum(cal) / n, 1), sum(c.warm_before_log for c in calls),
-                     sum(c.reported_cached_tokens for c in calls), sum(c.predicted_cached_tokens for c in calls))
+                     sum(c.reported_cached_tokens for c in calls), sum(c.predicted_cached_tokens for c in calls),
+                     pred.count(0), cal.count(0), exp.count(0), sum(e <= tolerance for e in exp),
+                     sum(c.inside_band for c in calls), len(thread), thread.count(0))
 
 
-def cost(rules: ProviderRules, rows: Sequence[RequestFigures] | None, reported: ReportedUsage | None) -> Cost:
+def cost(rules: ProviderRules, rows: Sequence[RequestFigures] | None, reported: ReportedUsage | None,
+         reqs: Sequence[SimRequest] = ()) -> Cost:
     """Input cost of the predicted hits (None when nothing was simulated) and of the
-    reported usage (None when the log reports none), at the provider's prices."""
+    reported usage (None when the log reports none), at the provider's prices; with the
+    count of ``reqs`` without a logged send time (breakpoint caches)."""
     prices = Prices(rules.price_input, rules.read_multiplier)
     with_c, without = cost_usd(rows, prices) if rows else (None, None)
     rep_c, rep_without = reported.cost_usd(prices, rules.write_multiplier) if reported else (None, None)
     return Cost(r6(with_c), r6(without), r6(rep_c), r6(rep_without), rules.price_input, rules.read_multiplier,
-                rules.write_multiplier, rules.min_tokens, rules.ttl_s)
+                rules.write_multiplier, rules.min_tokens, rules.ttl_s, rules.rule_set, rules.price_source,
+                rules.price_date, sum(r.sent is None for r in reqs) if rules.max_breakpoints else None)
 
 
 def reported_row(usage: ReportedUsage | None) -> Reported | None:

@@ -125,14 +125,14 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     results, first, uniq = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else ([], None, 0)
     provider = options.cache in PROVIDER_CACHES
     rules = spec.provider_rules(model) if provider else None
-    calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0)
+    calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules)
     usage = reported_usage(p.request.usage for p in items)
     if rules is not None:  # the retention the first result row applied (--ttl, or the provider's)
         applied = results[0].ttl_s if results else spec.model_class().ttl_of(spec)
         rules = replace(rules, ttl_s=rules.ttl_s if applied is None else applied)
     fields = dict(
         cache=options.cache, block_size=block_size, unique_blocks=uniq, kv_bytes_per_token=bpt, results=results,
-        calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage) if rules else None,
+        calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage, reqs) if rules else None,
         usage_only_requests=sum(p.usage_only for p in items), reported=reported_row(usage),
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))

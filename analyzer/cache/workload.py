@@ -23,7 +23,7 @@ from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.sequence import arrival_order
 
 #: ``cache_control`` TTL codes of the logs (seconds).
-TTL_CODES = {"5m": 300.0, "1h": 3600.0}
+TTL_CODES = {"5m": 300.0, "1h": 3600.0, "30m": 1800.0, "12h": 43200.0}
 #: Segment kinds that are content blocks (breakpoints and lookback stop at their ends;
 #: the generation prompt and template glue are not content).
 _CONTENT = ("system", "tool", "message", "opaque")
@@ -42,7 +42,15 @@ class SimRequest:
     represent (Claude Code's system prompt and tools: reported prompt tokens minus
     ours), counted toward provider minimum lengths only. ``reply_ends``: where each
     assistant message of the prompt ends (tokens, ascending): what the engine generated
-    for the earlier calls, as the log renders it (llama.cpp slots keep prompt + output).
+    for the earlier calls, as the log renders it (llama.cpp slots keep prompt + output); ``sent``: when the request
+    was sent (seconds on the clock of ``now``; Claude Code: its parent line's time,
+    while ``now`` is the response's), None when not logged or when the clock is the
+    position; ``reported_output`` / ``reported_write``: the call's reported completion
+    and cache-write tokens;
+    ``implicit_breakpoint``: False when the request disabled the provider's implicit
+    breakpoint (OpenAI ``prompt_cache_options.mode: explicit``); ``provider_verdict``:
+    the provider's logged cache verdict (reason, missed tokens), if any
+    (:mod:`prefixcache.analyzer.ingest.diagnostics`).
     """
 
     order: int
@@ -65,6 +73,11 @@ class SimRequest:
     reported_cached: int | None = None
     exact: bool = True
     reply_ends: tuple[int, ...] = ()
+    sent: float | None = None
+    reported_output: int | None = None
+    reported_write: int | None = None
+    implicit_breakpoint: bool = True
+    provider_verdict: tuple[str, int | None] | None = None
     _chains: dict[tuple[int, str | None], tuple[BlockHash, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _cuts: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -121,14 +134,15 @@ def _marks(req: Request, segments) -> tuple[Breakpoint, ...]:
     return tuple(auto)
 
 
-def _sim_request(p, pos: int, now: float = 0.0) -> SimRequest | None:
+def _sim_request(p, pos: int, now: float = 0.0, sent: float | None = None) -> SimRequest | None:
     """One prepared request as a :class:`SimRequest` at position ``pos`` of the arrival
-    order and logical time ``now``; None for a usage-only request."""
+    order, logical time ``now`` and send time ``sent``; None for a usage-only request."""
     r = p.request
     u = r.usage
-    common = dict(order=pos, now=now, session=r.session, index=r.index, source=r.provenance.source,
+    common = dict(order=pos, now=now, sent=sent, session=r.session, index=r.index, source=r.provenance.source,
                   record=r.provenance.record, model=r.model, reported_prompt=u.prompt_tokens if u else None,
-                  reported_cached=u.cached_tokens if u else None)
+                  reported_cached=u.cached_tokens if u else None, reported_output=u.output_tokens if u else None,
+                  reported_write=u.cache_write_tokens if u else None)
     if r.trace is not None:
         return SimRequest(num_tokens=r.trace.input_length, hashes=tuple(r.trace.hash_ids),
                           block_size=r.trace.block_size, **common)
@@ -145,7 +159,8 @@ def _sim_request(p, pos: int, now: float = 0.0) -> SimRequest | None:
         spans=tuple((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
         boundaries=tuple(sorted({s.end for s in segs if s.kind in _CONTENT})),
         breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
-        exact=bool(p.tokens.exact), reply_ends=_reply_ends(r, segs), **common)
+        exact=bool(p.tokens.exact), reply_ends=_reply_ends(r, segs),
+        implicit_breakpoint=_cache_mode(r) != "explicit", provider_verdict=_verdict(r), **common)
 
 
 def _reply_ends(req: Request, segments) -> tuple[int, ...]:
@@ -157,6 +172,30 @@ def _reply_ends(req: Request, segments) -> tuple[int, ...]:
 def to_sim_requests(items: Iterable) -> list[SimRequest]:
     """``Prepared`` items (input order) as :class:`SimRequest`s in arrival order, with
     ``order`` their position in it and ``now`` the logical clock."""
-    staged = [(p.request.timestamp, p) for p in items if p.request.trace is not None or p.tokens is not None]
+    staged = [(p.request.timestamp, p, _sent(p.request)) for p in items
+              if p.request.trace is not None or p.tokens is not None]
     ordered = arrival_order(staged, lambda item: item[0])
-    return [_sim_request(p, i, now) for i, (now, (_, p)) in enumerate(ordered)]  # type: ignore[misc]
+    timed = all(t is not None for t, _, _ in staged)  # else the clock is the position: send times don't apply
+    return [_sim_request(p, i, now, sent if timed else None)  # type: ignore[misc]
+            for i, (now, (_, p, sent)) in enumerate(ordered)]
+
+
+def _verdict(r: Request) -> tuple[str, int | None] | None:
+    """The provider's logged cache verdict of the request (reason, missed tokens), if any."""
+    v = r.extra.get("provider_diagnostics") if isinstance(r.extra, Mapping) else None
+    if not isinstance(v, Mapping) or not v.get("reason"):
+        return None
+    n = v.get("missed_tokens")
+    return str(v["reason"]), n if isinstance(n, int) else None
+
+
+def _cache_mode(r: Request) -> str | None:
+    """OpenAI ``prompt_cache_options.mode`` of the request (``implicit`` / ``explicit``), if logged."""
+    opts = r.extra.get("prompt_cache_options") if isinstance(r.extra, Mapping) else None
+    return opts.get("mode") if isinstance(opts, Mapping) else None
+
+
+def _sent(r: Request) -> float | None:
+    """The request's logged send time (``extra["sent_at"]``, seconds), if a reader set one."""
+    v = r.extra.get("sent_at") if isinstance(r.extra, Mapping) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

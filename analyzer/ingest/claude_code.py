@@ -28,6 +28,10 @@ Rules this reader implements:
   ``claude-code:main`` / ``claude-code:sidechain``; its length is only known from
   usage (prompt tokens minus the rendered messages), which the render/tokenize layer
   can compute because it knows the messages' token count.
+* **Send time**: ``extra["sent_at"]`` is the timestamp of the call's parent line (the
+  user / tool-result line the call answers), when logged; the request's ``timestamp``
+  is its response's first line. Cache models use both: a write is visible to a call
+  only if its response had landed before the call was sent.
 * **Records**: every line is one. Summary, system, snapshot, queue and progress lines
   (and user lines) produce no request and are not skipped; synthetic API-error lines
   and assistant lines without a request id are ``Skipped(bad=False)``; unknown line
@@ -79,6 +83,7 @@ class _Node:
     sidechain: bool = False
     session: str = ""
     agent: str = ""
+    time: float | None = None  # the line's timestamp (UNIX seconds)
 
 
 _Turn = tuple  # (role, message id, tuple of the lines' messages): one API message in the making
@@ -242,7 +247,7 @@ class _State:
         msg = rec.get("message")
         node = _Node(line, parent if isinstance(parent, str) else None, role, msgs,
                      msg_id=str(msg.get("id") or "") if isinstance(msg, dict) else "", sidechain=side,
-                     agent=str(rec.get("agentId") or ""))
+                     agent=str(rec.get("agentId") or ""), time=_time(rec.get("timestamp")))
         node.session = self._session(node, rec)
         if isinstance(uuid, str):
             self.nodes[uuid] = node
@@ -306,6 +311,9 @@ class _State:
                 {"timestamp"} if call.timestamp is None else set()) - ({"model"} if call.model is None else set())
             extra = {"opaque_prefix_key": "claude-code:sidechain" if call.node.sidechain else "claude-code:main",
                      "requestId": rid, "message_id": call.node.msg_id, "claude_code_version": call.version}
+            parent = self.nodes.get(call.parent) if call.parent is not None else None
+            if parent is not None and parent.time is not None:
+                extra["sent_at"] = parent.time  # the call was sent after its parent line (timestamp: the response)
             yield Request(
                 session=session, index=index, format="claude-code",
                 provenance=Provenance(self.source, call.first, "message", call.first), messages=messages,

@@ -507,9 +507,11 @@ def parse_usage(u: Any, path: str = "usage") -> Usage | None:
     * OpenAI Chat / DeepSeek / LiteLLM (``prompt_tokens``): prompt = ``prompt_tokens``
       (LiteLLM already folds Anthropic cache tokens into it); cached =
       ``prompt_tokens_details.cached_tokens`` or DeepSeek ``prompt_cache_hit_tokens``
-      or ``cache_read_input_tokens``; written = ``cache_creation_input_tokens``.
+      or ``cache_read_input_tokens``; written = ``cache_creation_input_tokens`` or
+      (OpenAI GPT-5.6+) ``prompt_tokens_details.cache_write_tokens``.
     * OpenAI Responses (``input_tokens_details``): prompt = ``input_tokens``,
-      cached = ``input_tokens_details.cached_tokens``.
+      cached = ``input_tokens_details.cached_tokens``, written =
+      ``input_tokens_details.cache_write_tokens`` (GPT-5.6+).
     * Anthropic Messages (``input_tokens``): prompt = ``input_tokens +
       cache_creation_input_tokens + cache_read_input_tokens`` (input is only the
       uncached tail), cached = ``cache_read_input_tokens``.
@@ -524,6 +526,7 @@ def parse_usage(u: Any, path: str = "usage") -> Usage | None:
     if "prompt_tokens" in u:
         details = field(u, "prompt_tokens_details", dict, path, default={})
         cached = _tok(details, "cached_tokens", f"{path}.prompt_tokens_details")
+        write = _tok(details, "cache_write_tokens", f"{path}.prompt_tokens_details") if write is None else write
         for alt in (_tok(u, "prompt_cache_hit_tokens", path), read):
             cached = alt if cached is None else cached
         return Usage(_tok(u, "prompt_tokens", path), cached, write, _tok(u, "completion_tokens", path))
@@ -531,6 +534,8 @@ def parse_usage(u: Any, path: str = "usage") -> Usage | None:
     out = _tok(u, "output_tokens", path)
     if "input_tokens_details" in u:
         details = field(u, "input_tokens_details", dict, path, default={})
+        if write is None:  # GPT-5.6+: cache writes are reported (and billed at 1.25×)
+            write = _tok(details, "cache_write_tokens", f"{path}.input_tokens_details")
         return Usage(inp, _tok(details, "cached_tokens", f"{path}.input_tokens_details"), write, out)
     if inp is None and read is None and write is None and out is None:
         return None

@@ -21,6 +21,7 @@ import orjson
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall, ToolDef
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import head_fields, is_array
+from prefixcache.analyzer.ingest.diagnostics import verdict
 from prefixcache.analyzer.ingest.jsonio import FieldError, decode_error, digest, expect, field, parse_time, parse_usage, read_records
 
 FORMAT = "openai-chat"
@@ -28,7 +29,7 @@ FORMAT = "openai-chat"
 #: Body fields kept in ``Request.extra`` (routing / cache keys and prompt-shaping options).
 EXTRA_KEYS = ("prompt_cache_key", "cache_salt", "user", "metadata", "safety_identifier",
               "prompt_cache_retention", "tool_choice", "parallel_tool_calls", "reasoning_effort",
-              "response_format", "service_tier", "session_id")
+              "response_format", "service_tier", "session_id", "prompt_cache_options")
 
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 _TEXT_PARTS = {"text", "input_text", "output_text"}
@@ -40,6 +41,17 @@ def ttl(cc: Any, path: str) -> str | None:
         return None
     expect(cc, dict, path)
     return str(field(cc, "ttl", str, path, default="5m"))
+
+
+def breakpoint_ttl(bp: Any, path: str) -> str | None:
+    """OpenAI GPT-5.6+ ``prompt_cache_breakpoint`` (``true`` or ``{mode, ttl}``) → its TTL
+    (``"30m"`` default, the request's ``prompt_cache_options.ttl`` otherwise unknown here); None if absent."""
+    if bp is None or bp is False:
+        return None
+    if bp is True:
+        return "30m"
+    expect(bp, dict, path)
+    return str(field(bp, "ttl", str, path, default="30m"))
 
 
 def content_of(value: Any, path: str) -> tuple[str, tuple[str, ...] | None, tuple[ContentPart, ...], str | None]:
@@ -65,6 +77,7 @@ def content_of(value: Any, path: str) -> tuple[str, tuple[str, ...] | None, tupl
         expect(part, dict, where)
         kind = field(part, "type", str, where, default="text")
         cache = ttl(part.get("cache_control"), f"{where}.cache_control") or cache
+        cache = breakpoint_ttl(part.get("prompt_cache_breakpoint"), f"{where}.prompt_cache_breakpoint") or cache
         if kind in _TEXT_PARTS or kind == "refusal":
             texts.append(field(part, "text" if kind != "refusal" else "refusal", str, where, required=True))
         else:
@@ -112,7 +125,8 @@ def message_of(msg: Any, path: str) -> Message:
         role="tool" if role == "function" else role, content=text, text_blocks=blocks,
         tool_calls=tool_calls_of(msg, path) if role == "assistant" else (),
         tool_call_id=field(msg, "tool_call_id", str, path), name=field(msg, "name", str, path),
-        reasoning=reasoning, parts=parts, cache_control=ttl(msg.get("cache_control"), f"{path}.cache_control") or cache,
+        reasoning=reasoning, parts=parts, cache_control=ttl(msg.get("cache_control"), f"{path}.cache_control") or cache
+        or breakpoint_ttl(msg.get("prompt_cache_breakpoint"), f"{path}.prompt_cache_breakpoint"),
         path=path)
 
 
@@ -189,6 +203,8 @@ def common(body: dict, response: dict | None, record: dict) -> dict[str, Any]:
     observed = {"system", "tools", "messages"}
     observed |= {k for k, v in (("usage", usage), ("timestamp", ts), ("model", model)) if v is not None}
     extra = {k: body[k] for k in EXTRA_KEYS if body.get(k) is not None}
+    if (v := verdict(response)) is not None:  # Anthropic diagnostics / OpenAI prompt_cache_diagnostics
+        extra["provider_diagnostics"] = v
     return dict(model=model, timestamp=ts, usage=usage, observed=frozenset(observed), extra=extra)
 
 

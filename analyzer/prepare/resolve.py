@@ -1,6 +1,6 @@
 """Which renderer and tokenizer each logged model gets: ``auto`` by model family, or as named.
 
-Template names: ``auto``; ``chatml_tools`` / ``deepseek_v3`` (shipped in
+Template names: ``auto``; ``chatml_tools`` / ``deepseek_v3`` / ``deepseek_v32`` (shipped in
 ``prefixcache.templates``); ``tokenizer`` (the chat template stored with the
 tokenizer: tokenizer_config.json, chat_template.jinja or GGUF metadata);
 ``provider:openai``, ``provider:anthropic``, ``provider:deepseek``; or a path to
@@ -44,6 +44,13 @@ def _family(model: str | None) -> str:
     return ""
 
 
+def deepseek_thinking(model: str | None) -> bool:
+    """Whether the DeepSeek API renders ``model`` in thinking mode (``deepseek-reasoner``,
+    a ``-thinking`` / ``-r1`` name) rather than chat mode (``deepseek-chat``)."""
+    m = (model or "").lower()
+    return "reasoner" in m or "thinking" in m or m.endswith("-r1")
+
+
 def _renderer(template: str, model: str | None, tok: Tokenizer) -> tuple[Renderer, str]:
     """The renderer named by ``template`` and a phrase describing it."""
     t = template
@@ -63,8 +70,11 @@ def _renderer(template: str, model: str | None, tok: Tokenizer) -> tuple[Rendere
         r = ProviderLayout(t.removeprefix("provider:"))
         return r, f"layout {r.name} (tools → system → messages; server rendering not public, approximate)"
     if t in ("provider:deepseek", "deepseek-api"):
-        r = JinjaRenderer(load_template("deepseek_v3"), "provider:deepseek", _special(tok), exact=False)
-        return r, "template deepseek_v3 for the DeepSeek API (server template not published, approximate)"
+        thinking = deepseek_thinking(model)
+        r = JinjaRenderer(load_template("deepseek_v32"), "provider:deepseek", _special(tok),
+                          extra={"thinking": thinking})
+        mode = "thinking mode" if thinking else "chat mode"
+        return r, f"template deepseek_v32 ({mode}), the DeepSeek-V3.2 encoding the DeepSeek API renders"
     if t == "tokenizer":
         own = tok.config.get("chat_template") if isinstance(tok, HFTokenizer) else None
         if isinstance(own, list):  # named templates: take "default"

@@ -10,9 +10,10 @@ serialized deterministically (tool schemas as logged, compact JSON; one
 relative size of each part are right, while absolute token counts are only
 approximate. Every :class:`RenderedPrompt` from here has ``exact=False``.
 
-DeepSeek's API is served from the open DeepSeek-V3 chat format, rendered by
-:func:`deepseek_api` through our ``deepseek_v3.jinja`` (also ``exact=False``:
-the server's exact template is not published).
+DeepSeek's API renders the public DeepSeek-V3.2 encoding: ``provider:deepseek`` is
+our ``deepseek_v32.jinja`` template (thinking mode for ``deepseek-reasoner``), chosen
+in :mod:`prefixcache.analyzer.prepare.resolve`; with the ``deepseek`` tokenizer its
+counts equal the reported ones (``exact=True``).
 """
 
 from __future__ import annotations
