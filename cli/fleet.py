@@ -49,12 +49,13 @@ def _header(rep: FleetReport) -> None:
 def render_fleet(rep: FleetReport) -> None:
     """The rich fleet report."""
     _header(rep)
+    tiered = len(rep.tiers) > 1
     t = _table(f"decomposition · ceiling {rep.ceiling_tokens:,} ({_pct(rep.ceiling_hit_ratio)}) · pooled "
                f"{rep.pooled_tokens:,} ({_pct(rep.pooled_hit_ratio)})",
-               ("router", "ceiling", "− capacity", "− routing", "= cached", "hit", "restored"))
+               ("router", "ceiling", "− capacity", "− routing", "= cached", "hit", *(("restored",) if tiered else ())))
     for r in rep.results:
         t.add_row(r.router, f"{rep.ceiling_tokens:,}", f"{r.capacity_loss_tokens:,}", f"{r.routing_loss_tokens:,}",
-                  f"{r.cached_tokens:,}", _pct(r.hit_ratio_tokens), f"{r.restored_tokens:,}")
+                  f"{r.cached_tokens:,}", _pct(r.hit_ratio_tokens), *((f"{r.restored_tokens:,}",) if tiered else ()))
     print_table(console, t)
     used = [c for c in FLEET_CAUSES if any(r.lost_tokens_by_cause.get(c) for r in rep.results)]
     if used:

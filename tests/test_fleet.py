@@ -17,7 +17,7 @@ from prefixcache.analyzer.cache.fleet_study import FLEET_CAUSES, fleet_report
 from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.routing import ROUTERS, parse_routers
 from prefixcache.analyzer.cache.simulator import simulate
-from prefixcache.analyzer.cache.tiers import TierSpec, parse_tiers, restore_cost
+from prefixcache.analyzer.cache.tiers import TierSpec, parse_tiers, plan_restore, restore_cost
 from prefixcache.analyzer.cache.timing import HARDWARE, Hardware
 from prefixcache.analyzer.cache.workload import SimRequest, to_sim_requests
 from prefixcache.analyzer.errors import ConfigError
@@ -149,6 +149,15 @@ def test_tier_restore_is_taken_only_when_cheaper_than_recompute():
     slower, lost = _tier_case(2000.0 * 1.001, latency=1e-3)  # the latency tips it back
     assert slower.cached == 0 and lost["tier_restore_slower"] == 8
     assert faster.ttft_s < even.ttft_s
+
+
+def test_a_run_across_tiers_restores_only_the_part_that_pays():
+    cap = parse_capacities("1blocks")[0]
+    fast, slow = TierSpec("cpu", cap, 4000.0, 0.0), TierSpec("remote", cap, 1000.0, 0.0)
+    # 8-byte blocks, recompute 4 ms a block: the CPU restores one in 2 ms, the remote tier in 8 ms
+    assert plan_restore([0, 0, 1, 1], [fast, slow], 8, 0.004) == (2, 0.004)
+    assert plan_restore([1, 0], [fast, slow], 8, 0.004) == (0, 0.0)
+    assert plan_restore([0, 0], [fast, slow], 8, 0.002) == (0, 0.0)  # break-even: recompute
 
 
 def test_tiers_on_a_fixture_restore_and_still_add_up():

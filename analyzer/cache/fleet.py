@@ -6,8 +6,8 @@ its own capacity, a :class:`~.timing.ReplicaClock` and, for block caches, the
 :class:`~.tiers.LowerTiers` its GPU evictions demote into. Requests are taken in
 arrival order; for each, every replica is probed (read-only: the tokens of the prompt
 it holds now, on the GPU and below), the router picks one (:mod:`.routing`), the
-chosen replica looks the prompt up (restoring a lower-tier continuation only when it
-is cheaper than recomputing it) and stores it, and its clock queues the prefill.
+chosen replica looks the prompt up (restoring the part of a lower-tier continuation
+whose restore is cheaper than recomputing it, :func:`~.tiers.plan_restore`) and stores it, and its clock queues the prefill.
 The cache is updated at arrival, not when the prefill ends (as the single-cache
 simulator does).
 
@@ -34,7 +34,7 @@ from typing import Mapping, Sequence
 from prefixcache.analyzer.cache.base import hit_cap_tokens
 from prefixcache.analyzer.cache.models import CacheSpec, SglangModel, VllmModel, make_model
 from prefixcache.analyzer.cache.routing import View, make_router
-from prefixcache.analyzer.cache.tiers import LowerTiers, TierSpec, restore_cost
+from prefixcache.analyzer.cache.tiers import LowerTiers, TierSpec, plan_restore
 from prefixcache.analyzer.cache.timing import Hardware, ReplicaClock
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
@@ -103,17 +103,18 @@ class Replica:
         """GPU and lower-tier tokens of ``h``."""
         return min(r.num_tokens, h.gpu + len(h.run) * self.bs)
 
-    def step(self, r: SimRequest, h: Held, restore: bool) -> int:
-        """Look ``r`` up (restoring ``h.run`` when ``restore``) and store it; cached tokens."""
+    def step(self, r: SimRequest, h: Held, restore: int) -> int:
+        """Look ``r`` up (restoring the first ``restore`` blocks of ``h.run``) and store
+        it; cached tokens."""
         if self.lower is None:
             return self.model.step(r).cached_tokens
         chain = r.chain(self.bs)
         k = h.gpu // self.bs
         if restore:
-            self.lower.touch(chain, h.run, k)
+            self.lower.touch(chain, h.run[:restore], k)
         res = self.model.cache.insert_hashes(chain, r.now)
         self.lower.demote(res.evicted)
-        return self.tokens(r, h) if restore else h.gpu
+        return min(r.num_tokens, h.gpu + restore * self.bs)
 
 
 class PooledBlocks:
@@ -156,33 +157,28 @@ class PooledBlocks:
         return [d * bs if d < limit else top for d in depth]
 
     def step(self, w: int, r: SimRequest, held: int) -> int:
-        """Store ``r`` on replica ``w`` (its lookup was ``held`` tokens); cached tokens."""
+        """Store ``r`` on replica ``w`` (its lookup was ``held`` tokens); cached tokens.
+        Under LRU, pinning the request's blocks while evicting for them and then freeing
+        them in order leaves the same cache as moving them to the young end in that
+        order and evicting from the old end: the victims are the oldest other blocks,
+        then (a chain longer than the cache) the request's first-freed blocks."""
         lru, bit, index = self.lru[w], 1 << w, self.index
         uniq = dict.fromkeys(r.chain(self.bs))
-        over = 0 if self.cap is None else len(lru) + sum(h not in lru for h in uniq) - self.cap
-        kept = []
-        while over > 0 and lru:
-            h = lru.popitem(last=False)[0]
-            if h in uniq:
-                kept.append(h)  # pinned by this request: not a victim
-                continue
-            left = index[h] & ~bit
-            if left:
-                index[h] = left
-            else:
-                del index[h]
-            over -= 1
-        for h in reversed(kept):
-            lru[h] = None
-            lru.move_to_end(h, last=False)
         for h in (reversed(uniq) if self.tail_first else uniq):
             if h in lru:
                 lru.move_to_end(h)
             else:
                 lru[h] = None
                 index[h] = index.get(h, 0) | bit
-        while self.cap is not None and len(lru) > self.cap:
-            self._unindex(lru.popitem(last=False)[0], bit)
+        if self.cap is not None:
+            pop = lru.popitem
+            for _ in range(len(lru) - self.cap):
+                h = pop(last=False)[0]
+                left = index[h] & ~bit
+                if left:
+                    index[h] = left
+                else:
+                    del index[h]
         return held
 
     def _unindex(self, h: int, bit: int) -> None:
@@ -253,12 +249,10 @@ def run_fleet(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int, arm:
         w = route.pick(r, view)
         route.routed(r, view, w)
         gpu, run = held_gpu[w], runs[w] if runs else ()
-        restore_s = restore_cost(run, arm.tiers, arm.block_bytes) if run else 0.0
-        take = bool(run) and restore_s < arm.hw.prefill_s(held_all[w] - gpu)
+        take, spent = plan_restore(run, arm.tiers, arm.block_bytes, arm.hw.prefill_s(block_size)) if run else (0, 0.0)
         cached = pool.step(w, r, gpu) if pool is not None else reps[w].step(r, held[w], take)
-        spent = restore_s if take else 0.0
         wait, ttft = clocks[w].serve(t, r.num_tokens - cached, spent, n_out, len(chain), rbs)
-        out.append(Served(w, cached, cached - gpu if take else 0, held_all[w], max(held_all), wait, ttft, spent))
+        out.append(Served(w, cached, cached - gpu, held_all[w], max(held_all), wait, ttft, spent))
     return out, clocks
 
 

@@ -12,7 +12,9 @@ Blocks evicted from a tier demote to the next one (LRU in each lower tier; evict
 from the last, they are gone). A request's prefix continuing past its GPU hit into
 lower tiers is restored only when that costs less than recomputing it
 (:func:`restore_cost`): restore = Σ per tier (bytes / bandwidth + latency), against
-tokens / prefill tok/s; at equal cost it is recomputed. Restored blocks are copied
+tokens / prefill tok/s; at equal cost it is recomputed. Of a run that crosses tiers,
+the leading part that saves the most is restored (:func:`plan_restore`), the rest
+recomputed. Restored blocks are copied
 up (the lower copies stay). Source of the rule: issue 13; inference-sim#1699 (a reload
 billed as recompute) is what "counted as a hit with a cost" avoids.
 """
@@ -125,6 +127,24 @@ class LowerTiers:
         while len(tier) > cap:
             over.append(tier.popitem(last=False)[0])
         self.demote(over, level + 1)
+
+
+def plan_restore(tiers: Sequence[int], specs: Sequence[TierSpec], block_bytes: int,
+                 recompute_s: float) -> tuple[int, float]:
+    """How many leading blocks of a lower-tier run to restore: the prefix whose restore
+    (:func:`restore_cost`) saves the most against recomputing it (``recompute_s`` a
+    block), only when it saves something (at equal cost: recompute). Returns (blocks,
+    restore seconds); (0, 0.0) when recomputing is as fast."""
+    best, best_s, best_gain = 0, 0.0, 0.0
+    cost, seen = 0.0, set()
+    for j, i in enumerate(tiers, 1):
+        spec = specs[i]
+        cost += block_bytes / (spec.bandwidth or float("inf")) + (0.0 if i in seen else spec.latency_s)
+        seen.add(i)
+        gain = j * recompute_s - cost
+        if gain > best_gain:
+            best, best_s, best_gain = j, cost, gain
+    return best, best_s
 
 
 def restore_cost(tiers: Sequence[int], specs: Sequence[TierSpec], block_bytes: int) -> float:
