@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
 from prefixcache.analyzer.cache.fleet_report import FleetReport
 from prefixcache.analyzer.cache.fleet_study import FleetOptions, fleet_report
+from prefixcache.analyzer.cache.timing import fit_replay
 from prefixcache.analyzer.cache.report import SimulateReport, SimulateReportWithRequests
 from prefixcache.analyzer.cache.study import SimulateOptions, simulate_report
 from prefixcache.analyzer.cache.workload import to_sim_requests
@@ -84,6 +85,7 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
     options = options or SimulateOptions()
     fleet = fleet or FleetOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
+    fit = fit_replay(fleet.calibrate) if fleet.calibrate else None
     ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
     preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
     items = []
@@ -98,4 +100,4 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
             causes = drift_causes(items, reqs)
         except (ImportError, PrefixcacheError, ValueError):
             causes = {}
-    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes)
+    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit)

@@ -27,6 +27,7 @@ from tests.helpers import SAMPLES, existing, validate
 
 CLAUDE = "claude_code_session_v1.0.98_fe5e1c67.jsonl"
 MOONCAKE = "mooncake_kvtrace_synthetic_trace.jsonl"
+SWE = "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
 SINGLE = "kvcache_tester_claudecode_hashids64_trace_0001.json"  # one session, 41 requests
 ALL = ",".join(ROUTERS)
 HW = HARDWARE["h100-llama3-8b"]
@@ -85,6 +86,17 @@ def test_round_robin_equals_one_cache_per_replica_on_its_share_of_the_requests(n
         alone = simulate(reqs[w::n], spec, capacity)
         assert [s.cached for s in served[w::n]] == [f.cached_tokens for f in alone]
         assert {s.replica for s in served[w::n]} == {w}
+
+
+@pytest.mark.parametrize("spec", [CacheSpec("sglang"), CacheSpec("vllm", "fifo"), CacheSpec("vllm", ttl_s=30.0),
+                                  CacheSpec("blocks", "lfu")], ids=["sglang", "fifo", "ttl", "lfu"])
+def test_round_robin_on_other_caches_equals_one_cache_per_replica(spec):
+    _, reqs, _ = _prepared(SWE)
+    bs = spec.block_size_for(reqs)
+    cap = 400 if spec.cache != "sglang" else 6000
+    served, _ = run_fleet(reqs, spec, bs, Arm(2, cap, HW), "round-robin", None, [0.0] * len(reqs), [0] * len(reqs))
+    for w in range(2):
+        assert [s.cached for s in served[w::2]] == [f.cached_tokens for f in simulate(reqs[w::2], spec, cap)]
 
 
 @pytest.mark.parametrize("cache", ["vllm", "blocks"])

@@ -13,17 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from prefixcache.analyzer.cache.capacity import KVShape
+from prefixcache.analyzer.cache.capacity import Capacity, KVShape
 from prefixcache.analyzer.cache.fleet import FLEET_CACHES, Arm, Served, fleet_lost, run_fleet
 from prefixcache.analyzer.cache.fleet_report import CalibrationRow, FleetReport, HardwareRow, RouterRow, TierRow
 from prefixcache.analyzer.cache.figures import CAUSES
+from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.report import Summary, r6
 from prefixcache.analyzer.cache.routing import parse_routers
 from prefixcache.analyzer.cache.runs import sweep_block_cache, unique_blocks
 from prefixcache.analyzer.cache.simulator import baseline, simulate
 from prefixcache.analyzer.cache.study import SimulateOptions
 from prefixcache.analyzer.cache.tiers import TierSpec, parse_tiers
-from prefixcache.analyzer.cache.timing import DEFAULT_HARDWARE, Fit, ReplicaClock, fit_replay, hardware
+from prefixcache.analyzer.cache.timing import DEFAULT_HARDWARE, Fit, Hardware, ReplicaClock, fit_replay, hardware
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary
@@ -108,12 +109,9 @@ def _tiers(specs: Sequence[TierSpec], bs: int, uniq: int, bpt: int) -> list[int]
     return caps
 
 
-def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, fleet: FleetOptions,
-                 shape: KVShape | None, summary: IngestSummary, notes: Mapping[str | None, str],
-                 causes: Mapping[int, str] | None = None) -> FleetReport:
-    """The fleet report of ``options`` × ``fleet`` over prepared ``items`` and their
-    simulator requests ``reqs`` (arrival order); ConfigError for a setting the fleet
-    cannot run (several policies or capacities, a provider cache, belady)."""
+def _spec(items: Sequence, options: SimulateOptions) -> CacheSpec:
+    """The one cache spec of a fleet; ConfigError for what a fleet cannot run (a provider
+    cache, several policies or capacities, belady, ``--in-flight``)."""
     if options.cache not in FLEET_CACHES:
         raise ConfigError(f"--replicas needs an engine cache ({', '.join(FLEET_CACHES)}), not --cache {options.cache}")
     runs = options.runs()
@@ -121,17 +119,14 @@ def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateO
         raise ConfigError("--replicas takes one --policy (not belady) and one --capacity (per replica)")
     if options.in_flight != 1:
         raise ConfigError("--replicas models concurrency with its own clock: drop --in-flight")
-    policy, ttl_s = runs[0]
     model = next((p.request.model for p in items if p.request.model), None)
-    spec = options.spec(model)
-    spec = type(spec)(spec.cache, policy, spec.block_size, ttl_s, spec.model, spec.rule_overrides, 1)
-    bs = spec.block_size_for(reqs)
-    base = baseline(reqs)
-    uniq = base.unique_tokens // bs if spec.cache == "sglang" else unique_blocks(reqs, bs, base)
-    hw = hardware(fleet.hardware)
-    fit: Fit | None = fit_replay(fleet.calibrate) if fleet.calibrate else None
-    hw = fit.apply(hw) if fit else hw
-    bpt = shape.bytes_per_token if shape else hw.kv_bytes_per_token
+    return replace(options.spec(model), policy=runs[0][0], ttl_s=runs[0][1])
+
+
+def _arm(options: SimulateOptions, fleet: FleetOptions, hw: Hardware, bs: int, uniq: int,
+         bpt: int) -> tuple[Arm, tuple[TierSpec, ...], Capacity | None]:
+    """The fleet's arm (per-replica capacity from ``--tiers gpu=`` or ``--capacity``),
+    its tiers and the capacity as given."""
     tiers = parse_tiers(fleet.tiers) if fleet.tiers else ()
     if tiers and options.capacities:
         raise ConfigError("--tiers gpu=SIZE is the replica capacity: drop --capacity")
@@ -140,27 +135,42 @@ def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateO
     if cap_blocks == 0:
         raise ConfigError(f"capacity {cap.text}: 0 blocks of {bs} tokens here; a cache needs at least one")
     lower = _tiers(tiers[1:], bs, uniq, bpt)
-    arm = Arm(fleet.replicas, cap_blocks, hw, tuple(tiers[1:]), tuple(lower), bpt * bs)
-    arrivals = _arrivals(reqs, fleet.rate)
-    outputs = _outputs(items, reqs)
+    return Arm(fleet.replicas, cap_blocks, hw, tuple(tiers[1:]), tuple(lower), bpt * bs), tiers, cap
+
+
+def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, fleet: FleetOptions,
+                 shape: KVShape | None, summary: IngestSummary, notes: Mapping[str | None, str],
+                 causes: Mapping[int, str] | None = None, fit: Fit | None = None) -> FleetReport:
+    """The fleet report of ``options`` × ``fleet`` over prepared ``items`` and their
+    simulator requests ``reqs`` (arrival order). ``fit``: the calibration, when the
+    caller already read ``fleet.calibrate``. ConfigError for a setting the fleet cannot
+    run (:func:`_spec`, :func:`_arm`); InputError for an unreadable calibration file."""
+    spec = _spec(items, options)
+    bs = spec.block_size_for(reqs)
+    base = baseline(reqs)
+    uniq = base.unique_tokens // bs if spec.cache == "sglang" else unique_blocks(reqs, bs, base)
+    fit = fit or (fit_replay(fleet.calibrate) if fleet.calibrate else None)
+    hw = fit.apply(hardware(fleet.hardware)) if fit else hardware(fleet.hardware)
+    bpt = shape.bytes_per_token if shape else hw.kv_bytes_per_token
+    arm, tiers, cap = _arm(options, fleet, hw, bs, uniq, bpt)
+    arrivals, outputs = _arrivals(reqs, fleet.rate), _outputs(items, reqs)
     ceiling = _ceiling(reqs, spec, bs, base, causes or {})
-    prompt = sum(r.num_tokens for r in reqs)
+    prompt, ceil = sum(r.num_tokens for r in reqs), sum(f.cached_tokens for f in ceiling)
     pooled = sum(s.cached for s in run_fleet(reqs, spec, bs, arm.pooled(), "round-robin", None, arrivals,
                                              outputs, fleet.seed)[0])
     rows = []
     for name, param in parse_routers(fleet.routers):
         served, clocks = run_fleet(reqs, spec, bs, arm, name, param, arrivals, outputs, fleet.seed)
-        label = name if param is None else f"{name}:{param}"
-        rows.append(router_row(label, served, clocks, ceiling, prompt, pooled))
+        rows.append(router_row(name if param is None else f"{name}:{param}", served, clocks, ceiling, prompt, pooled))
     rows = [_oracle(row, rows) if row.router == "oracle" else row for row in rows]
-    ceil = sum(f.cached_tokens for f in ceiling)
     return FleetReport(
-        spec.cache, policy, bs, uniq, fleet.replicas, cap.text if cap else "unbounded", cap_blocks,
+        spec.cache, spec.policy, bs, uniq, fleet.replicas, cap.text if cap else "unbounded", arm.capacity_blocks,
         f"rate {fleet.rate:g}/s" if fleet.rate else "logged",
         HardwareRow(hw.name, hw.prefill_tok_s, hw.overhead_s, hw.decode_tok_s, hw.concurrency, bpt),
         CalibrationRow(str(fleet.calibrate), fit.rows, fit.prefill_tok_s, fit.overhead_s, fit.mean_abs_error_s,
                        fit.mean_rel_error, fit.r2) if fit else None,
-        [TierRow(t.name, t.size.text, b, t.bandwidth, t.latency_s) for t, b in zip(tiers, [cap_blocks, *lower])],
+        [TierRow(t.name, t.size.text, b, t.bandwidth, t.latency_s)
+         for t, b in zip(tiers, [arm.capacity_blocks, *arm.tier_blocks])],
         len(reqs), prompt, ceil, r6(ceil / prompt if prompt else 0.0), pooled, r6(pooled / prompt if prompt else 0.0),
         rows, {(k or "(no model name)"): v for k, v in notes.items()},
         Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
