@@ -17,11 +17,11 @@
   hash of the first K blocks (default 4; shorter prompts: all their blocks);
 * ``cache-aware`` — SGLang's router (``sgl-router`` cache_aware policy): an approximate
   prefix tree per worker built from the requests routed there (never told of
-  evictions, and its own size-based pruning, `--max-tree-size`, is not modelled); if the load is imbalanced (max − min > 32 and max > 1.0001 × min
-  requests in flight, the router's ``--balance-abs-threshold`` /
-  ``--balance-rel-threshold``), the least-loaded worker; else, when the best match
-  covers ≥ 0.5 of the prompt (``--cache-threshold``), that worker; else the worker
-  with the smallest tree;
+  evictions; its own size-based pruning, ``--max-tree-size``, is not modelled); if the
+  load is imbalanced (max − min > 32 and max > 1.0001 × min requests in flight, the
+  router's ``--balance-abs-threshold`` / ``--balance-rel-threshold``), the
+  least-loaded worker; else, when the best match covers ≥ 0.5 of the prompt
+  (``--cache-threshold``), that worker; else the worker with the smallest tree;
 * ``kv-cost`` — Dynamo's KV router cost (``--router-kv-overlap-score-weight`` 1,
   temperature 0): cost = weight × (active prefill blocks + request blocks − overlap
   blocks) + (active decode blocks + request blocks), lowest cost wins; overlap is
