@@ -21,6 +21,9 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
+from prefixcache.analyzer.cache.fleet_report import FleetReport
+from prefixcache.analyzer.cache.fleet_study import FleetOptions, fleet_report
+from prefixcache.analyzer.cache.timing import fit_replay
 from prefixcache.analyzer.cache.report import SimulateReport, SimulateReportWithRequests
 from prefixcache.analyzer.cache.study import SimulateOptions, simulate_report
 from prefixcache.analyzer.cache.workload import to_sim_requests
@@ -35,9 +38,9 @@ from prefixcache.analyzer.lint.report import lint_paths
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.prepare.inspect import Inspection
 
-__all__ = ["CanonicalOptions", "Ingest", "Inspection", "LintConfig", "Preparer", "SimulateOptions", "SimulateReport",
+__all__ = ["CanonicalOptions", "FleetOptions", "FleetReport", "Ingest", "Inspection", "LintConfig", "Preparer", "SimulateOptions", "SimulateReport",
            "SimulateReportWithRequests", "canonicalize_paths", "check_templates", "lint_paths", "parse_capacities",
-           "simulate"]
+           "simulate", "simulate_fleet"]
 
 
 def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None, *,
@@ -68,3 +71,33 @@ def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = N
         except (ImportError, PrefixcacheError, ValueError):
             causes = {}  # drift is still counted, only not named
     return simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes)
+
+
+def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None,
+                   fleet: FleetOptions | None = None, *,
+                   on_prepared: Callable[[], None] | None = None) -> FleetReport:
+    """Simulate a fleet of replicas behind routers over logs (``simulate --replicas``):
+    the workload ceiling, the pooled cache and each router's hits, lost tokens by
+    cause (``routing``, ``tier_restore_slower`` included) and TTFT. ``options`` give
+    the cache, one policy and one per-replica capacity; ``inputs`` and
+    ``on_prepared`` as :func:`simulate`. The KV shape and the calibration file are
+    read before the logs."""
+    options = options or SimulateOptions()
+    fleet = fleet or FleetOptions()
+    shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
+    fit = fit_replay(fleet.calibrate) if fleet.calibrate else None
+    ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
+    preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
+    items = []
+    for request in ingest:
+        items.append(preparer.prepare(request))
+        if on_prepared is not None:
+            on_prepared()
+    reqs = to_sim_requests(items)
+    causes: dict[int, str] = {}
+    if reqs:
+        try:
+            causes = drift_causes(items, reqs)
+        except (ImportError, PrefixcacheError, ValueError):
+            causes = {}
+    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit)

@@ -16,12 +16,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from prefixcache.analyzer.api import SimulateOptions, SimulateReport, simulate
+from prefixcache.analyzer.api import FleetOptions, SimulateOptions, SimulateReport, simulate, simulate_fleet
 from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.cache.figures import CAUSES
 from prefixcache.analyzer.cache.report import ResultRow
 from prefixcache.analyzer.cache.models import CACHES
 from prefixcache.analyzer.ingest import Ingest
+from prefixcache.cli.fleet import render_fleet
 from prefixcache.cli.common import EXIT_ERROR, console, err, handle_errors, plural, progress, report_skipped
 from prefixcache.cli.options import (
     AsJson, BlockSize, Capacity, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer,
@@ -207,6 +208,13 @@ def register(app: typer.Typer) -> None:
         slots: Annotated[int, typer.Option("--slots", min=1, help="llamacpp: server slots (llama-server -np).")] = 1,
         slot_similarity: Annotated[float, typer.Option("--slot-similarity", min=0.0, max=1.0, help="llamacpp: LCP similarity above which an idle slot is reused (llama-server -sps).")] = 0.10,
         cache_ram: Annotated[float, typer.Option("--cache-ram", min=-1.0, help="llamacpp: host-RAM prompt cache in MiB (0 off, -1 no limit; sized with --kv-model, else Llama-3-8B bf16); --capacity overrides it.")] = 8192.0,
+        replicas: Annotated[Optional[int], typer.Option("--replicas", min=1, help="Fleet: N replicas of the cache (each with --capacity) behind --router.")] = None,
+        router: Annotated[Optional[str], typer.Option("--router", help="Fleet routers, comma-separated: round-robin, random, least-loaded, session, session-per-router[:R], prefix-hash[:K], cache-aware, kv-cost, oracle.")] = None,
+        hardware: Annotated[str, typer.Option("--hardware", help="Fleet timing preset: h100-llama3-8b, a100-llama3-8b, h200-llama3-70b-tp4, cpu-smollm2-135m.")] = "h100-llama3-8b",
+        calibrate: Annotated[Optional[str], typer.Option("--calibrate", help="Fleet: fit prefill tok/s and per-request overhead from a replay results JSONL.")] = None,
+        tiers: Annotated[Optional[str], typer.Option("--tiers", help="Fleet KV tiers, fastest first: gpu=16GiB,cpu=128GiB[@25GB/s][+20us],disk=1TiB.")] = None,
+        rate: Annotated[Optional[float], typer.Option("--rate", help="Fleet: arrivals at this many requests/s instead of the logged times.")] = None,
+        seed: Annotated[int, typer.Option("--seed", help="Fleet: seed of --router random.")] = 0,
         skip_bad: SkipBad = False,
     ) -> None:
         """Simulate a prefix cache: hit tokens, avoided prefill, what each lost token was lost to."""
@@ -222,11 +230,17 @@ def register(app: typer.Typer) -> None:
             in_flight=in_flight, per_request=per_request, slots=slots, slot_similarity=slot_similarity,
             cache_ram_mib=cache_ram, input_format=input_format,
             tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer), template=template)
+        fleet = None
+        if any(x is not None for x in (replicas, router, tiers, calibrate, rate)):
+            fleet = FleetOptions(replicas or 1, router or "round-robin", hardware, calibrate, tiers, rate, seed)
         ingest = Ingest(paths, format=input_format, stdin=sys.stdin.buffer if "-" in paths else None)
         with progress("prepare", enabled=None if out == "rich" else False) as bar:
-            report = simulate(ingest, options, on_prepared=bar.advance)
+            report = simulate(ingest, options, on_prepared=bar.advance) if fleet is None else \
+                simulate_fleet(ingest, options, fleet, on_prepared=bar.advance)
         if out == "json":
             sys.stdout.write(orjson.dumps(report).decode() + "\n")
+        elif fleet is not None:
+            render_fleet(report)
         else:
             render(report)
         raise typer.Exit(EXIT_ERROR if report_skipped(ingest.summary.skipped, skip_bad) else 0)

@@ -36,6 +36,8 @@ SCHEMAS: dict[str, tuple[str, str]] = {
     "simulate": ("prefixcache.analyzer.cache.report:SimulateReport", "simulate --format json"),
     "simulate-per-request": ("prefixcache.analyzer.cache.report:SimulateReportWithRequests",
                              "simulate --format json --per-request"),
+    "simulate-fleet": ("prefixcache.analyzer.cache.fleet_report:FleetReport",
+                       "simulate --replicas N --format json"),
     "canonicalize": ("prefixcache.analyzer.canonical.report:CanonicalizeReport",
                      "canonicalize --format json (the report; stderr when --out -)"),
     "check": ("prefixcache.analyzer.check.report:TemplateRecord",
