@@ -26,6 +26,14 @@ from prefixcache import __version__
 from prefixcache.analyzer.html import charts
 from prefixcache.analyzer.html.report import ReportDocuments
 
+#: Optional keys of a simulate document (older or newer releases may lack them) and of its
+#: result rows, with the value the page reads when one is absent.
+SIMULATE_DEFAULTS: dict[str, Any] = {"unique_blocks": None, "kv_bytes_per_token": None, "calls": [], "agreement": None,
+                                     "cost": None, "usage_only_requests": 0, "reported": None, "tokenizers": {}}
+ROW_DEFAULTS: dict[str, Any] = {"ttl_s": None, "capacity_tokens": None, "capacity_bytes": None, "cached_tokens": None,
+                                "hit_ratio_tokens": None, "ideal_hit_ratio": None, "fraction_of_ideal": None,
+                                "lost_tokens_by_cause": {}}
+
 #: Sessions charted one by one (the largest first); the rest are in the sessions table.
 MAX_SESSION_CHARTS = 12
 
@@ -108,12 +116,14 @@ def _replay(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
 def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
     """The template's values: the documents, the figures' JSON and the notes to list."""
     lint, sim = docs.lint, docs.simulate
+    if sim is not None:
+        sim = {**SIMULATE_DEFAULTS, **sim, "results": [{**ROW_DEFAULTS, **r} for r in sim["results"]]}
     findings, marked = _findings(lint)
     content = [r for r in lint["requests"] if not r["usage_only"]]
-    notes = list(dict.fromkeys([*lint["tokenizers"].values(), *((sim or {}).get("tokenizers") or {}).values()]))
+    notes = list(dict.fromkeys([*lint["tokenizers"].values(), *(sim["tokenizers"] if sim else {}).values()]))
     return {
         "title": title, "version": __version__, "docs": docs, "lint": lint, "sim": sim,
-        "first": (sim or {}).get("results", [None])[0] if sim and sim.get("results") else None,
+        "first": sim["results"][0] if sim and sim["results"] else None,
         "exact": sum(r["exact"] for r in content), "approx": sum(not r["exact"] for r in content),
         "notes": notes, "findings": findings,
         "waterfall": charts.waterfall(lint["summary"]) if lint["summary"]["prompt_tokens"] else None,
