@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from prefixcache.analyzer.html import ReportOptions, gather, render_html
-from prefixcache.analyzer.html.report import DEFAULT_CAPACITY, DEFAULT_POLICIES
+from prefixcache.analyzer.html.report import DEFAULT_CAPACITY
 from prefixcache.analyzer.lint.config import load_config
 from prefixcache.cli.common import EXIT_ERROR, atomic_output, check_output, err, handle_errors, progress, report_skipped
 from prefixcache.cli.options import (
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         old_model: ModelAsTokenizer = None,
         template: Template = None,  # type: ignore[assignment]
         cache: Annotated[str, typer.Option("--cache", help="Cache model of the simulation (see simulate --help).")] = "vllm",
-        policy: Annotated[str, typer.Option("--policy", help="Eviction policies of the simulation, comma-separated.")] = ",".join(DEFAULT_POLICIES),
+        policy: Annotated[Optional[str], typer.Option("--policy", help="Eviction policies of the simulation, comma-separated (default lru,belady on vllm and blocks, else lru).")] = None,
         capacity: Capacity = None,
         block_size: BlockSize = None,
         kv_model: Annotated[Optional[str], typer.Option("--kv-model", help="KV size preset: adds the hit ratio vs capacity in bytes.")] = None,
@@ -54,7 +54,8 @@ def register(app: typer.Typer) -> None:
                                          tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer))
         options = ReportOptions(
             lint=cfg, config=config, input_format=input_format, cache=cache,
-            policies=tuple(p.strip() for p in policy.split(",") if p.strip()), capacity=capacity or DEFAULT_CAPACITY,
+            policies=tuple(p.strip() for p in (policy or "").split(",") if p.strip()) or None,
+            capacity=capacity or DEFAULT_CAPACITY,
             block_size=block_size, kv_model=kv_model, simulate_path=simulate_doc, replay_path=replay)
         target = Path(out)
         check_output(target, [*paths, *(p for p in (replay, simulate_doc) if p)], force)

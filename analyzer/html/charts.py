@@ -2,8 +2,8 @@
 
 Each builder takes parsed JSON values (a ``lint --json`` / ``simulate --json`` document,
 replay result rows) and returns the figure's JSON text (``fig.to_json()``), which the page
-hands to plotly.js as is. The figures carry the documents' own numbers; anything derived
-from them (the waterfall's total, the TTFT CDF) is computed by plotly itself. Units: token
+hands to plotly.js as is. The figures carry the documents' own numbers; the waterfall's total
+is plotly's own, and the TTFT CDF is the sorted values against k/n. Units: token
 counts are tokens, capacities tokens or bytes, TTFT seconds. plotly is imported on first
 use, so importing this module (and the CLI) stays cheap.
 """
@@ -36,10 +36,11 @@ def waterfall(summary: dict[str, Any]) -> str:
     y = [summary["prompt_tokens"], -summary["new_tokens"], *(-summary["lost_tokens_by_code"][c] for c in codes), 0]
     shown = [summary["prompt_tokens"], *y[1:-1], summary["reusable_tokens"]]
     bar = go.Waterfall(x=x, y=y, measure=["absolute", *["relative"] * (len(x) - 2), "total"],
-                       text=[f"{v:,}" for v in shown], textposition="outside", connector={"line": {"color": "#999"}},
+                       text=[f"{v:,}" for v in shown],
+                       textposition=["outside", *["inside"] * (len(x) - 2), "outside"], connector={"line": {"color": "#999"}},
                        increasing={"marker": {"color": NEW}}, decreasing={"marker": {"color": LOST[0]}},
                        totals={"marker": {"color": REUSED}}, name="tokens")
-    return _figure([bar], "prompt tokens: new, lost by cause, reusable", {"title": "figure"},
+    return _figure([bar], "prompt tokens: new, lost by cause, reusable", {"title": ""},
                    {"title": "tokens", "tickformat": ","}, showlegend=False)
 
 
@@ -105,15 +106,18 @@ def _passes(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def ttft_cdf(rows: Sequence[dict[str, Any]]) -> str:
-    """The TTFT distribution per pass (replay rows' ``ttft_s``, seconds) as cumulative
-    histograms: plotly bins and accumulates the logged values."""
+    """The TTFT distribution per pass as a step curve (empirical CDF): each pass's logged
+    ``ttft_s`` (seconds) in ascending order against the share of its requests at or below
+    it (k/n, 6 places)."""
     import plotly.graph_objects as go
 
-    data = [go.Histogram(x=[r["ttft_s"] for r in rows if r["pass_name"] == p and r["ttft_s"] is not None],
-                         name=p, cumulative_enabled=True, histnorm="probability", nbinsx=200, opacity=0.55)
-            for p in _passes(rows)]
-    return _figure(data, "TTFT, cumulative, per pass", {"title": "time to first token (s)"},
-                   {"title": "share of requests", "tickformat": ".0%"}, barmode="overlay")
+    data = []
+    for p in _passes(rows):
+        xs = sorted(r["ttft_s"] for r in rows if r["pass_name"] == p and r["ttft_s"] is not None)
+        data.append(go.Scatter(x=xs, y=[round((k + 1) / len(xs), 6) for k in range(len(xs))], name=p,
+                               mode="lines+markers", line_shape="hv", hovertemplate="%{y:.0%} of requests ≤ %{x:.3f} s"))
+    return _figure(data, "TTFT per pass (empirical CDF)", {"title": "time to first token (s)"},
+                   {"title": "share of the pass's requests", "tickformat": ".0%", "range": [0, 1.05]})
 
 
 def cached_scatter(rows: Sequence[dict[str, Any]]) -> str | None:

@@ -25,9 +25,11 @@ from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.report import lint_paths
 from prefixcache.analyzer.model import Skipped
 
-#: The capacity sweep and policies simulated by default: the curves' points, LRU and the offline bound.
+#: The capacity sweep and policies simulated by default: the curves' points, LRU and the offline
+#: bound (belady runs on the block caches only; the others get LRU alone).
 DEFAULT_CAPACITY = "5%,10%,25%,50%,100%"
 DEFAULT_POLICIES = ("lru", "belady")
+BELADY_CACHES = ("vllm", "blocks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +37,8 @@ class ReportOptions:
     """What to put in the report. ``lint``: the lint settings (tokenizer, template, block size,
     redact, rules; its ``format`` is ignored); ``config``: the config file it came from (named
     in the reproducing command); ``input_format``: the log reader; ``cache`` / ``policies`` /
-    ``capacity`` (a ``--capacity`` spec) / ``block_size`` (tokens; None: the cache's default)
+    ``capacity`` (a ``--capacity`` spec; ``policies`` None: :data:`DEFAULT_POLICIES` on the
+    block caches, ``lru`` on the others) / ``block_size`` (tokens; None: the cache's default)
     / ``kv_model``: the simulation, unless ``simulate_path`` names a saved ``simulate --json``
     document; ``replay_path``: a ``replay --out`` JSONL file for the replay section.
     ConfigError for a bad capacity spec, before any work."""
@@ -44,7 +47,7 @@ class ReportOptions:
     config: str | None = None
     input_format: str = "auto"
     cache: str = "vllm"
-    policies: tuple[str, ...] = DEFAULT_POLICIES
+    policies: tuple[str, ...] | None = None
     capacity: str = DEFAULT_CAPACITY
     block_size: int | None = None
     kv_model: str | None = None
@@ -54,9 +57,16 @@ class ReportOptions:
     def __post_init__(self) -> None:
         parse_capacities(self.capacity)
 
+    @property
+    def policy_list(self) -> tuple[str, ...]:
+        """The policies simulated."""
+        if self.policies:
+            return self.policies
+        return DEFAULT_POLICIES if self.cache in BELADY_CACHES else ("lru",)
+
     def simulate_options(self) -> SimulateOptions:
         """The simulation these options ask for (ConfigError for nonsense values)."""
-        return SimulateOptions(cache=self.cache, policies=self.policies, capacities=tuple(parse_capacities(self.capacity)),
+        return SimulateOptions(cache=self.cache, policies=self.policy_list, capacities=tuple(parse_capacities(self.capacity)),
                                block_size=self.block_size, kv_model=self.kv_model, input_format=self.input_format,
                                tokenizer=self.lint.tokenizer, template=self.lint.template)
 
@@ -99,7 +109,7 @@ def commands(paths: Sequence[str], options: ReportOptions) -> dict[str, str]:
             ("--tokenizer", cfg.tokenizer), ("--template", cfg.template)]
     lint = _command("lint", paths, [*prep, ("--block-size", cfg.block_size), ("--redact", cfg.redact),
                                     ("--config", options.config)])
-    sim = _command("simulate", paths, [*prep, ("--cache", options.cache), ("--policy", ",".join(options.policies)),
+    sim = _command("simulate", paths, [*prep, ("--cache", options.cache), ("--policy", ",".join(options.policy_list)),
                                        ("--capacity", options.capacity), ("--block-size", options.block_size),
                                        ("--kv-model", options.kv_model)])
     return {"lint": lint, "simulate": f"cat {shlex.quote(options.simulate_path)}" if options.simulate_path else sim}
