@@ -184,3 +184,28 @@ def test_existing_output_needs_force(tmp_path) -> None:
     out.write_text("old")
     res = CliRunner().invoke(app, ["report", str(CASE), "-o", str(out)])
     assert res.exit_code == 2 and "--force" in res.output and out.read_text() == "old"
+
+
+def _formatted(value, out: set[str]) -> set[str]:
+    """Every way the page may print the numbers in ``value`` (a parsed JSON document)."""
+    if isinstance(value, dict):
+        for v in value.values():
+            _formatted(v, out)
+    elif isinstance(value, list):
+        out.add(f"{len(value):,}")
+        for v in value:
+            _formatted(v, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.update({str(value), f"{value:,}", f"{100 * value:.1f}%", f"${value:,.4f}", f"{value:.3f}"})
+    return out
+
+
+@pytest.mark.parametrize("extra", [[], ["--replay", str(REPLAY), "--template", "chatml_tools"]])
+def test_every_figure_cell_is_a_documents_number(tmp_path, extra) -> None:
+    log = EXAMPLES / "agent_session.jsonl" if extra else CASE
+    page = report(tmp_path, str(log), *extra)
+    known = _formatted([island(page, "doc-lint"), island(page, "doc-simulate"),
+                        island(page, "doc-replay") if extra else []], set())
+    shown = [html.unescape(v).strip() for v in re.findall(r'<td class="num"[^>]*>([^<]*)</td>', page)]
+    assert len(shown) > 40
+    assert [v for v in shown if v not in known and v != "—"] == []
