@@ -32,6 +32,7 @@ ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("canonical",),
     ("check",),
     ("api",),  # the facade the CLI calls
+    ("html",),  # the HTML report, built from the facade's report objects
 )
 
 

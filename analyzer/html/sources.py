@@ -1,0 +1,69 @@
+"""The documents a report reads from files: a replay run's JSONL and a simulate JSON.
+
+Both are read as the documented schemas say (docs/schemas/replay-result.schema.json, one
+object per line; docs/schemas/simulate.schema.json, one object), kept as the parsed JSON
+values: the report shows their figures as written, never recomputed. Only the keys a
+section needs are required; every other key (and any key a later release adds, such as a
+fleet simulation's ``fleet``) is carried along untouched, so optional sections can use it
+when it is there. Errors: :class:`~prefixcache.analyzer.errors.InputError` naming the file
+(and line) for an unreadable file, bad JSON or a row without the keys the report needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from prefixcache.analyzer.errors import InputError
+
+#: Keys every replay row must carry for the replay section (docs/schemas/replay-result.schema.json).
+REPLAY_KEYS = ("pass_name", "session", "request_index", "prompt_tokens", "cached_tokens", "ttft_s")
+
+#: Keys a simulate document must carry (docs/schemas/simulate.schema.json).
+SIMULATE_KEYS = ("cache", "block_size", "results")
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_replay(path: str) -> list[dict[str, Any]]:
+    """The rows of a ``replay --out`` JSONL file, in file order (blank lines ignored; a torn
+    last line, as an interrupted run leaves it, is dropped). InputError on bad JSON elsewhere
+    or a row that is not an object with :data:`REPLAY_KEYS`."""
+    lines = _read(path).splitlines()
+    rows: list[dict[str, Any]] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if n == len(lines):
+                break  # torn last line of an interrupted run
+            raise InputError(f"{path}:{n}: not JSON (a replay --out file has one JSON object per line)") from None
+        missing = [k for k in REPLAY_KEYS if not isinstance(row, dict) or k not in row]
+        if missing:
+            raise InputError(f"{path}:{n}: not a replay result row (missing {', '.join(missing)})")
+        rows.append(row)
+    if not rows:
+        raise InputError(f"{path}: no replay result rows")
+    return rows
+
+
+def read_simulate(path: str) -> dict[str, Any]:
+    """The ``simulate --json`` document in ``path``. InputError when it is not JSON or not a
+    simulate document (no :data:`SIMULATE_KEYS`)."""
+    try:
+        doc = orjson.loads(_read(path))
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON ({exc})") from None
+    missing = [k for k in SIMULATE_KEYS if not isinstance(doc, dict) or k not in doc]
+    if missing:
+        raise InputError(f"{path}: not a simulate --json document (missing {', '.join(missing)})")
+    return doc

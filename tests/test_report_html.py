@@ -1,0 +1,211 @@
+"""``prefixcache report``: the HTML holds the JSON of the commands it names, number for number.
+
+Each test writes a report with the CLI, reads back the documents the page embeds
+(``<script type="application/json" id="doc-…">``) and the commands it shows, runs those
+commands and compares: every figure in the tables and charts is one of the documents'.
+The browser checks (console errors, rendered charts, a screenshot) are in
+``test_report_html_browser.py``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shlex
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from prefixcache.cli.app import app
+from tests.helpers import CASES, EXAMPLES, FIXTURES, SAMPLES, existing
+
+CASE = CASES / "timestamp_in_system.jsonl"
+REPLAY = FIXTURES / "replay" / "agent_session_chatml_tools.jsonl"
+
+
+def report(tmp: Path, *args: str, name: str = "r.html") -> str:
+    out = tmp / name
+    res = CliRunner().invoke(app, ["report", *args, "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    return out.read_text()
+
+
+def island(page: str, name: str):
+    m = re.search(rf'<script type="application/json" id="{name}">(.*?)</script>', page, re.S)
+    assert m, f"no {name} in the page"
+    return orjson.loads(m.group(1).replace("<\\/", "</"))
+
+
+def shown_command(page: str, name: str) -> list[str]:
+    m = re.search(rf'<pre class="cmd" data-command="{name}">(.*?)</pre>', page, re.S)
+    assert m, f"no {name} command in the page"
+    argv = shlex.split(html.unescape(m.group(1)))
+    assert argv[0] == "prefixcache"
+    return argv[1:]
+
+
+def run_json(argv: list[str]):
+    res = CliRunner().invoke(app, argv)
+    assert res.exit_code in (0, 1), res.output
+    return orjson.loads(res.stdout)
+
+
+def cells(page: str) -> dict[str, str]:
+    return {k: html.unescape(v) for k, v in re.findall(r'<td class="num" data-key="([^"]+)">([^<]*)</td>', page)}
+
+
+@pytest.fixture(scope="module")
+def case_page(tmp_path_factory) -> str:
+    return report(tmp_path_factory.mktemp("case"), str(existing(CASE)))
+
+
+def test_embedded_documents_are_the_commands_json(case_page) -> None:
+    lint = island(case_page, "doc-lint")
+    assert lint == run_json(shown_command(case_page, "lint"))
+    sim = island(case_page, "doc-simulate")
+    assert sim == run_json(shown_command(case_page, "simulate"))
+    assert [r["policy"] for r in sim["results"]] == ["lru"] * 5 + ["belady"] * 5
+
+
+def test_summary_cells_are_the_documents_figures(case_page) -> None:
+    lint, sim, shown = island(case_page, "doc-lint"), island(case_page, "doc-simulate"), cells(case_page)
+    s = lint["summary"]
+    for key in ("requests", "sessions", "prompt_tokens", "reusable_tokens", "new_tokens", "lost_tokens", "findings"):
+        assert shown[f"summary.{key}"] == f"{s[key]:,}", key
+    assert shown["summary.reusable_fraction"] == f"{100 * s['reusable_fraction']:.1f}%"
+    for code, v in s["lost_tokens_by_code"].items():
+        assert shown[f"summary.lost_tokens_by_code.{code}"] == f"{v:,}"
+    assert shown["sim.results.0.cached_tokens"] == f"{sim['results'][0]['cached_tokens']:,}"
+    assert s["lost_tokens_by_code"] == {"PC101": 3184}  # the case's break, in the page
+
+
+def test_charts_carry_the_documents_numbers(case_page) -> None:
+    lint, sim = island(case_page, "doc-lint"), island(case_page, "doc-simulate")
+    s = lint["summary"]
+    (wf,) = island(case_page, "data-fig-waterfall")["data"]
+    assert wf["y"][:3] == [s["prompt_tokens"], -s["new_tokens"], -s["lost_tokens_by_code"]["PC101"]]
+    assert wf["text"][-1] == f"{s['reusable_tokens']:,}"
+    turns = island(case_page, "data-fig-session-0")["data"]
+    bars = [t for t in turns if t["type"] == "bar"]
+    totals = [sum(t["y"][i] for t in bars) for i in range(len(lint["requests"]))]
+    assert totals == [r["prompt_tokens"] for r in lint["requests"]]  # reused + new + lost = prompt
+    (marks,) = [t for t in turns if t["type"] == "scatter"]
+    assert sorted(marks["customdata"]) == sorted({i for i, r in enumerate(lint["requests"])
+                                                  if any(f["request"] == r["index"] for f in lint["findings"])})
+    curves = island(case_page, "data-fig-capacity-0")["data"]
+    lru = next(t for t in curves if t["name"] == "lru")
+    assert lru["y"] == [r["hit_ratio_tokens"] for r in sim["results"] if r["policy"] == "lru"]
+    assert next(t for t in curves if t["name"].startswith("ideal"))["y"][0] == sim["results"][0]["ideal_hit_ratio"]
+    assert any(t["name"] == "belady (offline bound)" for t in curves)
+
+
+def test_findings_and_notes_are_listed(case_page) -> None:
+    lint = island(case_page, "doc-lint")
+    assert case_page.count('<div class="finding"') == len(lint["findings"]) == 5
+    assert "first divergent token" in case_page
+    for note in lint["tokenizers"].values():
+        assert html.escape(note) in case_page
+    assert 'id="tokenizer-badge">tokenizer approximate' in case_page  # cl100k standing in for o200k
+
+
+def test_redact_leaves_no_prompt_text(tmp_path) -> None:
+    secret = "You are a coding agent"
+    plain = report(tmp_path, str(CASE), name="plain.html")
+    assert secret in plain
+    redacted = report(tmp_path, str(CASE), "--redact", name="redacted.html")
+    assert secret not in redacted and "2026-03-02" not in redacted
+    assert "--redact" in shown_command(redacted, "lint")
+    assert island(redacted, "doc-lint") == run_json(shown_command(redacted, "lint"))
+
+
+def test_replay_section_shows_the_rows(tmp_path) -> None:
+    page = report(tmp_path, str(EXAMPLES / "agent_session.jsonl"), "--template", "chatml_tools",
+                  "--replay", str(existing(REPLAY)))
+    rows = [orjson.loads(line) for line in REPLAY.read_bytes().splitlines()]
+    assert island(page, "doc-replay") == [{k: v for k, v in r.items() if k != "output_ids"} for r in rows]
+    cdf = island(page, "data-fig-ttft")["data"]
+    assert [t["name"] for t in cdf] == ["cold", "warm", "canonical"]
+    cold = sorted(r["ttft_s"] for r in rows if r["pass_name"] == "cold")
+    assert cdf[0]["x"] == cold and cdf[0]["y"][-1] == 1.0 and len(cdf[0]["y"]) == len(cold) == 6
+    scatter = island(page, "data-fig-scatter")["data"]
+    warm = next(t for t in scatter if t["name"] == "warm")
+    assert warm["y"] == [r["cached_tokens"] for r in rows if r["pass_name"] == "warm"]
+    assert warm["x"] == [r["predicted_cached"] for r in rows if r["pass_name"] == "warm"]
+    for r in rows:
+        assert f"{r['ttft_s']:.3f}" in page
+
+
+def test_saved_simulate_document_with_a_fleet(tmp_path) -> None:
+    sim = run_json(["simulate", str(CASE), "--json", "--capacity", "10%,50%"])
+    sim["fleet"] = [{"router": "round_robin", "ceiling_tokens": 5000, "capacity_loss_tokens": 900,
+                     "routing_loss_tokens": 1200, "achieved_tokens": 2900},
+                    {"router": "session", "ceiling_tokens": 5000, "capacity_loss_tokens": 900,
+                     "routing_loss_tokens": 0, "achieved_tokens": 4100}]
+    saved = tmp_path / "sim.json"
+    saved.write_bytes(orjson.dumps(sim))
+    page = report(tmp_path, str(CASE), "--simulate", str(saved))
+    assert island(page, "doc-simulate") == sim
+    bars = island(page, "data-fig-fleet")["data"]
+    assert [t["name"] for t in bars] == ["ceiling_tokens", "capacity_loss_tokens", "routing_loss_tokens",
+                                         "achieved_tokens"]
+    assert bars[3]["y"] == [2900, 4100] and "4,100" in page
+    del sim["fleet"], sim["agreement"], sim["cost"]  # absent optional keys: sections left out, no error
+    saved.write_bytes(orjson.dumps(sim))
+    page = report(tmp_path, str(CASE), "--simulate", str(saved), name="nofleet.html")
+    assert 'id="fleet"' not in page and 'id="capacity"' in page
+
+
+def test_claude_code_session_under_5_mb(tmp_path) -> None:
+    page = report(tmp_path, str(existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")))
+    assert len(page.encode()) < 5_000_000
+    lint = island(page, "doc-lint")
+    assert lint["summary"]["requests"] == 170
+    assert page.count('class="chart session-chart"') == len(lint["sessions"]) == 6
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-", "-o", "x.html"], "reads its logs twice"),
+    ([str(CASE), "-o", str(CASE)], "is an input of this run"),
+    ([str(CASE), "-o", "r.html", "--replay", str(CASE)], "not a replay result row"),
+    ([str(CASE), "-o", "r.html", "--simulate", str(REPLAY)], "not JSON"),
+    ([str(CASE), "-o", "r.html", "--capacity", "5 parsecs"], "capacity"),
+])
+def test_bad_inputs_exit_2(tmp_path, monkeypatch, args, message) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["report", *args])
+    assert res.exit_code == 2 and message in res.output, res.output
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_existing_output_needs_force(tmp_path) -> None:
+    out = tmp_path / "r.html"
+    out.write_text("old")
+    res = CliRunner().invoke(app, ["report", str(CASE), "-o", str(out)])
+    assert res.exit_code == 2 and "--force" in res.output and out.read_text() == "old"
+
+
+def _formatted(value, out: set[str]) -> set[str]:
+    """Every way the page may print the numbers in ``value`` (a parsed JSON document)."""
+    if isinstance(value, dict):
+        for v in value.values():
+            _formatted(v, out)
+    elif isinstance(value, list):
+        out.add(f"{len(value):,}")
+        for v in value:
+            _formatted(v, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.update({str(value), f"{value:,}", f"{100 * value:.1f}%", f"${value:,.4f}", f"{value:.3f}"})
+    return out
+
+
+@pytest.mark.parametrize("extra", [[], ["--replay", str(REPLAY), "--template", "chatml_tools"]])
+def test_every_figure_cell_is_a_documents_number(tmp_path, extra) -> None:
+    log = EXAMPLES / "agent_session.jsonl" if extra else CASE
+    page = report(tmp_path, str(log), *extra)
+    known = _formatted([island(page, "doc-lint"), island(page, "doc-simulate"),
+                        island(page, "doc-replay") if extra else []], set())
+    shown = [html.unescape(v).strip() for v in re.findall(r'<td class="num"[^>]*>([^<]*)</td>', page)]
+    assert len(shown) > 40
+    assert [v for v in shown if v not in known and v != "—"] == []
