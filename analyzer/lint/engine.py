@@ -49,7 +49,7 @@ from prefixcache.analyzer.cache.radix import PrefixIndex
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.prepare import Prepared
 from prefixcache.analyzer.lint.locate import locate
-from prefixcache.analyzer.sequence import common_prefix_len
+from prefixcache.analyzer.sequence import arrival_order, common_prefix_len
 from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContext, Rule, classify
 from prefixcache.analyzer.lint.rules.control import advice, control_of
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
@@ -341,12 +341,12 @@ def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = 
     """Name the rule behind each simulated request's drift: request order → the code
     :class:`Linter` attributes its lost tokens to (``lost_code``, e.g. ``PC101``).
 
-    ``items`` are the prepared requests in input order, ``reqs`` the simulator's
+    ``items`` are the prepared requests in input order (linted in the one arrival order), ``reqs`` the simulator's
     requests built from them; ``block_size`` in tokens (it sets only the block-aligned
     figure, never which rule a loss is attributed to)."""
     codes: dict[tuple[str, int], str] = {}
     linter = Linter(block_size=block_size)
-    for p in items:
+    for _, p in arrival_order(items, lambda p: p.request.timestamp):  # the order lint and simulate walk
         if p.tokens is None:
             continue
         res = linter.feed(p)
