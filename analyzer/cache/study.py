@@ -43,10 +43,10 @@ class SimulateOptions:
     (tokens, ≥ 1; None = the cache's default); ``ttl_s``: idle expiry (seconds, ≥ 0);
     ``kv_model`` / ``model_config`` / ``kv_dtype``: KV bytes per token for byte
     capacities; ``min_tokens`` and prices (≥ 0) override the provider's;
-    ``in_flight`` ≥ 1; ``per_request`` adds every request's figures; ``slots`` (≥ 1),
+    ``in_flight`` ≥ 1; ``per_request`` adds every request's figures; ``input_format``,
+    ``tokenizer``, ``template``: how logs are read and prepared; ``slots`` (≥ 1),
     ``slot_similarity`` (0–1) and ``cache_ram_mib`` (MiB; 0 off, −1 unbounded): the
-    llama.cpp server's ``-np``, ``-sps`` and ``--cache-ram``; ``input_format``,
-    ``tokenizer``, ``template``: how logs are read and prepared. ConfigError names the
+    llama.cpp server's ``-np``, ``-sps`` and ``--cache-ram``. ConfigError names the
     first bad value."""
 
     cache: str = "vllm"
@@ -63,12 +63,12 @@ class SimulateOptions:
     price_write: float | None = None
     in_flight: int = 1
     per_request: bool = False
-    slots: int = 1
-    slot_similarity: float = 0.10
-    cache_ram_mib: float = 8192.0
     input_format: str = "auto"
     tokenizer: str = "auto"
     template: str = "auto"
+    slots: int = 1
+    slot_similarity: float = 0.10
+    cache_ram_mib: float = 8192.0
 
     def __post_init__(self) -> None:
         if self.cache not in MODELS:
