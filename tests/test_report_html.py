@@ -35,7 +35,7 @@ def report(tmp: Path, *args: str, name: str = "r.html") -> str:
 def island(page: str, name: str):
     m = re.search(rf'<script type="application/json" id="{name}">(.*?)</script>', page, re.S)
     assert m, f"no {name} in the page"
-    return orjson.loads(m.group(1).replace("<\\/", "</"))
+    return orjson.loads(m.group(1))
 
 
 def shown_command(page: str, name: str) -> list[str]:
@@ -209,3 +209,13 @@ def test_every_figure_cell_is_a_documents_number(tmp_path, extra) -> None:
     shown = [html.unescape(v).strip() for v in re.findall(r'<td class="num"[^>]*>([^<]*)</td>', page)]
     assert len(shown) > 40
     assert [v for v in shown if v not in known and v != "—"] == []
+
+
+def test_script_closing_text_in_the_log_stays_inside_the_json(tmp_path) -> None:
+    evil = "</script><script>alert(1)</script>"
+    log = tmp_path / "evil.jsonl"
+    log.write_text(CASE.read_text().replace('"gpt-4.1"', orjson.dumps(evil).decode()))
+    page = report(tmp_path, str(log))
+    assert page.count("<script") == page.count("</script>")
+    assert {r["model"] for r in island(page, "doc-lint")["requests"]} == {evil}
+    assert "alert(1)</script>" not in page
