@@ -219,3 +219,12 @@ def test_script_closing_text_in_the_log_stays_inside_the_json(tmp_path) -> None:
     assert page.count("<script") == page.count("</script>")
     assert {r["model"] for r in island(page, "doc-lint")["requests"]} == {evil}
     assert "alert(1)</script>" not in page
+
+
+def test_usage_only_log_has_no_simulation_and_says_so(tmp_path) -> None:
+    page = report(tmp_path, str(existing(SAMPLES / "openhands_trajectory_events_basic_gui_mode.json")))
+    lint = island(page, "doc-lint")
+    assert lint["summary"]["prompt_tokens"] == 0 and 'id="doc-simulate"' not in page
+    assert 'id="fig-waterfall"' not in page and 'id="capacity"' not in page
+    assert cells(page)["summary.usage_only.requests"] == f"{lint['summary']['usage_only']['requests']:,}"
+    assert len(lint["skipped"]) == page.count("<td>note</td>") + page.count("<td>error</td>") > 0
