@@ -35,7 +35,7 @@ def report(tmp: Path, *args: str, name: str = "r.html") -> str:
 def island(page: str, name: str):
     m = re.search(rf'<script type="application/json" id="{name}">(.*?)</script>', page, re.S)
     assert m, f"no {name} in the page"
-    return orjson.loads(m.group(1).replace("<\\/", "</"))
+    return orjson.loads(m.group(1))
 
 
 def shown_command(page: str, name: str) -> list[str]:
@@ -209,3 +209,22 @@ def test_every_figure_cell_is_a_documents_number(tmp_path, extra) -> None:
     shown = [html.unescape(v).strip() for v in re.findall(r'<td class="num"[^>]*>([^<]*)</td>', page)]
     assert len(shown) > 40
     assert [v for v in shown if v not in known and v != "—"] == []
+
+
+def test_script_closing_text_in_the_log_stays_inside_the_json(tmp_path) -> None:
+    evil = "</script><script>alert(1)</script>"
+    log = tmp_path / "evil.jsonl"
+    log.write_text(CASE.read_text().replace('"gpt-4.1"', orjson.dumps(evil).decode()))
+    page = report(tmp_path, str(log))
+    assert page.count("<script") == page.count("</script>")
+    assert {r["model"] for r in island(page, "doc-lint")["requests"]} == {evil}
+    assert "alert(1)</script>" not in page
+
+
+def test_usage_only_log_has_no_simulation_and_says_so(tmp_path) -> None:
+    page = report(tmp_path, str(existing(SAMPLES / "openhands_trajectory_events_basic_gui_mode.json")))
+    lint = island(page, "doc-lint")
+    assert lint["summary"]["prompt_tokens"] == 0 and 'id="doc-simulate"' not in page
+    assert 'id="fig-waterfall"' not in page and 'id="capacity"' not in page
+    assert cells(page)["summary.usage_only.requests"] == f"{lint['summary']['usage_only']['requests']:,}"
+    assert len(lint["skipped"]) == page.count("<td>note</td>") + page.count("<td>error</td>") > 0

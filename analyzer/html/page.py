@@ -3,7 +3,7 @@
 :func:`render_html` turns :class:`~.report.ReportDocuments` into the page. Every figure on
 it is one of the documents' values, formatted (``1,234``, ``12.5%``) by the template's
 filters; the documents themselves are embedded as JSON (``<script type="application/json"
-id="doc-lint">`` …) so a reader or a test can check the page against the commands it
+id="doc-lint">`` …) (``<``, ``>``, ``&`` as ``\\u003c`` escapes) so a reader or a test can check the page against the commands it
 names. plotly.js (the copy the installed plotly package ships) is inlined gzip-compressed
 and base64-encoded (4.8 MB → about 1.9 MB); a few lines of script unpack it with the
 browser's ``DecompressionStream`` and call ``Plotly.newPlot`` on each embedded figure.
@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
 from prefixcache import __version__
 from prefixcache.analyzer.html import charts
@@ -46,9 +47,12 @@ def plotly_js_packed() -> str:
     return base64.b64encode(gzip.compress(get_plotlyjs().encode(), 9, mtime=0)).decode("ascii")
 
 
-def _json_island(value: Any) -> str:
-    """``value`` as JSON safe inside ``<script>`` (no ``</`` can close the element)."""
-    return orjson.dumps(value).decode().replace("</", "<\\/")
+def _json_island(value: Any) -> Markup:
+    """``value`` (a JSON value, or JSON text already) as JSON safe inside ``<script>``: ``<``, ``>``
+    and ``&`` (only ever inside JSON strings) become ``\\u003c`` …, so no text a session id or a
+    model name holds can close the element or open a comment."""
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
 def _environment() -> Environment:
