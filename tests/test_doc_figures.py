@@ -112,16 +112,16 @@ def test_readme_a_real_run():
     assert out.splitlines()[-1] == ("6 request(s) in 1 session(s): 122 of 4,587 prompt tokens reusable (2.7%); "
                                     "lost: PC101 3,493; 6 finding(s)")
     assert round(100 * 3493 / 4587) == 76
-    # "replay --pass canonical then measures 3,808 cached tokens ..., against 80": see test_replay_measured_results
+    # "replay --pass canonical then measures 3,840 cached tokens ..., against 80": see test_replay_measured_results
 
 
-def test_readme_and_formats_thirteen_readers():
-    """The reader table of docs/formats.md lists every reader (21 since the formats issue; the README's
-    "(13 readers:" line is the lead's to update at merge)."""
+def test_readme_and_formats_list_every_reader():
+    """The reader table of docs/formats.md lists every reader, and the README counts them."""
     from prefixcache.analyzer.ingest.detect import formats
 
     table = re.findall(r"^\| `([a-z][a-z-]*)` \|", (ROOT / "docs" / "formats.md").read_text(), flags=re.M)
     assert sorted(formats()) == sorted(table) and len(table) == 21
+    assert f"({len(table)} readers:" in (ROOT / "README.md").read_text()
 
 
 # --- docs/commands/inspect.md ----------------------------------------------------------------
