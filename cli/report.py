@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.html import ReportOptions, gather, render_html
 from prefixcache.analyzer.html.report import DEFAULT_CAPACITY
 from prefixcache.analyzer.lint.config import load_config
@@ -44,6 +45,7 @@ def register(app: typer.Typer) -> None:
         block_size: BlockSize = None,
         kv_model: Annotated[Optional[str], typer.Option("--kv-model", help="KV size preset: adds the hit ratio vs capacity in bytes.")] = None,
         redact: Annotated[Optional[bool], typer.Option("--redact/--no-redact", help="No prompt text in the file: lengths and hashes in the findings.")] = None,
+        redact_key: Annotated[Optional[str], typer.Option("--redact-key", envvar="PREFIXCACHE_REDACT_KEY", show_envvar=True, help="Key for --redact hashes, to compare them with a lint --redact run under the same key (default: a random key per run).")] = None,
         config: Annotated[Optional[str], typer.Option("--config", help="Lint config file (default: prefixcache.toml or [tool.prefixcache] in pyproject.toml).")] = None,
         title: Annotated[str, typer.Option("--title", help="The page's title.")] = "prefixcache report",
         skip_bad: SkipBad = False,
@@ -52,6 +54,8 @@ def register(app: typer.Typer) -> None:
         """Write one offline HTML report: summary, per-session turns, capacity curves, replay, fleet."""
         cfg = load_config(config).merged(format="json", redact=redact, block_size=block_size, template=template,
                                          tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer))
+        if cfg.redact:
+            redact_module.enable(True, redact_key)
         options = ReportOptions(
             lint=cfg, config=config, input_format=input_format, cache=cache,
             policies=tuple(p.strip() for p in (policy or "").split(",") if p.strip()) or None,

@@ -135,15 +135,21 @@ def test_fifo_and_closed_stdin_never_block(corpus: dict[str, Case], command: str
 
 
 def test_named_fifo_with_a_writer_is_read(tmp_path) -> None:
+    """A writer connected before the read: its bytes come back once it closes (no race, no hang)."""
+    import threading
+
     from prefixcache.analyzer.ingest.sources import read_pipe
 
     fifo = tmp_path / "p.jsonl"
     os.mkfifo(fifo)
-    writer = subprocess.Popen(["sh", "-c", f"printf 'hello' > {fifo}"])
+    wfd = os.open(fifo, os.O_RDWR)  # a writer that never blocks on open (Linux)
+    os.write(wfd, b"hello")
+    closer = threading.Timer(0.5, os.close, (wfd,))
+    closer.start()
     try:
-        assert read_pipe(str(fifo), timeout=5) in (b"hello", b"")  # b"" when read before the writer opened
+        assert read_pipe(str(fifo), timeout=5) == b"hello"
     finally:
-        writer.wait(timeout=10)
+        closer.join()
 
 
 @pytest.mark.parametrize("command", ["check", "inspect", "lint"])

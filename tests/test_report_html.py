@@ -110,7 +110,8 @@ def test_findings_and_notes_are_listed(case_page) -> None:
     assert 'id="tokenizer-badge">tokenizer approximate' in case_page  # cl100k standing in for o200k
 
 
-def test_redact_leaves_no_prompt_text(tmp_path) -> None:
+def test_redact_leaves_no_prompt_text(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PREFIXCACHE_REDACT_KEY", "report-test")  # the shown lint command's hashes then match
     secret = "You are a coding agent"
     plain = report(tmp_path, str(CASE), name="plain.html")
     assert secret in plain
