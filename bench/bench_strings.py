@@ -30,16 +30,17 @@ _PIECE = ("the build failed at 10:31:02 after commit 1a2b3c4d; see req_8f3a2b1c9
           "2026-03-02T10:31:02Z for details, then rerun the tests with -k fast " * 14 + "\n")
 
 
-def long_text(mb: float) -> str:
-    """About ``mb`` MB of log-like text (one ~2 KB line repeated)."""
-    return _PIECE * max(1, int(mb * 1_000_000 / len(_PIECE)))
+def long_text(mb: float, one_line: bool = False) -> str:
+    """About ``mb`` MB of log-like text (one ~2 KB line repeated; no newline at all with ``one_line``)."""
+    piece = _PIECE.replace("\n", " ") if one_line else _PIECE
+    return piece * max(1, int(mb * 1_000_000 / len(piece)))
 
 
-def write_log(path: Path, mb: float, where: str) -> None:
+def write_log(path: Path, mb: float, where: str, one_line: bool = False) -> None:
     """4 requests of one session holding a ``mb`` MB string: in the system prompt (``where=system``),
     ending in a clock that changes per request (so lint locates a break at its end and scans
     it), or as the newest user message (``where=user``)."""
-    text = long_text(mb)
+    text = long_text(mb, one_line)
     with open(path, "w") as f:
         msgs: list[dict] = []
         for i in range(4):
@@ -64,12 +65,13 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,4,16", help="string sizes in MB, comma-separated")
     ap.add_argument("--commands", default="inspect,lint")
     ap.add_argument("--where", default="system", choices=["system", "user"], help="where the long string sits")
+    ap.add_argument("--one-line", action="store_true", help="no newline inside the long string")
     opts = ap.parse_args()
     from prefixcache.analyzer.volatile import find_volatile
 
     print(f"{'MB':>6} {'command':14} {'exit':>4} {'s':>8} {'s/MB':>7} {'RSS MB':>7}")
     for mb in (float(x) for x in opts.sizes.split(",")):
-        text = long_text(mb)
+        text = long_text(mb, opts.one_line)
         t0 = time.perf_counter()
         n = len(find_volatile(text))
         dt = time.perf_counter() - t0
@@ -77,7 +79,7 @@ def main() -> None:
         del text
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "long.jsonl"
-            write_log(path, mb, opts.where)
+            write_log(path, mb, opts.where, opts.one_line)
             for cmd in opts.commands.split(","):
                 code, secs, rss = run([cmd, str(path), "--json"])
                 print(f"{mb:6g} {cmd:14} {code:>4} {secs:8.2f} {secs / mb:7.2f} {rss:7.0f}", flush=True)
