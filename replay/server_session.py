@@ -45,7 +45,7 @@ class ServerOptions:
     Raises ConfigError for nonsense values before any work."""
 
     url: str
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never shown in a repr, error or log
     model: str | None = None
     send: str = "tokens"
     tokenizer: str | None = None
