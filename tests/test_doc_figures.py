@@ -192,6 +192,16 @@ def test_simulate_real_output():
     assert {k: v for k, v in doc["results"][0]["hits_by_segment"].items() if v} == {"system": 65, "other": 15}
 
 
+def test_simulate_trace_drift_is_pc002():
+    """docs/commands/simulate.md "Block-hash traces: drift without text" (COLUMNS=130): the
+    kv-cache-tester trace's re-prefills are drift named PC002 (lint's 130,994 lost tokens), the
+    Mooncake figures are asserted by tests/test_simulate_traces.py."""
+    argv = ["simulate", S + "kvcache_tester_claudecode_hashids64_trace_0001.json"]
+    code, out, _ = run(argv, columns=130)
+    assert code == 0
+    assert_shows(out, documented("docs/commands/simulate.md", "$ prefixcache " + " ".join(argv)))
+
+
 def test_simulate_predicted_vs_reported_deepseek():
     """docs/commands/simulate.md "Predicted vs reported", DeepSeek row (prompt counts exact on 4/4 with
     the deepseek_v32 template; 3/4 cached exact, raw and by the rule; the first call was warm before

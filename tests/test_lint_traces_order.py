@@ -7,7 +7,7 @@ import json
 
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.report import lint_paths
-from prefixcache.analyzer.lint.traces import TraceSessions, trace_break
+from prefixcache.analyzer.cache.trace_sessions import TraceSessions, trace_break
 from prefixcache.analyzer.model import BlockTrace, Provenance, Request
 
 from typer.testing import CliRunner
@@ -53,6 +53,10 @@ def _trace(ids, n, block=4, session="t", fmt="mooncake", index=0):
     return Request(session, index, fmt, Provenance("t.jsonl", index + 1), trace=BlockTrace(tuple(ids), block, n))
 
 
+def _chain(ids, n):
+    return tuple(ids), "t"
+
+
 def test_trace_break_partial_tail_is_not_a_break():
     q = BlockTrace((1, 2, 3), 4, 10)  # last block holds 2 of 4 tokens
     assert trace_break(BlockTrace((1, 2, 9, 10), 4, 16), q) is None
@@ -64,10 +68,10 @@ def test_trace_break_partial_tail_is_not_a_break():
 
 def test_inferred_session_is_the_one_sharing_most_leading_blocks():
     s = TraceSessions()
-    assert s.assign(_trace([1, 2, 3], 12)) == ("t/s1", 0)
-    assert s.assign(_trace([1, 5], 8)) == ("t/s1", 1)  # shares block 1 with s1's latest
-    assert s.assign(_trace([9], 4)) == ("t/s2", 0)
-    assert s.assign(_trace([1, 5, 6], 12)) == ("t/s1", 2)
+    assert s.assign(*_chain([1, 2, 3], 12)) == ("t/s1", 0)
+    assert s.assign(*_chain([1, 5], 8)) == ("t/s1", 1)  # shares block 1 with s1's latest
+    assert s.assign(*_chain([9], 4)) == ("t/s2", 0)
+    assert s.assign(*_chain([1, 5, 6], 12)) == ("t/s1", 2)
 
 
 def test_mooncake_fixture_lost_tokens_and_block(tmp_path):

@@ -19,6 +19,7 @@ from typing import Iterable, Mapping
 from prefixcache.analyzer.cache.base import BlockHash
 from prefixcache.analyzer.cache.block_hash import hash_blocks
 from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint
+from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS
 from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.sequence import arrival_order
 
@@ -50,7 +51,9 @@ class SimRequest:
     ``implicit_breakpoint``: False when the request disabled the provider's implicit
     breakpoint (OpenAI ``prompt_cache_options.mode: explicit``); ``provider_verdict``:
     the provider's logged cache verdict (reason, missed tokens), if any
-    (:mod:`prefixcache.analyzer.ingest.diagnostics`).
+    (:mod:`prefixcache.analyzer.ingest.diagnostics`); ``infer_session``: a block trace
+    whose format logs no session (Mooncake): the session its drift is judged in is
+    inferred from the hash chains (:mod:`.trace_sessions`), ``session`` stays the reader's.
     """
 
     order: int
@@ -78,6 +81,7 @@ class SimRequest:
     reported_write: int | None = None
     implicit_breakpoint: bool = True
     provider_verdict: tuple[str, int | None] | None = None
+    infer_session: bool = False
     _chains: dict[tuple[int, str | None], tuple[BlockHash, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _cuts: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -145,7 +149,7 @@ def _sim_request(p, pos: int, now: float = 0.0, sent: float | None = None) -> Si
                   reported_write=u.cache_write_tokens if u else None)
     if r.trace is not None:
         return SimRequest(num_tokens=r.trace.input_length, hashes=tuple(r.trace.hash_ids),
-                          block_size=r.trace.block_size, **common)
+                          block_size=r.trace.block_size, infer_session=r.format in SESSIONLESS_FORMATS, **common)
     if p.tokens is None:
         return None
     segs = p.tokens.segments

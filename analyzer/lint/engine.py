@@ -25,7 +25,7 @@ Per request ``r`` with ``n`` prompt tokens:
   lost tokens are those of this request's system prompt and tools after the
   divergence. Block traces (hash ids only) get reusable figures by block, and
   PC002 (cause unknown: no text) with the same ``lost`` formula when a request's hash
-  chain does not extend its predecessor's (:mod:`prefixcache.analyzer.lint.traces`;
+  chain does not extend its predecessor's (:mod:`prefixcache.analyzer.cache.trace_sessions`;
   Mooncake sessions are inferred from the chains).
 * **Advice** follows who controls the fix (:mod:`prefixcache.analyzer.lint.rules.control`):
   template and tokenizer fixes (PC5xx) for a hosted API say what the user can do instead
@@ -54,7 +54,7 @@ from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContex
 from prefixcache.analyzer.lint.rules.control import advice, control_of
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
-from prefixcache.analyzer.lint.traces import SESSIONLESS_FORMATS, TraceSessions, trace_break
+from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, trace_break
 from prefixcache.analyzer.model import BlockTrace
 
 
@@ -254,13 +254,13 @@ class Linter:
     def _feed_trace(self, p: Prepared) -> RequestResult:
         """A block-hash trace request: reusable prefix by block over the run, and PC002 when
         it does not extend the previous request of its session (inferred for sessionless
-        formats, :mod:`prefixcache.analyzer.lint.traces`)."""
+        formats, :mod:`prefixcache.analyzer.cache.trace_sessions`)."""
         req, n = p.request, p.prompt_tokens
         trace = req.trace
         if trace is None:
             return self._result(p, 0, None, None, 0, None, ())
-        session, index = self._trace_sessions.assign(req) if req.format in SESSIONLESS_FORMATS else (req.session,
-                                                                                                      req.index)
+        session, index = (self._trace_sessions.assign(trace.hash_ids, req.session) if req.format in SESSIONLESS_FORMATS
+                          else (req.session, req.index))
         match = self._traces.insert(trace.hash_ids, (session, index))
         shared, owner = min(match.length * trace.block_size, n), match.owner
         prev = self._trace_last.get(session)
@@ -339,7 +339,8 @@ class Linter:
 
 def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = DEFAULT_BLOCK_SIZE) -> dict[int, str]:
     """Name the rule behind each simulated request's drift: request order → the code
-    :class:`Linter` attributes its lost tokens to (``lost_code``, e.g. ``PC101``).
+    :class:`Linter` attributes its lost tokens to (``lost_code``, e.g. ``PC101``; ``PC002``
+    for a block-trace request that does not extend its session's previous one).
 
     ``items`` are the prepared requests in input order (linted in the one arrival order), ``reqs`` the simulator's
     requests built from them; ``block_size`` in tokens (it sets only the block-aligned
@@ -347,9 +348,9 @@ def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = 
     codes: dict[tuple[str, int], str] = {}
     linter = Linter(block_size=block_size)
     for _, p in arrival_order(items, lambda p: p.request.timestamp):  # the order lint and simulate walk
-        if p.tokens is None:
-            continue
+        if p.tokens is None and p.request.trace is None:
+            continue  # usage-only: nothing simulated
         res = linter.feed(p)
-        if res.lost_code and res.lost_tokens:
-            codes[(res.session, res.index)] = res.lost_code
+        if res.lost_code and res.lost_tokens:  # keyed by the reader's names (a Mooncake session is inferred)
+            codes[(p.request.session, p.request.index)] = res.lost_code
     return {r.order: codes[(r.session, r.index)] for r in reqs if (r.session, r.index) in codes}

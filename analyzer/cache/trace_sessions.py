@@ -1,5 +1,7 @@
-"""Block-hash traces in lint: sessions inferred from hash chains, and where a request
-stops extending its predecessor.
+"""Block-hash traces: sessions inferred from hash chains, and where a request stops
+extending its predecessor. One implementation for lint (PC002,
+:mod:`prefixcache.analyzer.lint.engine`) and simulate (the ``drift`` cause of a trace
+request, :func:`prefixcache.analyzer.cache.simulator.baseline`).
 
 Traces (Mooncake, Bailian, kv-cache-tester) carry no text, only prefix-chained block
 ids: equal id at position ``k`` means equal tokens up to the end of block ``k``. So a
@@ -9,7 +11,7 @@ request ``r`` extends its predecessor ``q`` exactly when ``q``'s ids are a prefi
 
 * **Sessions.** Readers that know sessions (Bailian chat chains, kv-cache-tester
   conversations and subagents) keep theirs. Mooncake records carry none, so lint
-  infers them (:class:`TraceSessions`): a request continues the session whose latest
+  and simulate infer them (:class:`TraceSessions`): a request continues the session whose latest
   request shares the most leading blocks with it (at least the first block; ties go to
   the most recent session); a request sharing no first block with any session's latest
   request opens a new session ``<file stem>/s<n>``.
@@ -21,8 +23,9 @@ request ``r`` extends its predecessor ``q`` exactly when ``q``'s ids are a prefi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
-from prefixcache.analyzer.model import BlockTrace, Request
+from prefixcache.analyzer.model import BlockTrace
 from prefixcache.analyzer.sequence import common_prefix_len
 
 #: Trace formats whose records carry no session: lint infers sessions from hash chains.
@@ -46,13 +49,19 @@ class TraceBreak:
 def trace_break(r: BlockTrace, q: BlockTrace) -> TraceBreak | None:
     """The divergence of ``r`` from ``q`` (None when ``r`` extends ``q`` at block
     resolution, including a changed partial last block of ``q``)."""
-    k = common_prefix_len(r.hash_ids, q.hash_ids)
-    if k >= len(q.hash_ids):
+    return chain_break(r.hash_ids, q.hash_ids, q.input_length, q.block_size)
+
+
+def chain_break(ids: Sequence[int], prev: Sequence[int], prev_tokens: int, block_size: int) -> TraceBreak | None:
+    """:func:`trace_break` on bare chains: ``ids`` against the previous request's ``prev``
+    (``prev_tokens`` prompt tokens, ``block_size`` tokens a block)."""
+    k = common_prefix_len(ids, prev)
+    if k >= len(prev):
         return None
-    last = k == len(q.hash_ids) - 1
-    if last and len(q.hash_ids) * q.block_size > q.input_length:
-        return None  # q's partial last block: no block cache keeps it
-    return TraceBreak(k, k * q.block_size, last)
+    last = k == len(prev) - 1
+    if last and len(prev) * block_size > prev_tokens:
+        return None  # the previous request's partial last block: no block cache keeps it
+    return TraceBreak(k, k * block_size, last)
 
 
 class TraceSessions:
@@ -67,14 +76,15 @@ class TraceSessions:
         self._counts: list[int] = []
         self._by_first: dict[int, list[int]] = {}
 
-    def assign(self, req: Request) -> tuple[str, int]:
-        """(session, index) of ``req`` (a trace request); updates the session's latest request."""
-        ids = req.trace.hash_ids if req.trace is not None else ()
+    def assign(self, ids: tuple[int, ...], stem: str) -> tuple[str, int]:
+        """(session, index) of the next request, of hash chain ``ids`` and reader session
+        ``stem`` (the file stem: a new session is ``<stem>/s<n>``); updates the session's
+        latest request."""
         s = self._best(ids)
         if s is None:
             s = len(self._latest)
             self._latest.append(ids)
-            self._names.append(f"{req.session}/s{s + 1}")
+            self._names.append(f"{stem}/s{s + 1}")
             self._counts.append(0)
             if ids:
                 self._by_first.setdefault(ids[0], []).append(s)
