@@ -16,6 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from markupsafe import escape
 from typer.testing import CliRunner
 
 from prefixcache.cli.app import app
@@ -138,28 +139,102 @@ def test_replay_section_shows_the_rows(tmp_path) -> None:
         assert f"{r['ttft_s']:.3f}" in page
 
 
-def test_saved_simulate_document_with_a_fleet(tmp_path) -> None:
+ROUTERS = "round-robin,session,cache-aware,oracle"
+
+
+def fleet_doc(tmp: Path, log: Path) -> tuple[dict, Path]:
+    doc = run_json(["simulate", str(log), "--replicas", "4", "--router", ROUTERS, "--json"])
+    saved = tmp / "fleet.json"
+    saved.write_bytes(orjson.dumps(doc))
+    return doc, saved
+
+
+def test_fleet_section_shows_the_fleet_document(tmp_path) -> None:
+    log = existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")
+    fleet, saved = fleet_doc(tmp_path, log)
+    page = report(tmp_path, str(log), "--simulate", str(saved))
+    assert island(page, "doc-fleet") == fleet
+    assert f"cat {saved}" in html.unescape(page)
+    assert 'id="capacity"' in page and island(page, "doc-simulate")["cache"] == "vllm"  # curves simulated here
+    rows = fleet["results"]
+    assert [r["router"] for r in rows] == ROUTERS.split(",")
+    bars = island(page, "data-fig-fleet")["data"]
+    assert [t["x"] for t in bars] == [[r["router"] for r in rows]] * 4
+    ceiling, cap, routing, achieved = (t["y"] for t in bars)
+    assert ceiling == [fleet["ceiling_tokens"]] * len(rows)
+    assert cap == [r["capacity_loss_tokens"] for r in rows] and routing == [r["routing_loss_tokens"] for r in rows]
+    assert achieved == [r["cached_tokens"] for r in rows]
+    assert all(c - a - b == d for c, a, b, d in zip(ceiling, cap, routing, achieved))  # the decomposition
+    ttft = island(page, "data-fig-fleet-ttft")["data"]
+    assert [t["name"] for t in ttft] == ["P50", "P95", "P99"]
+    for t in ttft:
+        assert t["y"] == [r[f"ttft_{t['name'].lower()}_s"] for r in rows]
+    shown = cells(page)
+    for key in ("requests", "prompt_tokens", "ceiling_tokens", "pooled_tokens"):
+        assert shown[f"fleet.{key}"] == f"{fleet[key]:,}"
+    assert shown["fleet.ceiling_hit_ratio"] == f"{100 * fleet['ceiling_hit_ratio']:.1f}%"
+    for n, r in enumerate(rows):
+        for key in ("capacity_loss_tokens", "routing_loss_tokens", "cached_tokens", "restored_tokens"):
+            assert shown[f"fleet.results.{n}.{key}"] == f"{r[key]:,}"
+        for q in (50, 95, 99):
+            assert shown[f"fleet.results.{n}.ttft_p{q}_s"] == f"{r[f'ttft_p{q}_s']:.3f}"
+        assert shown[f"fleet.results.{n}.hit_ratio_tokens"] == f"{100 * r['hit_ratio_tokens']:.1f}%"
+
+
+def test_saved_simulate_document_without_a_fleet(tmp_path) -> None:
     sim = run_json(["simulate", str(CASE), "--json", "--capacity", "10%,50%"])
-    sim["fleet"] = [{"router": "round_robin", "ceiling_tokens": 5000, "capacity_loss_tokens": 900,
-                     "routing_loss_tokens": 1200, "achieved_tokens": 2900},
-                    {"router": "session", "ceiling_tokens": 5000, "capacity_loss_tokens": 900,
-                     "routing_loss_tokens": 0, "achieved_tokens": 4100}]
+    del sim["agreement"], sim["cost"]  # absent optional keys: sections left out, no error
     saved = tmp_path / "sim.json"
     saved.write_bytes(orjson.dumps(sim))
-    page = report(tmp_path, str(CASE), "--simulate", str(saved))
-    assert island(page, "doc-simulate") == sim
-    bars = island(page, "data-fig-fleet")["data"]
-    assert [t["name"] for t in bars] == ["ceiling_tokens", "capacity_loss_tokens", "routing_loss_tokens",
-                                         "achieved_tokens"]
-    assert bars[3]["y"] == [2900, 4100] and "4,100" in page
-    del sim["fleet"], sim["agreement"], sim["cost"]  # absent optional keys: sections left out, no error
-    saved.write_bytes(orjson.dumps(sim))
     page = report(tmp_path, str(CASE), "--simulate", str(saved), name="nofleet.html")
+    assert island(page, "doc-simulate") == sim
     assert 'id="fleet"' not in page and 'id="capacity"' in page
 
 
+def test_fleet_document_missing_keys_is_an_input_error(tmp_path) -> None:
+    fleet, saved = fleet_doc(tmp_path, CASE)
+    del fleet["results"][0]["ttft_p99_s"]
+    saved.write_bytes(orjson.dumps(fleet))
+    res = CliRunner().invoke(app, ["report", str(CASE), "--simulate", str(saved), "-o", str(tmp_path / "x.html")])
+    assert res.exit_code == 2 and "results[0] is not a router row (missing ttft_p99_s)" in res.output
+
+
+def test_break_markers_carry_the_diff_librarys_excerpt(case_page) -> None:
+    lint, diffs = island(case_page, "doc-lint"), island(case_page, "doc-diffs")
+    marked = {(f["session"], f["request"]) for f in lint["findings"]}
+    expect = [i for i, r in enumerate(lint["requests"]) if (r["session"], r["index"]) in marked and r["compared_with"]]
+    assert [d["row"] for d in diffs] == expect and len(expect) == 4
+    for d in diffs:
+        argv = shlex.split(d["command"])
+        assert argv[:2] == ["prefixcache", "diff"]
+        assert run_json(argv[1:]) == d["diff"]  # the page's excerpt is diff --json, byte for byte
+        row = lint["requests"][d["row"]]
+        assert (d["diff"]["request"]["session"], d["diff"]["request"]["index"]) == (row["session"], row["index"])
+        assert [d["diff"]["against"]["session"], d["diff"]["against"]["index"]] == row["compared_with"]
+        block = case_page[case_page.index(f'<div class="diff-excerpt" data-row="{d["row"]}">'):]
+        block = block[:block.index('<pre class="cmd">')]
+        assert f'{d["diff"]["shared_tokens"]:,}</b>' in block
+        for t in d["diff"]["request"]["tokens"] + d["diff"]["against"]["tokens"]:
+            assert f">{t['id']}</td>" in block and str(escape(t["text"].replace("\n", "↵"))) in block
+        assert str(escape(d["diff"]["request"]["json_path"])) in block
+
+
+def test_redacted_diff_excerpts_hold_ids_not_text(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PREFIXCACHE_REDACT_KEY", "report-test")
+    page = report(tmp_path, str(CASE), "--redact", name="redacted.html")
+    diffs = island(page, "doc-diffs")
+    assert diffs
+    for d in diffs:
+        for side in (d["diff"]["request"], d["diff"]["against"]):
+            assert all(t["text"] == "" and isinstance(t["id"], int) for t in side["tokens"])
+            assert side["text_before"].startswith("<") and " chars, h:" in side["text_after"]
+    assert "this text" not in page and "10:31" not in page
+
+
 def test_claude_code_session_under_5_mb(tmp_path) -> None:
-    page = report(tmp_path, str(existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")))
+    log = existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")
+    _, saved = fleet_doc(tmp_path, log)
+    page = report(tmp_path, str(log), "--simulate", str(saved))
     assert len(page.encode()) < 5_000_000
     lint = island(page, "doc-lint")
     assert lint["summary"]["requests"] == 170
@@ -205,7 +280,7 @@ def _formatted(value, out: set[str]) -> set[str]:
 def test_every_figure_cell_is_a_documents_number(tmp_path, extra) -> None:
     log = EXAMPLES / "agent_session.jsonl" if extra else CASE
     page = report(tmp_path, str(log), *extra)
-    known = _formatted([island(page, "doc-lint"), island(page, "doc-simulate"),
+    known = _formatted([island(page, "doc-lint"), island(page, "doc-simulate"), island(page, "doc-diffs"),
                         island(page, "doc-replay") if extra else []], set())
     shown = [html.unescape(v).strip() for v in re.findall(r'<td class="num"[^>]*>([^<]*)</td>', page)]
     assert len(shown) > 40

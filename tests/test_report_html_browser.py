@@ -3,7 +3,8 @@
 Each report is loaded from a ``file://`` URL with every other request refused (any
 attempt fails the test), must log no console error, must render every embedded figure
 (plotly's SVG with traces), and its screenshot must not be blank. A break marker, clicked
-with the mouse, selects its findings. Runs under ``make test`` whenever
+with the mouse, selects its findings and shows the diff excerpt; a fleet document's
+section renders both its charts. Runs under ``make test`` whenever
 ``/usr/bin/chromium`` exists (``.ci/run`` installs it); without it the test is skipped,
 which ``PREFIXCACHE_STRICT_SKIPS=1`` turns into a failure.
 """
@@ -116,4 +117,28 @@ def test_clicking_a_break_marker_shows_its_findings(browser, tmp_path) -> None:
     selected = page.locator(".finding.selected")
     assert selected.count() >= 1
     assert "session timestamp_in_system#1 request 2" in selected.first.inner_text()
+    excerpt = selected.locator(".diff-excerpt")
+    assert excerpt.count() == 1 and excerpt.is_visible()  # the diff library's excerpt, shown on click
+    text = excerpt.inner_text()
+    assert "diff against session timestamp_in_system#1 request 1: first divergent token" in text
+    assert "this id" in text and "earlier text" in text and "messages[0].content" in text
+    assert page.locator(".finding:not(.selected) .diff-excerpt").first.is_visible() is False
     assert not errors
+
+
+def test_fleet_section_renders(browser, tmp_path) -> None:
+    log = str(existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"))
+    res = CliRunner().invoke(app, ["simulate", log, "--replicas", "4", "--router",
+                                   "round-robin,session,cache-aware,oracle", "--json"])
+    assert res.exit_code == 0, res.output
+    (tmp_path / "fleet.json").write_text(res.stdout)
+    out = tmp_path / "fleet.html"
+    assert CliRunner().invoke(app, ["report", log, "--simulate", str(tmp_path / "fleet.json"),
+                                    "-o", str(out)]).exit_code == 0
+    page, errors, remote = load(browser, out)
+    assert page.evaluate("document.body.dataset.rendered") == "true" and not errors and not remote
+    for fig in ("#fig-fleet", "#fig-fleet-ttft"):
+        assert page.locator(f"{fig} .trace").count() >= 3, fig
+    page.locator("#fleet").scroll_into_view_if_needed()
+    page.locator("#fleet").screenshot(path=str(tmp_path / "fleet.png"))
+    page.close()

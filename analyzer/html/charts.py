@@ -141,12 +141,33 @@ def cached_scatter(rows: Sequence[dict[str, Any]]) -> str | None:
                    {"title": "observed cached tokens", "tickformat": ","})
 
 
-def fleet_bars(rows: Sequence[dict[str, Any]], name_key: str, keys: Sequence[str]) -> str:
-    """One group of bars per router policy (``rows[i][name_key]``), one bar per figure in
-    ``keys`` (tokens or ratios as the fleet document writes them)."""
+def fleet_bars(fleet: dict[str, Any]) -> str:
+    """Per router policy (``simulate --replicas N --json`` ``results`` rows), four bars in
+    tokens: the workload ceiling (the document's ``ceiling_tokens``, one unbounded shared
+    cache), the capacity loss, the routing loss (negative when the partitioned fleet beats
+    the pooled cache) and the tokens achieved (``cached_tokens``): ceiling − capacity loss −
+    routing loss = achieved, as the document writes them."""
     import plotly.graph_objects as go
 
-    data = [go.Bar(x=[str(r.get(name_key)) for r in rows], y=[r.get(k) for r in rows], name=k) for k in keys]
-    return _figure(data, "fleet: workload ceiling − capacity loss − routing loss = achieved, per router",
-                   {"title": "router policy"}, {"title": "as the fleet document gives it", "tickformat": ","},
-                   barmode="group")
+    rows = fleet["results"]
+    x = [r["router"] for r in rows]
+    series = [("ceiling (unbounded shared cache)", [fleet["ceiling_tokens"]] * len(rows), "#444"),
+              ("− capacity loss", [r["capacity_loss_tokens"] for r in rows], LOST[1]),
+              ("− routing loss", [r["routing_loss_tokens"] for r in rows], LOST[0]),
+              ("= achieved (cached tokens)", [r["cached_tokens"] for r in rows], REUSED)]
+    data = [go.Bar(x=x, y=y, name=name, marker_color=colour, text=[f"{v:,}" for v in y], textposition="outside",
+                   hovertemplate="%{x}: %{y:,} tokens") for name, y, colour in series]
+    return _figure(data, f"fleet of {fleet['replicas']}: ceiling − capacity loss − routing loss = achieved, per router",
+                   {"title": "router policy"}, {"title": "tokens", "tickformat": ","}, barmode="group")
+
+
+def fleet_ttft(fleet: dict[str, Any]) -> str:
+    """TTFT P50 / P95 / P99 (seconds) per router policy, the fleet document's figures."""
+    import plotly.graph_objects as go
+
+    rows = fleet["results"]
+    x = [r["router"] for r in rows]
+    data = [go.Bar(x=x, y=[r[f"ttft_p{q}_s"] for r in rows], name=f"P{q}", hovertemplate="%{x}: %{y:.3f} s")
+            for q in (50, 95, 99)]
+    return _figure(data, f"fleet: simulated TTFT percentiles per router ({fleet['hardware']['name']})",
+                   {"title": "router policy"}, {"title": "time to first token (s)"}, barmode="group")

@@ -7,8 +7,11 @@ id="doc-lint">`` …) (``<``, ``>``, ``&`` as ``\\u003c`` escapes) so a reader o
 names. plotly.js (the copy the installed plotly package ships) is inlined gzip-compressed
 and base64-encoded (4.8 MB → about 1.9 MB); a few lines of script unpack it with the
 browser's ``DecompressionStream`` and call ``Plotly.newPlot`` on each embedded figure.
-Nothing is fetched from the network. With ``redact`` the page holds no prompt text: the
-findings' excerpts are lint's lengths and hashes, and replay rows lose ``output_ids``.
+Nothing is fetched from the network. A break marker's findings come with the diff
+library's excerpt of the request against the one lint compared it with (``diff --json``,
+:mod:`.excerpts`). With ``redact`` the page holds no prompt text: the findings' excerpts are
+lint's lengths and hashes, the diff excerpts token ids and hashed texts, and replay rows lose
+``output_ids``.
 """
 
 from __future__ import annotations
@@ -61,20 +64,23 @@ def _environment() -> Environment:
     env.filters.update(
         n=lambda v: "—" if v is None else f"{v:,}",
         pct=lambda v: "—" if v is None else f"{100 * v:.1f}%",
+        sec=lambda v: "—" if v is None else f"{v:.3f}",
         usd=lambda v: "—" if v is None else f"${v:,.4f}",
         island=_json_island,
     )
     return env
 
 
-def _findings(lint: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, str]]:
-    """Findings tagged with the row index (in ``requests``) of their request, and per marked row
-    the codes of its findings (the chart markers' hover text)."""
+def _findings(lint: dict[str, Any], diffs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[int, str]]:
+    """Findings tagged with the row index (in ``requests``) of their request and, on the first
+    finding of each row that has one, that row's diff excerpt (``_diff``); per marked row the
+    codes of its findings (the chart markers' hover text)."""
     where = {(r["session"], r["index"]): i for i, r in enumerate(lint["requests"])}
+    excerpt = {d["row"]: d for d in diffs}
     out, marked = [], {}
     for f in lint["findings"]:
         row = where.get((f["session"], f["request"]))
-        out.append({**f, "_row": row})
+        out.append({**f, "_row": row, "_diff": excerpt.get(row) if row not in marked else None})
         if row is not None:
             marked[row] = (marked[row] + ", " if row in marked else "") + f["code"]
     return out, marked
@@ -91,21 +97,12 @@ def _session_figures(lint: dict[str, Any], marked: dict[int, str]) -> list[dict[
             for s in by_session if s in largest]
 
 
-def _fleet(sim: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The fleet rows of a simulate document that has them (``fleet``: a list of router rows,
-    or an object holding one), their name key and the figures to draw; None otherwise."""
-    fleet = sim.get("fleet") if sim else None
-    if isinstance(fleet, dict):
-        fleet = next((v for k, v in fleet.items() if isinstance(v, list) and k in ("routers", "results", "rows")), None)
-    rows = [r for r in fleet or [] if isinstance(r, dict)]
-    if not rows:
+def _fleet(fleet: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The fleet section's figures (the ``simulate --replicas N --json`` document, read per
+    docs/schemas/simulate-fleet.schema.json by :func:`.sources.read_simulate`); None without one."""
+    if not fleet or not fleet["results"]:
         return None
-    name = next((k for k in ("router", "routing", "policy", "name") if k in rows[0]), None)
-    keys = [k for k, v in rows[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-            and any(w in k for w in ("ceiling", "capacity", "routing", "achieved"))]
-    columns = [k for k, v in rows[0].items() if v is None or isinstance(v, (str, int, float))]
-    figure = charts.fleet_bars(rows, name, keys) if name and keys else None
-    return {"rows": rows, "columns": columns, "figure": figure}
+    return {"doc": fleet, "bars": charts.fleet_bars(fleet), "ttft": charts.fleet_ttft(fleet)}
 
 
 def _replay(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
@@ -122,7 +119,7 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
     lint, sim = docs.lint, docs.simulate
     if sim is not None:
         sim = {**SIMULATE_DEFAULTS, **sim, "results": [{**ROW_DEFAULTS, **r} for r in sim["results"]]}
-    findings, marked = _findings(lint)
+    findings, marked = _findings(lint, docs.diffs)
     content = [r for r in lint["requests"] if not r["usage_only"]]
     notes = list(dict.fromkeys([*lint["tokenizers"].values(), *(sim["tokenizers"] if sim else {}).values()]))
     return {
@@ -133,7 +130,7 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
         "waterfall": charts.waterfall(lint["summary"]) if lint["summary"]["prompt_tokens"] else None,
         "sessions": _session_figures(lint, marked), "charted_all": len(lint["sessions"]) <= MAX_SESSION_CHARTS,
         "capacity": [f for f in (charts.capacity_curves(sim, u) for u in ("tokens", "bytes")) if f] if sim else [],
-        "replay": _replay(docs.replay), "fleet": _fleet(sim), "plotly": plotly_js_packed(),
+        "replay": _replay(docs.replay), "fleet": _fleet(docs.fleet), "plotly": plotly_js_packed(),
     }
 
 

@@ -20,7 +20,8 @@ import orjson
 from prefixcache.analyzer.api import SimulateOptions, simulate
 from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.html.sources import read_replay, read_simulate
+from prefixcache.analyzer.html.excerpts import DIFF_WINDOW, break_diffs
+from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simulate
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.report import lint_paths
 from prefixcache.analyzer.model import Skipped
@@ -40,8 +41,10 @@ class ReportOptions:
     ``capacity`` (a ``--capacity`` spec; ``policies`` None: :data:`DEFAULT_POLICIES` on the
     block caches, ``lru`` on the others) / ``block_size`` (tokens; None: the cache's default)
     / ``kv_model``: the simulation, unless ``simulate_path`` names a saved ``simulate --json``
-    document; ``replay_path``: a ``replay --out`` JSONL file for the replay section.
-    ConfigError for a bad capacity spec, before any work."""
+    document (a fleet simulation's, ``simulate --replicas N --json``, fills the fleet section
+    and the capacity simulation still runs here); ``replay_path``: a ``replay --out`` JSONL
+    file for the replay section; ``diff_window``: tokens shown either side of each break's
+    first divergent token. ConfigError for a bad capacity spec or window, before any work."""
 
     lint: LintConfig = field(default_factory=LintConfig)
     config: str | None = None
@@ -53,9 +56,12 @@ class ReportOptions:
     kv_model: str | None = None
     simulate_path: str | None = None
     replay_path: str | None = None
+    diff_window: int = DIFF_WINDOW
 
     def __post_init__(self) -> None:
         parse_capacities(self.capacity)
+        if self.diff_window < 1:
+            raise ConfigError("--window must be >= 1")
 
     @property
     def policy_list(self) -> tuple[str, ...]:
@@ -77,7 +83,9 @@ class ReportDocuments:
     ``lint`` (``lint --json``), ``simulate`` (``simulate --json``, None when the logs had no
     prompts to simulate), ``replay`` (replay result rows, None without ``--replay``);
     ``commands``: section → command line; ``skipped``: the input records lint left out;
-    ``seconds``: wall time per document (seconds)."""
+    ``seconds``: wall time per document (seconds); ``fleet``: a ``simulate --replicas N
+    --json`` document (None without one); ``diffs``: the break markers' ``diff --json``
+    excerpts (:func:`.excerpts.break_diffs`)."""
 
     lint: dict[str, Any]
     simulate: dict[str, Any] | None
@@ -86,6 +94,8 @@ class ReportDocuments:
     redact: bool
     skipped: tuple[Skipped, ...]
     seconds: dict[str, float]
+    fleet: dict[str, Any] | None = None
+    diffs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _json(report: object) -> Any:
@@ -102,8 +112,9 @@ def _command(name: str, paths: Sequence[str], flags: Sequence[tuple[str, object]
     return shlex.join(args)
 
 
-def commands(paths: Sequence[str], options: ReportOptions) -> dict[str, str]:
-    """The command lines whose ``--json`` each section shows (``lint``, ``simulate``)."""
+def commands(paths: Sequence[str], options: ReportOptions, fleet: bool = False) -> dict[str, str]:
+    """The command lines whose ``--json`` each section shows (``lint``, ``simulate``; ``fleet``
+    when the saved document is a fleet simulation's)."""
     cfg = options.lint
     prep = [("--input-format", options.input_format if options.input_format != "auto" else None),
             ("--tokenizer", cfg.tokenizer), ("--template", cfg.template)]
@@ -112,7 +123,10 @@ def commands(paths: Sequence[str], options: ReportOptions) -> dict[str, str]:
     sim = _command("simulate", paths, [*prep, ("--cache", options.cache), ("--policy", ",".join(options.policy_list)),
                                        ("--capacity", options.capacity), ("--block-size", options.block_size),
                                        ("--kv-model", options.kv_model)])
-    return {"lint": lint, "simulate": f"cat {shlex.quote(options.simulate_path)}" if options.simulate_path else sim}
+    saved = f"cat {shlex.quote(options.simulate_path)}" if options.simulate_path else None
+    if fleet:
+        return {"lint": lint, "simulate": sim, "fleet": saved or ""}
+    return {"lint": lint, "simulate": saved or sim}
 
 
 def gather(paths: Sequence[str], options: ReportOptions,
@@ -125,9 +139,12 @@ def gather(paths: Sequence[str], options: ReportOptions,
     """
     if "-" in paths:
         raise ConfigError("report reads its logs twice (lint, then simulate): give files, not - (stdin)")
-    sim_options = None if options.simulate_path else options.simulate_options()  # bad values fail first
+    sim_options = options.simulate_options()  # bad values fail first
     replay = read_replay(options.replay_path) if options.replay_path else None
     saved = read_simulate(options.simulate_path) if options.simulate_path else None
+    fleet = saved if saved is not None and is_fleet(saved) else None
+    if fleet is not None:
+        saved = None  # the capacity curves are simulated here
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     run = lint_paths(paths, options.lint, options.input_format, None, on_request)
@@ -137,6 +154,11 @@ def gather(paths: Sequence[str], options: ReportOptions,
         t0 = time.perf_counter()
         saved = _json(simulate(paths, sim_options, on_prepared=on_request))
         seconds["simulate"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    cfg = options.lint
+    diffs = break_diffs(paths, lint, options.input_format, cfg.template, cfg.tokenizer, cfg.redact, options.diff_window)
+    seconds["diff"] = round(time.perf_counter() - t0, 3)
     if replay is not None:
         replay = [{k: v for k, v in row.items() if k != "output_ids"} for row in replay]  # model text as ids
-    return ReportDocuments(lint, saved, replay, commands(paths, options), options.lint.redact, run.skipped, seconds)
+    return ReportDocuments(lint, saved, replay, commands(paths, options, fleet is not None), cfg.redact,
+                           run.skipped, seconds, fleet, diffs)

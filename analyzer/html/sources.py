@@ -3,9 +3,10 @@
 Both are read as the documented schemas say (docs/schemas/replay-result.schema.json, one
 object per line; docs/schemas/simulate.schema.json, one object), kept as the parsed JSON
 values: the report shows their figures as written, never recomputed. Only the keys a
-section needs are required; every other key (and any key a later release adds, such as a
-fleet simulation's ``fleet``) is carried along untouched, so optional sections can use it
-when it is there. Errors: :class:`~prefixcache.analyzer.errors.InputError` naming the file
+section needs are required; every other key is carried along untouched. A fleet
+simulation's document (``simulate --replicas N --json``, docs/schemas/simulate-fleet.schema.json:
+a :class:`~prefixcache.analyzer.cache.fleet_report.FleetReport`) is told apart by its
+``replicas`` key and must carry every key of that type and of each router row. Errors: :class:`~prefixcache.analyzer.errors.InputError` naming the file
 (and line) for an unreadable file, bad JSON or a row without the keys the report needs.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from prefixcache.analyzer.cache.fleet_report import FleetReport, RouterRow
 from prefixcache.analyzer.errors import InputError
 
 #: Keys every replay row must carry for the replay section (docs/schemas/replay-result.schema.json).
@@ -23,6 +25,10 @@ REPLAY_KEYS = ("pass_name", "session", "request_index", "prompt_tokens", "cached
 
 #: Keys a simulate document must carry (docs/schemas/simulate.schema.json).
 SIMULATE_KEYS = ("cache", "block_size", "results")
+
+#: Keys of a fleet document and of each of its ``results`` rows (the fields of the library types).
+FLEET_KEYS = tuple(FleetReport.__dataclass_fields__)
+ROUTER_KEYS = tuple(RouterRow.__dataclass_fields__)
 
 
 def _read(path: str) -> bytes:
@@ -66,4 +72,21 @@ def read_simulate(path: str) -> dict[str, Any]:
     missing = [k for k in SIMULATE_KEYS if not isinstance(doc, dict) or k not in doc]
     if missing:
         raise InputError(f"{path}: not a simulate --json document (missing {', '.join(missing)})")
+    if "replicas" in doc:
+        _check_fleet(path, doc)
     return doc
+
+
+def is_fleet(doc: dict[str, Any]) -> bool:
+    """Whether a document :func:`read_simulate` returned is a fleet simulation's."""
+    return "replicas" in doc
+
+
+def _check_fleet(path: str, doc: dict[str, Any]) -> None:
+    missing = [k for k in FLEET_KEYS if k not in doc]
+    if missing:
+        raise InputError(f"{path}: not a simulate --replicas N --json document (missing {', '.join(missing)})")
+    for n, row in enumerate(doc["results"]):
+        missing = [k for k in ROUTER_KEYS if not isinstance(row, dict) or k not in row]
+        if missing:
+            raise InputError(f"{path}: results[{n}] is not a router row (missing {', '.join(missing)})")

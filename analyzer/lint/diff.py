@@ -139,6 +139,14 @@ def diff_requests(paths: Sequence[str], request: str, against: str | None = None
         b = _pick(requests, s2 or a.session, k2, "--against")
     preparer = Preparer(template=template, tokenizer=tokenizer)
     pb, pa = preparer.prepare(b), preparer.prepare(a)
+    return diff_prepared(pa, pb, preparer, window, width)
+
+
+def diff_prepared(pa: Prepared, pb: Prepared, preparer: Preparer, window: int = 8, width: int = 80) -> DiffReport:
+    """The :class:`DiffReport` of request ``pa`` against ``pb``, both prepared by ``preparer``
+    (whose tokenizers decode the window's tokens): what :func:`diff_requests` returns once it
+    has picked and prepared the two requests. ConfigError when either has no prompt text."""
+    a = pa.request
     for p in (pa, pb):
         if p.tokens is None or p.rendered is None:
             raise ConfigError(f"session {p.request.session} request {p.request.index}: no prompt text in the log "

@@ -1,0 +1,86 @@
+"""The break markers' diff excerpts: ``prefixcache diff`` of each marked request against the
+request lint judged it against.
+
+For every ``lint --json`` request row that has findings and a ``compared_with`` request,
+:func:`break_diffs` prepares both requests as lint does (the same reader, template and
+tokenizer) and asks the diff library (:func:`~prefixcache.analyzer.lint.diff.diff_prepared`)
+for its :class:`~prefixcache.analyzer.lint.diff.DiffReport`: the first divergent token, the
+tokens either side (ids and decoded text of both prompts), the segment and JSON path, the
+text around the first differing character. Each is kept as ``diff --json`` prints it, with
+the command line that prints it. With ``redact`` the report holds no prompt text: the texts
+become ``<N chars, h:HASH>`` (:func:`~prefixcache.analyzer.redact.redact_text`), the tokens
+keep their position and id but lose their text, and the cause's quoted values are hashed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+from typing import Any, Sequence
+
+import orjson
+
+from prefixcache.analyzer.errors import PrefixcacheError
+from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint.diff import DiffReport, PromptSide, TokenCell, diff_prepared
+from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.redact import redact_message, redact_text
+
+#: Tokens shown either side of the first divergent token (``diff --window``), and characters of text (``--width``).
+DIFF_WINDOW = 8
+DIFF_WIDTH = 80
+
+
+def _redacted_side(side: PromptSide) -> PromptSide:
+    return replace(side, text_before=redact_text(side.text_before), text_after=redact_text(side.text_after),
+                   tokens=[TokenCell(t.position, t.id, "") for t in side.tokens])
+
+
+def redacted(report: DiffReport) -> DiffReport:
+    """``report`` without prompt text: texts as lengths and hashes, token ids without their text."""
+    return replace(report, request=_redacted_side(report.request), against=_redacted_side(report.against),
+                   cause=redact_message(report.cause) if report.cause else None)
+
+
+def diff_command(paths: Sequence[str], request: tuple[str, int], against: tuple[str, int],
+                 flags: Sequence[tuple[str, str | None]], window: int) -> str:
+    """The ``prefixcache diff ... --json`` command line printing one excerpt's document."""
+    args = ["prefixcache", "diff", *paths, "--request", f"{request[0]}:{request[1]}",
+            "--against", f"{against[0]}:{against[1]}", "--json"]
+    for flag, value in flags:
+        if value not in (None, "", "auto"):
+            args += [flag, value]
+    if window != DIFF_WINDOW:
+        args += ["--window", str(window)]
+    return shlex.join(args)
+
+
+def break_diffs(paths: Sequence[str], lint: dict[str, Any], input_format: str = "auto", template: str = "auto",
+                tokenizer: str = "auto", redact: bool = False, window: int = DIFF_WINDOW) -> list[dict[str, Any]]:
+    """One ``{"row", "command", "diff"}`` per marked request row of ``lint`` (a ``lint --json``
+    document of ``paths``): its index in ``requests``, the diff command line and the
+    ``diff --json`` document (redacted with ``redact``), in row order. Rows whose requests
+    cannot be diffed (no prompt text) are left out. InputError for unreadable logs."""
+    marked = {(f["session"], f["request"]) for f in lint["findings"]}
+    rows = [(i, r) for i, r in enumerate(lint["requests"])
+            if (r["session"], r["index"]) in marked and r["compared_with"] and not r["usage_only"]]
+    if not rows:
+        return []
+    wanted = {(r["session"], r["index"]) for _, r in rows} | {tuple(r["compared_with"]) for _, r in rows}
+    requests = {(q.session, q.index): q for q in Ingest(paths, format=input_format) if (q.session, q.index) in wanted}
+    preparer = Preparer(template=template, tokenizer=tokenizer)
+    prepared = {key: preparer.prepare(q) for key, q in requests.items()}
+    flags = [("--input-format", input_format), ("--template", template), ("--tokenizer", tokenizer)]
+    out = []
+    for i, r in rows:
+        a, b = prepared.get((r["session"], r["index"])), prepared.get(tuple(r["compared_with"]))
+        if a is None or b is None:
+            continue
+        try:
+            report = diff_prepared(a, b, preparer, window, DIFF_WIDTH)
+        except PrefixcacheError:
+            continue
+        doc = orjson.loads(orjson.dumps(redacted(report) if redact else report))
+        out.append({"row": i, "command": diff_command(paths, (r["session"], r["index"]), tuple(r["compared_with"]),
+                                                      flags, window), "diff": doc})
+    return out
