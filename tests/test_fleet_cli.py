@@ -109,3 +109,13 @@ def test_cli_fleet_usage_errors_are_one_line_exit_2(args):
     res = _run(*args)
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output
+
+
+def test_session_router_sticks_to_the_sessions_inferred_on_a_sessionless_trace() -> None:
+    """Mooncake logs no session ids: `session` routes by the sessions lint infers from hash chains
+    (2,211), so the load spreads instead of one replica taking the whole trace."""
+    res = CliRunner().invoke(_app(), ["simulate", str(existing(SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl")),
+                                      "--replicas", "4", "--router", "session", "--capacity", "5%", "--json"])
+    assert res.exit_code == 0, res.output
+    row = orjson.loads(res.stdout)["results"][0]
+    assert row["router"] == "session" and row["request_imbalance"] < 1.2

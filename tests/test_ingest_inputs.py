@@ -102,12 +102,27 @@ def test_fifo_in_a_walk_is_never_opened(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
-def test_fifo_named_explicitly_is_read_once_without_blocking(tmp_path: Path) -> None:
-    """A FIFO named explicitly is read like stdin; with no writer it is an empty input (exit 2), never a hang."""
+def test_fifo_named_explicitly_is_read_once_without_blocking(tmp_path: Path, monkeypatch) -> None:
+    """A FIFO named explicitly is read like stdin; when no writer opens it within the wait it is an
+    empty input (exit 2), never a hang."""
+    monkeypatch.setenv("PREFIXCACHE_PIPE_TIMEOUT", "0.5")
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
     result = CliRunner().invoke(cli_app(), ["inspect", str(fifo), "--json"])
     assert result.exit_code == 2 and "pipe.jsonl" in result.output and "empty" in result.output
+
+
+def test_fifo_whose_writer_starts_late_is_read(tmp_path: Path) -> None:
+    """``<(slow producer)``: the writer opens the FIFO after the read began; its records are read."""
+    import subprocess
+
+    fifo = tmp_path / "late.jsonl"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"sleep 1; cat {existing(OTEL)} > {fifo}"])
+    try:
+        assert len(list(Ingest([str(fifo)]))) == 7
+    finally:
+        writer.wait(timeout=30)
 
 
 def test_device_named_explicitly_is_refused() -> None:

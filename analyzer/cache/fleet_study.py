@@ -24,6 +24,7 @@ from prefixcache.analyzer.cache.runs import sweep_block_cache, unique_blocks
 from prefixcache.analyzer.cache.simulator import baseline, simulate
 from prefixcache.analyzer.cache.study import SimulateOptions
 from prefixcache.analyzer.cache.tiers import TierSpec, parse_tiers
+from prefixcache.analyzer.cache.trace_sessions import TraceSessions
 from prefixcache.analyzer.cache.timing import DEFAULT_HARDWARE, Fit, Hardware, ReplicaClock, fit_replay, hardware
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
@@ -138,6 +139,19 @@ def _arm(options: SimulateOptions, fleet: FleetOptions, hw: Hardware, bs: int, u
     return Arm(fleet.replicas, cap_blocks, hw, tuple(tiers[1:]), tuple(lower), bpt * bs), tiers, cap
 
 
+def inferred_sessions(reqs: Sequence[SimRequest]) -> Sequence[SimRequest]:
+    """``reqs`` (arrival order) with the requests of sessionless block traces (Mooncake:
+    ``infer_session``) renamed to the sessions lint infers from their hash chains
+    (:class:`~.trace_sessions.TraceSessions`), so that the ``session`` routers have sessions
+    to stick to (else the whole trace is one session on one replica). The drift the
+    simulator attributes is unchanged: it keys the same inferred sessions."""
+    if not any(r.infer_session for r in reqs):
+        return reqs
+    sessions = TraceSessions()
+    return [replace(r, session=sessions.assign(r.hashes or (), r.session)[0], infer_session=False)
+            if r.infer_session else r for r in reqs]
+
+
 def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, fleet: FleetOptions,
                  shape: KVShape | None, summary: IngestSummary, notes: Mapping[str | None, str],
                  causes: Mapping[int, str] | None = None, fit: Fit | None = None) -> FleetReport:
@@ -145,6 +159,7 @@ def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateO
     simulator requests ``reqs`` (arrival order). ``fit``: the calibration, when the
     caller already read ``fleet.calibrate``. ConfigError for a setting the fleet cannot
     run (:func:`_spec`, :func:`_arm`); InputError for an unreadable calibration file."""
+    reqs = inferred_sessions(reqs)
     spec = _spec(items, options)
     bs = spec.block_size_for(reqs)
     base = baseline(reqs)

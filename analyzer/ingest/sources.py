@@ -48,15 +48,17 @@ def file_source(path: str, walked: bool = False) -> Source:
 
 
 def read_pipe(path: str, timeout: float | None = None, max_bytes: int = PIPE_MAX_BYTES) -> bytes:
-    """All bytes of a FIFO, read without blocking forever: a FIFO nobody writes to reads as
-    empty; one whose writer stays silent ``timeout`` seconds (default :data:`PIPE_TIMEOUT_S`
-    or ``$PREFIXCACHE_PIPE_TIMEOUT``), or that sends more than ``max_bytes``, raises
-    :class:`InputError`."""
+    """All bytes of a FIFO, read without blocking forever: the read waits up to ``timeout``
+    seconds (default :data:`PIPE_TIMEOUT_S` or ``$PREFIXCACHE_PIPE_TIMEOUT``) for a writer to
+    open it (a producer that starts late, ``<(slow command)``) and for each chunk; a FIFO no
+    writer opens in time, one whose writer stays silent that long, or one that sends more
+    than ``max_bytes`` raises :class:`InputError`. A writer that opens and closes without
+    data gives b""."""
     if timeout is None:
         raw = os.environ.get("PREFIXCACHE_PIPE_TIMEOUT", "")
         timeout = float(raw) if raw.replace(".", "", 1).isdigit() else PIPE_TIMEOUT_S
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    chunks, size = [], 0
+    chunks, size, opened = [], 0, False
     try:
         while True:
             try:
@@ -67,7 +69,15 @@ def read_pipe(path: str, timeout: float | None = None, max_bytes: int = PIPE_MAX
                                      "(PREFIXCACHE_PIPE_TIMEOUT sets the wait)", path, 0) from None
                 continue
             if not chunk:
-                return b"".join(chunks)
+                if chunks or opened:
+                    return b"".join(chunks)
+                # no writer has opened the FIFO yet (read gives EOF): wait for one (Linux poll
+                # reports a FIFO readable only once a writer has come and written or gone)
+                if not select.select([fd], [], [], timeout)[0]:
+                    raise InputError(f"no writer opened the FIFO within {timeout:g} s: empty input "
+                                     "(PREFIXCACHE_PIPE_TIMEOUT sets the wait)", path, 0)
+                opened = True
+                continue
             size += len(chunk)
             if size > max_bytes:
                 raise InputError(f"a FIFO that sent more than {max_bytes:,} bytes", path, 0)
