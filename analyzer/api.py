@@ -56,20 +56,7 @@ def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = N
     """
     options = options or SimulateOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
-    ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
-    preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
-    items = []
-    for request in ingest:
-        items.append(preparer.prepare(request))
-        if on_prepared is not None:
-            on_prepared()
-    reqs = to_sim_requests(items)
-    causes: dict[int, str] = {}
-    if reqs:
-        try:
-            causes = drift_causes(items, reqs)
-        except (ImportError, PrefixcacheError, ValueError):
-            causes = {}  # drift is still counted, only not named
+    ingest, preparer, items, reqs, causes = _simulated(inputs, options, on_prepared)
     return simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes)
 
 
@@ -86,6 +73,14 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
     fleet = fleet or FleetOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
     fit = fit_replay(fleet.calibrate) if fleet.calibrate else None
+    ingest, preparer, items, reqs, causes = _simulated(inputs, options, on_prepared)
+    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit)
+
+
+def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared: Callable[[], None] | None):
+    """The inputs read and prepared for the simulator: (ingest, preparer, prepared items in
+    input order, simulator requests in arrival order, lint's drift cause per request order).
+    A log lint cannot name causes for still has its drift counted, only not named."""
     ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
     preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
     items = []
@@ -100,4 +95,4 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
             causes = drift_causes(items, reqs)
         except (ImportError, PrefixcacheError, ValueError):
             causes = {}
-    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit)
+    return ingest, preparer, items, reqs, causes
