@@ -43,6 +43,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import random
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Sequence
 
@@ -65,7 +66,7 @@ class View:
     prefill_blocks: Callable[[int], int]
 
 
-class Router:
+class Router(ABC):
     """One routing policy over ``n`` replicas; :meth:`pick` then :meth:`routed`."""
 
     name: ClassVar[str] = ""
@@ -77,8 +78,9 @@ class Router:
         self.n, self.param, self.rng = n, param if param is not None else self.default_param, random.Random(seed)
         self._turn = 0
 
+    @abstractmethod
     def pick(self, r: SimRequest, v: View) -> int:
-        raise NotImplementedError
+        """The replica (0 … n−1) that ``r`` goes to, given the fleet's state ``v``."""
 
     def routed(self, r: SimRequest, v: View, w: int) -> None:
         """Record that ``r`` went to replica ``w`` (routers that keep state)."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import re
+from abc import ABC, abstractmethod
 from datetime import datetime, timezone
 from typing import Iterator
 
@@ -72,7 +73,7 @@ def _vllm_time(text: str) -> float | None:
     return t.timestamp() - datetime(2000, 1, 1, tzinfo=timezone.utc).timestamp() + float(f"0.{frac or 0}")
 
 
-class _LogReader:
+class _LogReader(ABC):
     """Common loop: every non-blank line is a record; request lines become requests."""
 
     format = ""
@@ -98,9 +99,9 @@ class _LogReader:
             yield Skipped(source.name, 0, f"{other} line(s) are not request lines (server context)", "", False)
         yield RecordsSeen(source.name, n)
 
+    @abstractmethod
     def parse(self, name: str, line: int, text: str, state: dict[str, int]) -> Request | Skipped | None:
         """One line: a request, a note, or None for a line that is not a request line."""
-        raise NotImplementedError  # pragma: no cover
 
     def finish(self, name: str, state: dict[str, int]) -> Iterator[Skipped]:
         """Notes owed at the end of the file (none by default)."""
