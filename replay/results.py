@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
-from typing import IO, ClassVar, Iterable, Sequence
+from typing import IO, Callable, ClassVar, Iterable, Sequence
 
 import numpy as np
 import orjson
@@ -167,10 +167,12 @@ def load_results(path: Path) -> list[RequestResult]:
     return _read(path)[0]
 
 
-def repair_tail(path: Path) -> int:
+def repair_tail(path: Path, read: Callable[[Path], tuple[object, int]] | None = None) -> int:
     """Cut a torn last line off ``path`` (and end an intact last line with a newline)
-    so rows appended by ``--resume`` start on a line of their own. Returns the bytes cut."""
-    _, keep = _read(path)
+    so rows appended by ``--resume`` start on a line of their own. ``read`` gives the
+    bytes to keep (default: this module's results reader; InputError for a bad line
+    before the last). Returns the bytes cut."""
+    _, keep = (read or _read)(path)
     size = path.stat().st_size
     with path.open("r+b") as f:
         f.truncate(keep)
@@ -182,16 +184,18 @@ def repair_tail(path: Path) -> int:
 
 
 class ResultWriter:
-    """Appends results to a JSONL file, one flushed line per request. With ``append``
-    a torn last line of the existing file is cut first (:func:`repair_tail`)."""
+    """Appends result rows (anything with ``to_json() -> bytes``) to a JSONL file, one
+    flushed line per request. With ``append`` a torn last line of the existing file is
+    cut first (:func:`repair_tail`, with ``read`` the rows' own reader)."""
 
-    def __init__(self, path: Path | None, append: bool = False) -> None:
+    def __init__(self, path: Path | None, append: bool = False,
+                 read: Callable[[Path], tuple[object, int]] | None = None) -> None:
         self.path = path
         self._f: IO[bytes] | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             if append and path.exists():
-                repair_tail(path)
+                repair_tail(path, read)
             self._f = path.open("ab" if append else "wb")
 
     def write(self, result: RequestResult) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from prefixcache.analyzer.errors import InputError
+from prefixcache.replay.results import ResultWriter
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,34 +142,13 @@ def _read(path: Path) -> tuple[list[ServedResult], int]:
     return out, len(data)
 
 
-class ServedWriter:
-    """Streams rows to a JSONL file, one flushed line each. With ``append`` a torn last line
-    is cut first (and an intact last line ended), so appended rows start on their own line."""
+class ServedWriter(ResultWriter):
+    """Streams server-replay rows to a JSONL file, one flushed line each; with ``append``
+    a torn last line is cut first (:func:`~prefixcache.replay.results.repair_tail` with
+    this module's reader), so appended rows start on their own line."""
 
     def __init__(self, path: Path | None, append: bool = False) -> None:
-        self._f = None
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if append and path.exists():
-            _, keep = _read(path)
-            with path.open("r+b") as f:
-                f.truncate(keep)
-                if keep:
-                    f.seek(keep - 1)
-                    if f.read(1) != b"\n":
-                        f.write(b"\n")
-        self._f = path.open("ab" if append else "wb")
-
-    def write(self, row: ServedResult) -> None:
-        if self._f is not None:
-            self._f.write(row.to_json() + b"\n")
-            self._f.flush()
-
-    def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
+        super().__init__(path, append, read=_read)
 
 
 @dataclass(frozen=True, slots=True)
