@@ -264,7 +264,7 @@ def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int,
     if all(f.reported_cached_tokens is None for f in rows):
         return []  # nothing to compare (block traces): skip the calibration
     cals = [f.cached_tokens if c is None else c for f, c in zip(rows, calibrated_cached(rows, block_size, min_tokens))]
-    got = bands(reqs, cals, rules) if rules is not None and len(reqs) == len(rows) else \
+    got = bands(reqs, cals, rules, [f.cached_tokens for f in rows]) if rules is not None and len(reqs) == len(rows) else \
         [Band(c, c, "simulated") for c in cals]
     verdicts = [r.provider_verdict for r in reqs] if len(reqs) == len(rows) else [None] * len(rows)
     out = []
