@@ -165,9 +165,12 @@ def _money(rep: SimulateReport) -> None:
 
 
 def render(rep: SimulateReport) -> None:
-    """The rich report: results, lost tokens, per request, calls, reported usage, cost, notes."""
+    """The rich report: results, capacity warnings, lost tokens, per request, calls, reported usage,
+    cost, notes."""
     if rep.results:
         _results(rep)
+    for line in rep.warnings:
+        console.print(f"[yellow]warning:[/] {escape(line)}")
     if rep.usage_only_requests:
         what = "nothing to simulate: a cache model needs the prompts" if not rep.results else \
             "left out of the simulation above"
