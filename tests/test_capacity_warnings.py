@@ -51,3 +51,14 @@ def test_block_trace_counts_hash_ids_once_per_capacity():
 
 def test_provider_caches_have_no_capacity_warnings():
     assert run_json(["simulate", SWE, "--cache", "anthropic"])["warnings"] == []
+
+
+def test_cache_models_page_shows_the_warnings():
+    """docs/methods/cache-models.md, SGLang radix: the real warning lines (COLUMNS=120)."""
+    from tests.test_doc_figures import assert_shows, documented
+
+    for extra in (["--cache", "sglang", "--capacity", "1,10,100,1000"], ["--cache", "vllm", "--capacity", "10"]):
+        argv = ["simulate", "tests/fixtures/samples/" + SWE.rsplit("/", 1)[-1], *extra]
+        code, out, _ = run(argv, columns=120)
+        assert code == 0
+        assert_shows(out, documented("docs/methods/cache-models.md", "$ prefixcache " + " ".join(argv)))

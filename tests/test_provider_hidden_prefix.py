@@ -79,3 +79,13 @@ def test_claude_code_later_subagents_get_a_band_that_holds_their_read():
     assert [(c["lagged_cached_tokens"], c["reported_cached_tokens"]) for c in later] == [(0, 11381), (0, 11381)]
     assert all(c["inside_band"] and 280 <= c["expected_cached_tokens"] - 11381 <= 300 for c in later)
     assert [first[f"sidechain-{i}"]["rule"] for i in (1, 2, 3)] == ["simulated"] * 3
+
+
+def test_provider_rules_page_shows_the_unsized_rows():
+    """docs/methods/provider-rules.md "Hidden prefixes at breakpoints": the real lines (COLUMNS=120)."""
+    from tests.test_doc_figures import assert_shows, documented, run
+
+    argv = ["simulate", "tests/fixtures/samples/claude_code_session_v1.0.98_fe5e1c67.jsonl", "--cache", "anthropic"]
+    code, out, _ = run(argv, columns=120)
+    assert code == 0
+    assert_shows(out, documented("docs/methods/provider-rules.md", "$ prefixcache " + " ".join(argv)))
