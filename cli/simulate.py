@@ -109,6 +109,10 @@ def _requests(rep: SimulateReport) -> None:
     print_table(console, t)
 
 
+#: Band column marks by ``CallRow.rule``: the in-thread rule, a hidden prefix of unknown size.
+_MARK = {"in-thread": " ·", "hidden-prefix-unsized": " ?"}
+
+
 def _calls(rep: SimulateReport) -> None:
     a = rep.agreement
     t = _table("predicted vs reported cached tokens", ("session", "record", "prompt", "rep. prompt", "predicted",
@@ -119,7 +123,7 @@ def _calls(rep: SimulateReport) -> None:
         t.add_row(c.session, str(c.record), _n(c.prompt_tokens),
                   "—" if c.reported_prompt_tokens is None else _n(c.reported_prompt_tokens),
                   _n(c.predicted_cached_tokens), _n(c.calibrated_cached_tokens),
-                  band + (" ·" if c.rule == "in-thread" else ""), _n(c.reported_cached_tokens),
+                  band + _MARK.get(c.rule, ""), _n(c.reported_cached_tokens),
                   f"{c.expected_cached_tokens - c.reported_cached_tokens:+,}")
     print_table(console, t)
     console.print(f"provider rule (band: lagged–expected; · = in-thread rule from the previous call's usage): "
@@ -127,6 +131,10 @@ def _calls(rep: SimulateReport) -> None:
                   f"/{a.calls}, reported inside the band {a.inside_band}/{a.calls}; in-thread calls "
                   f"{a.in_thread_exact}/{a.in_thread_calls} exact")
     for c in rep.calls:
+        if c.rule == "hidden-prefix-unsized":
+            console.print(f"record {c.record} (?): reads only the hidden prefix, whose size no earlier call measured "
+                          f"(ours includes unlogged first-turn content): band {_n(c.lagged_cached_tokens)}–"
+                          f"{_n(c.expected_cached_tokens)}, reported {_n(c.reported_cached_tokens)}")
         if c.provider_verdict is not None:
             missed = "" if c.provider_missed_tokens is None else f" ({_n(c.provider_missed_tokens)} tokens missed)"
             ours = f"{c.drift_cause or 'no rule'} at token {_n(c.shared_tokens)}"
@@ -157,9 +165,12 @@ def _money(rep: SimulateReport) -> None:
 
 
 def render(rep: SimulateReport) -> None:
-    """The rich report: results, lost tokens, per request, calls, reported usage, cost, notes."""
+    """The rich report: results, capacity warnings, lost tokens, per request, calls, reported usage,
+    cost, notes."""
     if rep.results:
         _results(rep)
+    for line in rep.warnings:
+        console.print(f"[yellow]warning:[/] {escape(line)}")
     if rep.usage_only_requests:
         what = "nothing to simulate: a cache model needs the prompts" if not rep.results else \
             "left out of the simulation above"

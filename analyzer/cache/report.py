@@ -9,6 +9,7 @@ turn :mod:`.figures` into rows; :mod:`.study` assembles the whole report.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median_low
 from typing import Sequence
 
 from prefixcache.analyzer.cache.figures import (
@@ -77,7 +78,9 @@ class ResultRow:
 class CallRow:
     """One logged call with the provider's reported cached tokens, next to ours: predicted
     (our tokens), calibrated (mapped into the provider's count), and the provider rule's
-    band ``[lagged, expected]`` (``rule``: ``in-thread`` or ``simulated``, :mod:`.provider_rule`);
+    band ``[lagged, expected]`` (``rule``: one of :data:`~.provider_rule.RULES` — ``in-thread``,
+    ``simulated``, or a first call reading only a hidden prefix whose size an earlier call measured,
+    ``hidden-prefix-measured``, or did not, ``hidden-prefix-unsized``: band 0 to our size, :mod:`.provider_rule`);
     next to the provider's own verdict when the log has one (``provider_verdict``: Anthropic
     ``diagnostics`` / OpenAI ``prompt_cache_diagnostics`` reason, ``provider_missed_tokens``
     its estimate), our cause: ``drift_cause`` (lint rule code) and ``shared_tokens`` (the
@@ -200,7 +203,9 @@ class RequestRow:
 @dataclass(frozen=True, slots=True)
 class SimulateReport:
     """The ``simulate --json`` document: one cache, every policy × capacity, the calls
-    predicted vs reported, the provider cost, the log's reported usage."""
+    predicted vs reported, the provider cost, the log's reported usage; ``warnings``: one
+    line per capacity too small for the requests to mean what an engine would do
+    (:func:`capacity_warnings`)."""
 
     cache: str
     block_size: int
@@ -213,6 +218,7 @@ class SimulateReport:
     usage_only_requests: int
     reported: Reported | None
     tokenizers: dict[str, str]
+    warnings: list[str]
     summary: Summary
 
 
@@ -264,7 +270,7 @@ def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int,
     if all(f.reported_cached_tokens is None for f in rows):
         return []  # nothing to compare (block traces): skip the calibration
     cals = [f.cached_tokens if c is None else c for f, c in zip(rows, calibrated_cached(rows, block_size, min_tokens))]
-    got = bands(reqs, cals, rules) if rules is not None and len(reqs) == len(rows) else \
+    got = bands(reqs, cals, rules, [f.cached_tokens for f in rows]) if rules is not None and len(reqs) == len(rows) else \
         [Band(c, c, "simulated") for c in cals]
     verdicts = [r.provider_verdict for r in reqs] if len(reqs) == len(rows) else [None] * len(rows)
     out = []
@@ -324,3 +330,50 @@ def request_row(f: RequestFigures) -> RequestRow:
     return RequestRow(f.order, f.session, f.source, f.record, f.prompt_tokens, f.cached_tokens, f.ideal_tokens,
                       f.blocks_total, f.blocks_hit, f.written_tokens, dict(f.lost), dict(f.segments), f.drift_cause,
                       f.reported_cached_tokens)
+
+
+def capacity_warnings(cache: str, results: Sequence[ResultRow], reqs: Sequence[SimRequest]) -> list[str]:
+    """One line per capacity (first row of each) that cannot hold one request of ``reqs``.
+
+    ``sglang``: pool tokens below a prompt's full pages. SGLang frees whole leaves and a
+    prompt inserted into an empty tree is one leaf, so a pool smaller than every prompt
+    holds nothing between requests (hit 0; ``RadixCache.evict``). ``vllm`` / ``blocks``:
+    pool blocks below a request's blocks (``⌈prompt/block⌉``, a trace's hash ids): an
+    engine cannot schedule a request larger than its pool; the model runs it and keeps
+    what fits. Other caches (providers, llamacpp) and unbounded rows: none."""
+    if cache not in ("sglang", "vllm", "blocks") or not reqs:
+        return []
+    out, seen = [], set()
+    for row in results:
+        if row.capacity_blocks is None or row.capacity in seen:
+            continue
+        seen.add(row.capacity)
+        bs = row.block_size
+        if cache == "sglang":
+            sizes, pool = [r.num_tokens // bs * bs for r in reqs], row.capacity_blocks * bs
+            unit = "token" if pool == 1 else "tokens"
+        else:
+            sizes = [len(r.hashes) if r.hashes is not None else -(-r.num_tokens // bs) for r in reqs]
+            pool = row.capacity_blocks
+            unit = f"{'block' if pool == 1 else 'blocks'} of {bs} tokens"
+        over = sum(n > pool for n in sizes)
+        if over:
+            out.append(_capacity_line(cache, row.capacity, pool, unit, over, sizes))
+    return out
+
+
+def _capacity_line(cache: str, text: str, pool: int, unit: str, over: int, sizes: Sequence[int]) -> str:
+    """The warning for ``--capacity text`` (``pool`` in ``unit``), ``over`` of ``sizes`` larger."""
+    med, top, n = median_low(sizes), max(sizes), len(sizes)
+    head = f"--capacity {text}: {pool:,} {unit}; "
+    if cache == "sglang" and over == n:
+        return (head + f"every prompt is longer (smallest {min(sizes):,}, median {med:,} tokens): SGLang evicts whole "
+                "leaves and a prompt inserted into an empty tree is one leaf, so this cache holds nothing between "
+                "requests and hits 0%")
+    if cache == "sglang":
+        return (head + f"{over} of {n} prompts {'is' if over == 1 else 'are'} longer (median {med:,}, largest "
+                f"{top:,} tokens): SGLang evicts whole leaves, so what of a longer prompt does not fit is dropped "
+                "whole right after it runs: expect far fewer hits than a block cache of the same size")
+    return (head + f"{over} of {n} requests {'is' if over == 1 else 'are'} larger (median {med:,}, largest {top:,} "
+            "blocks): an engine cannot schedule a request larger than its pool; the model runs it anyway and keeps "
+            "only the blocks that fit, so these rows are not an engine's figures")

@@ -20,8 +20,8 @@ from prefixcache.analyzer.cache.figures import RequestFigures, reported_usage
 from prefixcache.analyzer.cache.models import MODELS, CacheSpec
 from prefixcache.analyzer.cache.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.report import (
-    OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, cost, reported_row,
-    offline_bound, request_row, result_row,
+    OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
+    cost, reported_row, offline_bound, request_row, result_row,
 )
 from prefixcache.analyzer.cache.runs import belady_runs, sweep_block_cache, unique_blocks
 from prefixcache.analyzer.cache.simulator import baseline, simulate
@@ -135,6 +135,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage, reqs) if rules else None,
         usage_only_requests=sum(p.usage_only for p in items), reported=reported_row(usage),
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
+        warnings=capacity_warnings(options.cache, results, reqs),
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
     if options.per_request:
         return SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []])
