@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from prefixcache.analyzer.cache.base import hit_cap_tokens
-from prefixcache.analyzer.cache.belady import belady_hits, next_uses
+from prefixcache.analyzer.cache.belady import belady_hits, min_plan
 from prefixcache.analyzer.cache.figures import Levels, RequestFigures, lost_by_cause
 from prefixcache.analyzer.cache.models import CacheSpec, Hit, make_model
 from prefixcache.analyzer.cache.simulator import Baseline, baseline, request_figures, simulate
@@ -77,21 +77,21 @@ def belady_runs(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequenc
                 base: Baseline | None = None, progress: Callable[[int], None] | None = None,
                 drift_causes: Mapping[int, str] | None = None) -> list[BeladyRun]:
     """Belady MIN at each capacity (blocks), pinned and unpinned (:mod:`.belady`); one
-    next-use table and one ideal serve every capacity, and figures are built for the
-    larger variant only. ConfigError unless the cache is ``vllm`` or ``blocks``."""
+    :func:`~.belady.min_plan` and one ideal (the replay with room for every block) serve
+    every capacity, and figures are built for the larger variant only. ConfigError unless
+    the cache is ``vllm`` or ``blocks``."""
     if spec.cache not in ("vllm", "blocks"):
         raise ConfigError("--policy belady works with --cache vllm or blocks")
     block_size = spec.block_size_for(reqs)
     base = base or baseline(reqs)
     ch = chains(reqs, spec, block_size)
-    nexts = next_uses(ch)
-    prof = stack_profile(ch, "head-first")  # at no capacity limit the free order does not matter
-    ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1])
-    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
+    plan = min_plan(ch)
     ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
+    ideal = np.minimum(ntok, belady_hits(ch, sum(plan.distinct), False, plan) * block_size).tolist()  # no eviction
+    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
     out = []
     for c in capacities:
-        hits = [belady_hits(ch, c, pinned, nexts) for pinned in (True, False)]
+        hits = [belady_hits(ch, c, pinned, plan) for pinned in (True, False)]
         cached = [np.minimum(ntok, h * block_size) for h in hits]
         tok = (int(cached[0].sum()), int(cached[1].sum()))
         pick = 1 if tok[1] > tok[0] else 0

@@ -133,7 +133,7 @@ def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-firs
                        np.int64, nreq)[req]
     toks = np.clip(ntok - idx * bsz, 0, bsz)
     capped = idx < maxb
-    flat = _values(reqs, total)
+    flat = chain_values(reqs, total)
     spos = offsets[req] + lens[req] - 1 - idx if free_order == "tail-first" else idx + offsets[req]
     S = np.empty(total, dtype=flat.dtype)
     S[spos] = flat
@@ -145,7 +145,7 @@ def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-firs
     return _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique)
 
 
-def _values(reqs: list[ChainRequest], total: int) -> np.ndarray:
+def chain_values(reqs: list[ChainRequest], total: int) -> np.ndarray:
     """All hashes as one array: uint64 when they fit, else dense ids."""
     try:
         return np.fromiter(chain.from_iterable(r.hashes for r in reqs), np.uint64, total)
