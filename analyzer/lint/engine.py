@@ -15,10 +15,13 @@ Per request ``r`` with ``n`` prompt tokens:
   is what catches a request that returns to an older state: its best match is the
   older request, but the tokens the session computed last were still thrown away.)
   The first request of a session is compared with its best match in another
-  session (PC602 only), when that request is still held: each session's last
-  request and the :data:`OWNERS` most recent others that may still own a prefix
-  (one whose whole prompt a later request extends owns none and is dropped), so
-  memory does not grow with the length of the log.
+  session (PC602 only). Lint holds each session's last request and the
+  :data:`OWNERS` most recent others that may still own a prefix (one whose whole
+  prompt a later request extends owns none and is dropped), and of every other
+  only where its system prompt and tools end and its length (tokens): a pair that
+  differs after them cannot be PC602, so it is judged without the text. Only a
+  best match older than the window that differs inside its system prompt or tools
+  is not compared. Memory so grows by a few ints a request, not by prompts.
 * **Lost-token attribution** (the waterfall): ``n = reusable + lost + new``.
   ``lost = max(0, min(n, len(q)) − p)`` — tokens the session had already computed
   (they lie within the length of ``q``'s prompt) that are not reusable — all
@@ -226,6 +229,9 @@ class Linter:
         #: (what a session's first request is judged against): the ``owners`` most recent.
         self._older: OrderedDict[tuple[str, int], Prepared] = OrderedDict()
         self._dead: set[tuple[str, int]] = set()  # requests that own nothing any more
+        #: Every earlier request that may still own a prefix → (end of its system prompt and tools,
+        #: prompt length), in tokens: enough to judge a first request whose match goes past them.
+        self._ends: dict[tuple[str, int], tuple[int, int]] = {}
         self._last: dict[str, Prepared] = {}
         self._state: dict = {"redact": redact}
         self.total = Waterfall()
@@ -315,6 +321,12 @@ class Linter:
                 lost = max(0, static_end_tokens(p) - shared)
             if shared == len(other.tokens.ids):
                 self._release(owner)
+        elif owner is not None and owner[0] != req.session and owner in self._ends:
+            static_end, length = self._ends[owner]
+            if shared >= static_end:  # the pair differs after the owner's system prompt and tools: no PC602,
+                compared = owner      # the one cross-session rule (classify), so its text is not needed
+                if shared == length:
+                    self._release(owner)
         self._state["shared"] = shared
         singles = [f for rule in self._request_rules for f in rule.check_request(p, self._state)]
         lost_code = findings[0].code if lost and findings else None
@@ -338,6 +350,7 @@ class Linter:
         insert covered every radix node it owned, so it can never be an owner again (a
         session's last request stays in ``_last`` for the session's next break)."""
         self._older.pop(key, None)
+        self._ends.pop(key, None)
         self._dead.add(key)
 
     def _retire(self, prev: Prepared | None) -> None:
@@ -350,6 +363,7 @@ class Linter:
             self._dead.discard(key)
             return
         self._older[key] = prev
+        self._ends[key] = (static_end_tokens(prev), len(prev.tokens.ids))
         while len(self._older) > self.owners:
             self._older.popitem(last=False)
 
