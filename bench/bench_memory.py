@@ -12,7 +12,7 @@ Generates two kinds of input per size and runs ``inspect --json``, ``lint --json
 Usage::
 
     .venv/bin/python bench/bench_memory.py [--sizes 5,50,200,1000] [--kinds agent,mooncake]
-        [--commands inspect,lint,simulate] [--timeout 1800]
+        [--commands inspect,lint,simulate] [--timeout 1800] [--lint-traces]
 
 Sizes are MB of input. ``PREFIXCACHE_CLI`` overrides the command line.
 """
@@ -118,6 +118,8 @@ def main() -> None:
     ap.add_argument("--kinds", default="agent,mooncake")
     ap.add_argument("--commands", default="inspect,lint,simulate")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per command")
+    ap.add_argument("--lint-traces", action="store_true",
+                    help="also lint the Mooncake traces (PC002 by hash chains; its JSON lists every request)")
     opts = ap.parse_args()
     print(f"{'kind':9} {'MB':>6} {'requests':>9} {'command':9} {'exit':>4} {'s':>8} {'MB/s':>7} {'RSS MB':>7}")
     for kind in opts.kinds.split(","):
@@ -127,8 +129,8 @@ def main() -> None:
                 n = (write_agent if kind == "agent" else write_mooncake)(path, mb)
                 real = path.stat().st_size / 1e6
                 for cmd in opts.commands.split(","):
-                    if kind == "mooncake" and cmd == "lint":
-                        continue  # block-hash traces carry no text to lint
+                    if kind == "mooncake" and cmd == "lint" and not opts.lint_traces:
+                        continue  # no text: lint judges only the hash chains (--lint-traces)
                     code, secs, rss = run([cmd, str(path), "--json"], opts.timeout)
                     print(f"{kind:9} {real:6.0f} {n:9,} {cmd:9} {code:>4} {secs:8.1f} {real / secs:7.2f} {rss:7.0f}",
                           flush=True)

@@ -97,14 +97,25 @@ def test_lru_evicts_the_least_recent_leaf_and_reports_it():
     assert mru.longest((1, 2, 3, 4)).length == 0 and mru.longest((5, 6, 7, 8)).length == 4
 
 
-def test_edges_are_slices_of_the_inserted_sequences():
+def test_edges_store_each_token_once():
     base = tuple(range(1000))
     tree = RadixTree(cap_last_token=False)
     tree.insert(base, 0.0, owner="a")
     tree.insert(base[:400] + (-1,) * 10, 1.0, owner="b")
-    for node in (n for n in _nodes(tree) if n is not tree.root):
-        assert node.src is base or node.src[-1] == -1  # a reference, never a copy
-    assert tree.longest(base[:500]).owner == "a" and tree.longest(base[:300]).owner == "b"
+    tree.insert(base + (7,) * 5, 2.0, owner="c")  # extends the first: only the 5 new tokens are stored
+    stores = {id(n.src): len(n.src) for n in _nodes(tree) if n is not tree.root}
+    assert sum(stores.values()) == 1000 + 10 + 5  # a leaf keeps its own tokens, a split shares its child's
+    assert tree.longest(base[:500]).owner == "c" and tree.longest(base[:300]).owner == "c"
+    assert tree.longest(base[:400] + (-1,)).owner == "b"
+
+
+def test_compact_arrays_are_stored_as_they_are():
+    from array import array
+
+    tree = RadixTree(cap_last_token=False)
+    tree.insert(array("I", range(100)), 0.0, owner="a")
+    assert tree.longest(array("I", range(50)) + array("I", [7])).length == 50
+    assert all(isinstance(n.src, array) for n in _nodes(tree) if n is not tree.root)
 
 
 def _nodes(tree):

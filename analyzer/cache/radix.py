@@ -29,8 +29,12 @@ simulator's ideal baseline and the SGLang cache model.
   whose prompt covers its whole edge; :meth:`~RadixTree.longest` returns the longest
   stored prefix and its owner (what lint reports as ``shared_with``).
 
-Memory: an edge is a slice ``src[lo:hi]`` of an inserted sequence (a reference,
-never a copy; lists are frozen into tuples once). A lookup or insert costs O(n)
+Memory: an edge is a slice ``src[lo:hi]`` of a stored sequence: a new leaf stores a
+copy of only its own tokens (never the whole inserted prompt, so the tree holds each
+distinct token once, not every prompt that reached it), and a split shares its
+child's storage. Tuples and compact arrays (``array('I')`` / ``array('q')``,
+:func:`~prefixcache.analyzer.model.compact_ids`) are kept as they are; other
+sequences are frozen into tuples once. One tree should be fed one kind. A lookup or insert costs O(n)
 token comparisons: tuple slice compares in C (:func:`~prefixcache.analyzer.sequence.common_prefix_len`)
 with a binary search only on the one mismatching edge. ``now`` is the logical clock.
 """
@@ -38,6 +42,7 @@ with a binary search only on the one mismatching edge. ``now`` is the logical cl
 from __future__ import annotations
 
 import heapq
+from array import array
 from dataclasses import dataclass
 from typing import Hashable, Iterator, Sequence
 
@@ -83,8 +88,8 @@ class PrefixMatch:
 
 
 def _frozen(tokens: Sequence[int]) -> Sequence[int]:
-    """``tokens`` as a tuple the tree may keep a reference to (slice compares need one type)."""
-    return tokens if isinstance(tokens, tuple) else tuple(tokens)
+    """``tokens`` as a tuple or compact array the tree may slice (slice compares need one type)."""
+    return tokens if isinstance(tokens, (tuple, array)) else tuple(tokens)
 
 
 class RadixTree:
@@ -180,7 +185,7 @@ class RadixTree:
         if matched < lim:
             parent = path[-1] if path else self.root
             self._ids += 1
-            leaf = _Node(tokens, matched, lim, parent, now, self._ids, owner)
+            leaf = _Node(tokens[matched:lim], 0, lim - matched, parent, now, self._ids, owner)
             parent.children[self._key(tokens, matched)] = leaf
             self.size_tokens += lim - matched
             path.append(leaf)

@@ -13,20 +13,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import IO, Callable, Sequence
+from typing import IO, Callable, Iterator, Sequence
 from urllib.parse import quote
 
 from prefixcache import __version__
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.config import LintConfig
-from prefixcache.analyzer.lint.document import LintReport, lint_summary, request_row, session_figures
+from prefixcache.analyzer.lint.document import LintReport, json_chunks, lint_summary, request_row, session_figures
 from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, select_rules
+from prefixcache.analyzer.lint.order import RESTART, arrival_stream
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.prepare.inspect import check_specs, skipped_records, tokenizer_notes
-from prefixcache.analyzer.sequence import arrival_order
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/prefixcache/prefixcache"
@@ -96,6 +96,16 @@ class LintRun:
             requests=[request_row(r) for r in self.results], findings=findings,
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
         )
+
+    def json_chunks(self) -> Iterator[bytes]:
+        """``--format json`` (``orjson.dumps(run.report(), option=OPT_INDENT_2)``) as byte chunks,
+        rows serialized one at a time: the document is never held whole."""
+        head = LintReport(
+            summary=lint_summary(self.total, len(self.sessions), self.block_size, list(self.findings)),
+            sessions=[session_figures(name, w) for name, w in self.sessions.items()], requests=[], findings=[],
+            skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
+        )
+        return json_chunks(head, (request_row(r) for r in self.results), self.findings)
 
     def as_sarif(self) -> dict:
         """SARIF 2.1.0: one rule per code (with its documentation), one result per finding.
@@ -225,7 +235,9 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     (:func:`~prefixcache.analyzer.sequence.arrival_order`: by logged time across all
     files, stable; input order when any request has no time), the order ``simulate``
     and ``replay`` use, so an earlier request is never credited with reusing a later
-    one's tokens. Results and findings are listed in input order.
+    one's tokens. Results and findings are listed in input order. The order is streamed
+    (:func:`~prefixcache.analyzer.lint.order.arrival_stream`): requests are not held,
+    and a log whose times go backwards is read twice.
 
     ``input_format`` is the log reader (``auto`` = detect per file); ``stdin`` what ``-``
     reads (default the process's stdin); ``on_request`` is called after each request (a
@@ -238,17 +250,25 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     except KeyError as exc:
         raise ConfigError(f"--select/--ignore: {exc.args[0]}") from None
     check_specs(cfg.template, cfg.tokenizer)
-    linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity)
     ingest = Ingest(paths, format=input_format, stdin=stdin)
-    preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)
-    requests = list(ingest)
-    results: list[RequestResult | None] = [None] * len(requests)
-    for _, (pos, request) in arrival_order(enumerate(requests), lambda item: item[1].timestamp):
+    linter, preparer, results = _start(cfg, rules)
+    for pos, request in arrival_stream(ingest, lambda r: r.timestamp):
+        if pos == RESTART or request is None:  # times went backwards: lint afresh in sorted order
+            linter, preparer, results = _start(cfg, rules)
+            continue
         results[pos] = linter.feed(preparer.prepare(request))
         if on_request is not None:
             on_request()
     summary = ingest.summary
-    done = tuple(r for r in results if r is not None)
+    done = tuple(results[pos] for pos in sorted(results))
     findings = tuple(f for r in done for f in r.findings)
     return LintRun(cfg, done, findings, linter.total, linter.sessions, summary.skipped, summary.files,
                    preparer.notes)
+
+
+def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, dict[int, RequestResult]]:
+    """A fresh linter, preparer and result table (input position → result)."""
+    preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)
+    linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity,
+                    render=lambda r: preparer.pipeline(r.model).renderer.render(r))
+    return linter, preparer, {}
