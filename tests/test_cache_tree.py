@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -97,14 +98,25 @@ def test_lru_evicts_the_least_recent_leaf_and_reports_it():
     assert mru.longest((1, 2, 3, 4)).length == 0 and mru.longest((5, 6, 7, 8)).length == 4
 
 
-def test_edges_are_slices_of_the_inserted_sequences():
+def test_edges_hold_each_distinct_token_once_in_compact_arrays():
     base = tuple(range(1000))
     tree = RadixTree(cap_last_token=False)
     tree.insert(base, 0.0, owner="a")
-    tree.insert(base[:400] + (-1,) * 10, 1.0, owner="b")
-    for node in (n for n in _nodes(tree) if n is not tree.root):
-        assert node.src is base or node.src[-1] == -1  # a reference, never a copy
+    tree.insert(base[:400] + (7,) * 10, 1.0, owner="b")
+    nodes = [n for n in _nodes(tree) if n is not tree.root]
+    stores = {id(n.src): n.src for n in nodes}  # a split shares its child's storage
+    assert sum(len(s) for s in stores.values()) == 1010  # only the new tokens are copied, never the whole prompt
+    assert all(isinstance(s, array) and s.itemsize == 4 for s in stores.values())
     assert tree.longest(base[:500]).owner == "a" and tree.longest(base[:300]).owner == "b"
+
+
+def test_ids_that_do_not_fit_widen_the_tree():
+    tree = RadixTree(cap_last_token=False)
+    tree.insert((1, 2, 3), 0.0, owner="a")
+    tree.insert((1, 2, -5), 1.0, owner="b")  # negative: int64 storage
+    tree.insert((1, 2, 2 ** 70), 2.0, owner="c")  # beyond int64: tuples
+    assert [tree.longest(t).owner for t in ((1, 2, 3), (1, 2, -5), (1, 2, 2 ** 70))] == ["a", "b", "c"]
+    assert tree.longest((1, 2, 9)).length == 2
 
 
 def _nodes(tree):

@@ -23,7 +23,6 @@ vLLM's (they differ even between vLLM runs unless ``PYTHONHASHSEED`` is fixed).
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Mapping
 from typing import Sequence
 
@@ -33,6 +32,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.cache.base import (
     DEFAULT_BLOCK_SIZE, BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens,
 )
+from prefixcache.analyzer.cache.compact import Shared, int64_bytes
 from prefixcache.analyzer.cache.eviction import make_policy
 
 #: Seed of the first block's parent (vLLM's ``NONE_HASH`` analogue).
@@ -61,7 +61,7 @@ def hash_blocks(tokens: Sequence[int], block_size: int,
         raise ConfigError(f"block size must be positive, got {block_size}")
     per_block = extra_keys if isinstance(extra_keys, Mapping) else None
     h = parent if parent is not None else chain_seed(None if per_block is not None else extra_keys)
-    data = memoryview(array("q", tokens)).cast("B")
+    data = int64_bytes(tokens)
     step = block_size * 8
     out: list[BlockHash] = []
     append = out.append
@@ -113,10 +113,10 @@ class BlockHashCache:
         """Full-block hashes of ``tokens`` (memoized for the last tuple seen, so a
         ``match`` then ``insert`` of one prompt hashes it once; lists are rehashed
         since they may change in place)."""
-        if isinstance(tokens, tuple) and self._memo[0] is tokens:
+        if isinstance(tokens, (tuple, Shared)) and self._memo[0] is tokens:
             return self._memo[1]
         hashes = hash_blocks(tokens, self.block_size, self.extra_keys)
-        if isinstance(tokens, tuple):
+        if isinstance(tokens, (tuple, Shared)):
             self._memo = (tokens, hashes)
         return hashes
 

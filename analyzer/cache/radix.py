@@ -29,15 +29,18 @@ simulator's ideal baseline and the SGLang cache model.
   whose prompt covers its whole edge; :meth:`~RadixTree.longest` returns the longest
   stored prefix and its owner (what lint reports as ``shared_with``).
 
-Memory: an edge is a slice ``src[lo:hi]`` of an inserted sequence (a reference,
-never a copy; lists are frozen into tuples once). A lookup or insert costs O(n)
-token comparisons: tuple slice compares in C (:func:`~prefixcache.analyzer.sequence.common_prefix_len`)
+Memory: a new leaf's edge is a compact copy of the tokens it adds (an ``array('I')``,
+4 bytes per token; ``'q'`` once an id does not fit 32 bits, tuples once one does not
+fit 64), never a reference to the whole inserted sequence; a split shares its
+child's storage. So the tree holds each distinct token once. A lookup or insert costs O(n)
+token comparisons: array slice compares in C (:func:`~prefixcache.analyzer.sequence.common_prefix_len`)
 with a binary search only on the one mismatching edge. ``now`` is the logical clock.
 """
 
 from __future__ import annotations
 
 import heapq
+from array import array
 from dataclasses import dataclass
 from typing import Hashable, Iterator, Sequence
 
@@ -82,9 +85,19 @@ class PrefixMatch:
     owner: Hashable | None
 
 
-def _frozen(tokens: Sequence[int]) -> Sequence[int]:
-    """``tokens`` as a tuple the tree may keep a reference to (slice compares need one type)."""
-    return tokens if isinstance(tokens, tuple) else tuple(tokens)
+#: Storage kinds of a tree's edges, narrowest first (slice compares need one kind per tree).
+_KINDS = ("I", "q", tuple)
+
+
+def _as_kind(tokens: Sequence[int], kind) -> Sequence[int]:
+    """``tokens`` in storage ``kind`` (a copy unless already of it); OverflowError if an id does not fit."""
+    if kind is tuple:
+        return tokens if isinstance(tokens, tuple) else tuple(tokens)
+    if isinstance(tokens, array) and tokens.typecode == kind:
+        return tokens
+    if hasattr(tokens, "tolist"):  # numpy: element iteration would be slow
+        tokens = tokens.tolist()
+    return array(kind, tokens)
 
 
 class RadixTree:
@@ -108,9 +121,30 @@ class RadixTree:
         self.policy = policy
         self.cap_last_token = cap_last_token
         self._order = ORDERS[policy]
+        self._kind = _KINDS[0]
         self._ids = 0
         self.root = _Node((), 0, 0, None, 0.0, 0)
         self.size_tokens = 0
+
+    def _frozen(self, tokens: Sequence[int]) -> Sequence[int]:
+        """``tokens`` in the tree's storage kind, widening the tree (every edge converted)
+        when an id does not fit it."""
+        while True:
+            try:
+                return _as_kind(tokens, self._kind)
+            except (OverflowError, TypeError):
+                if self._kind is tuple:
+                    raise
+                self._kind = _KINDS[_KINDS.index(self._kind) + 1]
+                for node in self._nodes():
+                    node.src = _as_kind(node.src, self._kind)
+
+    def _nodes(self) -> Iterator[_Node]:
+        stack = list(self.root.children.values())
+        while stack:
+            n = stack.pop()
+            stack.extend(n.children.values())
+            yield n
 
     def _key(self, src: Sequence[int], at: int):
         return src[at] if self.block_size == 1 else tuple(src[at:at + self.block_size])
@@ -141,13 +175,13 @@ class RadixTree:
 
     def match(self, tokens: Sequence[int], now: float = 0.0) -> MatchResult:
         """Cached prefix (block-aligned, ≤ n−1 with the cap); read-only: no split, no refresh."""
-        tokens = _frozen(tokens)
+        tokens = self._frozen(tokens)
         path, matched, _ = self._walk(tokens, hit_cap_tokens(len(tokens), self.block_size, self.cap_last_token))
         return MatchResult(matched, tuple(BlockHash(n.id) for n in path))
 
     def longest(self, tokens: Sequence[int]) -> PrefixMatch:
         """Longest stored prefix of ``tokens`` with no cap (block-aligned) and its owner."""
-        tokens = _frozen(tokens)
+        tokens = self._frozen(tokens)
         path, matched, _ = self._walk(tokens, len(tokens) // self.block_size * self.block_size)
         return PrefixMatch(matched, path[-1].owner if path else None)
 
@@ -158,12 +192,12 @@ class RadixTree:
     def insert(self, tokens: Sequence[int], now: float = 0.0, owner: Hashable | None = None) -> InsertResult:
         """Insert every full block of ``tokens`` (under ``owner``, when given); refresh and
         bump the reused path; evict to capacity."""
-        return self._insert(_frozen(tokens), now, owner)[1]
+        return self._insert(self._frozen(tokens), now, owner)[1]
 
     def share(self, tokens: Sequence[int], owner: Hashable | None, now: float = 0.0) -> PrefixMatch:
         """:meth:`longest` as it was *before* inserting ``tokens`` under ``owner`` (so a
         request never matches itself), then the insert: one walk for both."""
-        return self._insert(_frozen(tokens), now, owner)[0]
+        return self._insert(self._frozen(tokens), now, owner)[0]
 
     def _insert(self, tokens: Sequence[int], now: float, owner: Hashable | None) -> tuple[PrefixMatch, InsertResult]:
         lim = len(tokens) // self.block_size * self.block_size
@@ -180,8 +214,8 @@ class RadixTree:
         if matched < lim:
             parent = path[-1] if path else self.root
             self._ids += 1
-            leaf = _Node(tokens, matched, lim, parent, now, self._ids, owner)
-            parent.children[self._key(tokens, matched)] = leaf
+            leaf = _Node(tokens[matched:lim], 0, lim - matched, parent, now, self._ids, owner)  # a copy: the new tokens
+            parent.children[self._key(leaf.src, 0)] = leaf
             self.size_tokens += lim - matched
             path.append(leaf)
             new = (BlockHash(leaf.id),)
@@ -192,7 +226,7 @@ class RadixTree:
     def serve(self, tokens: Sequence[int], now: float = 0.0) -> tuple[int, InsertResult]:
         """One request through SGLang's life cycle (module docstring): ``(cached tokens,
         the insert's effect)``; ``evicted`` lists every leaf freed, allocation first."""
-        tokens = _frozen(tokens)
+        tokens = self._frozen(tokens)
         n = len(tokens)
         path, matched, used = self._walk(tokens, hit_cap_tokens(n, self.block_size, self.cap_last_token))
         if path and used < path[-1].hi - path[-1].lo:
