@@ -26,8 +26,9 @@ Conventions
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 
@@ -250,17 +251,35 @@ class RenderedPrompt:
     opaque_prefix_tokens: int = 0
 
 
+def compact_ids(ids: Iterable[int]) -> array:
+    """Token ids as a compact array: ``array('I')`` (unsigned 32-bit, 4 bytes a token)
+    when every id fits, else ``array('q')`` (signed 64-bit: hidden-prefix pseudo-ids are
+    negative). An array of either kind is returned as it is. Arrays compare with ``==``
+    and slice like tuples (and compare equal across the two kinds), but never equal a
+    tuple or list: keep one kind per comparison (``tuple(ids)`` where a tuple is needed).
+    """
+    if isinstance(ids, array) and ids.typecode in ("I", "q"):
+        return ids
+    values = ids if isinstance(ids, (list, tuple)) else list(ids)
+    try:
+        return array("I", values)
+    except OverflowError:
+        return array("q", values)
+
+
 @dataclass(frozen=True, slots=True)
 class TokenizedPrompt:
     """Token ids of a rendered prompt, with segment spans in token offsets.
 
-    When the request has a hidden prefix (``opaque_prefix_tokens`` > 0), ``ids``
-    starts with that many pseudo-token ids (negative ints, stable for the same
-    hidden prefix key) so prefix and cache models treat it as shared content.
-    ``exact`` is False when the tokenizer or the layout is approximate.
+    ``ids`` is a compact array (:func:`compact_ids`): ``array('I')``, 4 bytes a token,
+    or ``array('q')`` (8 bytes) when it holds pseudo-token ids. When the request has a
+    hidden prefix (``opaque_prefix_tokens`` > 0), ``ids`` starts with that many
+    pseudo-token ids (negative ints, stable for the same hidden prefix key) so prefix
+    and cache models treat it as shared content. ``exact`` is False when the tokenizer
+    or the layout is approximate.
     """
 
-    ids: tuple[int, ...]
+    ids: Sequence[int]
     segments: tuple[Segment, ...]
     tokenizer: str
     exact: bool = True

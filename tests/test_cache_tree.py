@@ -110,6 +110,25 @@ def test_edges_hold_each_distinct_token_once_in_compact_arrays():
     assert tree.longest(base[:500]).owner == "a" and tree.longest(base[:300]).owner == "b"
 
 
+def test_edges_store_each_token_once():
+    base = tuple(range(1000))
+    tree = RadixTree(cap_last_token=False)
+    tree.insert(base, 0.0, owner="a")
+    tree.insert(base[:400] + (-1,) * 10, 1.0, owner="b")
+    tree.insert(base + (7,) * 5, 2.0, owner="c")  # extends the first: only the 5 new tokens are stored
+    stores = {id(n.src): len(n.src) for n in _nodes(tree) if n is not tree.root}
+    assert sum(stores.values()) == 1000 + 10 + 5  # a leaf keeps its own tokens, a split shares its child's
+    assert tree.longest(base[:500]).owner == "c" and tree.longest(base[:300]).owner == "c"
+    assert tree.longest(base[:400] + (-1,)).owner == "b"
+
+
+def test_compact_arrays_are_stored_as_they_are():
+    tree = RadixTree(cap_last_token=False)
+    tree.insert(array("I", range(100)), 0.0, owner="a")
+    assert tree.longest(array("I", range(50)) + array("I", [7])).length == 50
+    assert all(isinstance(n.src, array) for n in _nodes(tree) if n is not tree.root)
+
+
 def test_ids_that_do_not_fit_widen_the_tree():
     tree = RadixTree(cap_last_token=False)
     tree.insert((1, 2, 3), 0.0, owner="a")

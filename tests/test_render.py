@@ -144,7 +144,7 @@ def test_claude_code_opaque_prefix() -> None:
         assert tp.segments[0].kind == "opaque" and tp.segments[0].end == hidden == tp.opaque_prefix_tokens
         assert all(i < 0 for i in tp.ids[:hidden]) and all(i >= 0 for i in tp.ids[hidden:])
         assert not tp.exact
-        firsts.append((req.extra["opaque_prefix_key"], tp.ids[:1000]))
+        firsts.append((req.extra["opaque_prefix_key"], tuple(tp.ids[:1000])))
     assert len({k for k, _ in firsts}) == 2 and len(set(firsts)) == 2  # same key <=> same pseudo ids
     # the same result without re-encoding, for a pipeline that learns the length after tokenizing
     plain = SessionTokenizer(pipe.tokenizer).tokenize(rp, req.session)

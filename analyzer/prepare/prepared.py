@@ -2,8 +2,11 @@
 
 One :class:`~prefixcache.analyzer.prepare.resolve.Pipeline` (renderer + tokenizer) is resolved
 per logged model name, lazily; one incremental
-:class:`~prefixcache.analyzer.tokenize.SessionTokenizer` is kept per (pipeline,
-session), so each session's requests are tokenized incrementally. Block-hash trace
+:class:`~prefixcache.analyzer.tokenize.SessionTokenizer` is kept per pipeline, holding
+the last prompt of its most recent sessions (at most ``max_sessions``, least recently
+used dropped: a dropped session's next prompt is encoded in full, to the same ids), so
+each session's requests are tokenized incrementally and memory does not grow with the
+number of sessions. Token ids are compact arrays (4 bytes a token). Block-hash trace
 requests pass through untouched (they have no text).
 """
 
@@ -64,7 +67,7 @@ class Preparer:
         self.template = template
         self.tokenizer = tokenizer
         self._pipelines: dict[str | None, Pipeline] = {}
-        self._sessions: dict[tuple[int, str], SessionTokenizer] = {}
+        self._sessions: dict[int, SessionTokenizer] = {}
         self._opaque: dict[str, int] = {}
 
     def pipeline(self, model: str | None) -> Pipeline:
@@ -84,10 +87,9 @@ class Preparer:
             return Prepared(request, None, None)
         pipe = self.pipeline(request.model)
         rendered = pipe.renderer.render(request)
-        key = (id(pipe), request.session)
-        session_tok = self._sessions.get(key)
+        session_tok = self._sessions.get(id(pipe))
         if session_tok is None:
-            session_tok = self._sessions[key] = SessionTokenizer(pipe.tokenizer)
+            session_tok = self._sessions[id(pipe)] = SessionTokenizer(pipe.tokenizer)
         key = str(request.extra.get("opaque_prefix_key", ""))
         tokens = session_tok.tokenize(rendered, request.session, key=key)
         if key and not request.opaque_prefix_tokens:

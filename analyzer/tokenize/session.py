@@ -17,12 +17,13 @@ models see the hidden prefixes of one deployment as shared content.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
-from prefixcache.analyzer.model import RenderedPrompt, Segment, TokenizedPrompt
+from prefixcache.analyzer.model import RenderedPrompt, Segment, TokenizedPrompt, compact_ids
 from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.tokenize.backends import Tokenizer
 
@@ -30,9 +31,13 @@ from prefixcache.analyzer.tokenize.backends import Tokenizer
 @dataclass(slots=True)
 class _State:
     text: str
-    ids: list[int]
-    arr: np.ndarray  # the same ids, int64
+    ids: array  # compact ids (:func:`compact_ids`), shared with the TokenizedPrompt returned
     starts: np.ndarray  # int64, start char of each token
+
+    @property
+    def arr(self) -> np.ndarray:
+        """The ids as a numpy view (no copy)."""
+        return np.frombuffer(self.ids, dtype=np.uint32 if self.ids.typecode == "I" else np.int64)
 
 
 def pseudo_ids(key: str, n: int) -> list[int]:
@@ -61,13 +66,13 @@ def with_opaque_prefix(tokens: TokenizedPrompt, n: int, key: str) -> TokenizedPr
     Replaces any hidden prefix ``tokens`` already had. ``exact`` becomes False.
     """
     old = tokens.opaque_prefix_tokens
-    body, segs = tokens.ids[old:], tokens.segments[1:] if old else tokens.segments
+    body, segs = compact_ids(tokens.ids)[old:], tokens.segments[1:] if old else tokens.segments
     if n <= 0:
         shifted = tuple(Segment(s.kind, s.label, s.start - old, s.end - old, s.ref) for s in segs)
-        return TokenizedPrompt(body, shifted, tokens.tokenizer, tokens.exact, 0)
+        return TokenizedPrompt(compact_ids(body.tolist()), shifted, tokens.tokenizer, tokens.exact, 0)
     shifted = tuple(Segment(s.kind, s.label, s.start - old + n, s.end - old + n, s.ref) for s in segs)
-    return TokenizedPrompt(tuple(pseudo_ids(key, n)) + body, (Segment("opaque", "opaque_prefix", 0, n),) + shifted,
-                           tokens.tokenizer, False, n)
+    return TokenizedPrompt(array("q", pseudo_ids(key, n) + body.tolist()),
+                           (Segment("opaque", "opaque_prefix", 0, n),) + shifted, tokens.tokenizer, False, n)
 
 
 class SessionTokenizer:
@@ -98,15 +103,16 @@ class SessionTokenizer:
         segs = map_segments(rendered.segments, starts, len(text), offset=n_op)
         if n_op:
             segs = (Segment("opaque", "opaque_prefix", 0, n_op),) + segs
-            all_ids = tuple(pseudo_ids(key or session, n_op) + ids)
+            all_ids = array("q", pseudo_ids(key or session, n_op) + ids.tolist())
         else:
-            all_ids = tuple(ids)
+            all_ids = ids
         return TokenizedPrompt(
             ids=all_ids, segments=segs, tokenizer=self.tokenizer.name,
             exact=bool(self.tokenizer.exact and rendered.exact), opaque_prefix_tokens=n_op,
         )
 
-    def _encode(self, text: str, session: str) -> tuple[list[int], np.ndarray]:
+    def _encode(self, text: str, session: str) -> tuple[array, np.ndarray]:
+        """Compact ids (:func:`compact_ids`) and int64 start chars of ``text``."""
         tok = self.tokenizer
         prev = self._states.get(session) if self.incremental else None
         seam = None
@@ -116,20 +122,19 @@ class SessionTokenizer:
                 seam = tok.last_seam(prev.text, prev.arr, prev.starts, limit - tok.margin)
         if seam is not None:
             new_ids, new_starts = tok.encode_with_offsets(text[seam.char:])
-            ids = prev.ids[: seam.token] + new_ids
-            arr = np.concatenate((prev.arr[: seam.token], np.asarray(new_ids, dtype=np.int64)))
+            ids = _joined(prev.ids[: seam.token], new_ids)
             starts = np.concatenate((prev.starts[: seam.token], np.asarray(new_starts, dtype=np.int64) + seam.char))
             self.stats["incremental"] += 1
             self.stats["reused_tokens"] += seam.token
             self.stats["encoded_tokens"] += len(new_ids)
         else:
-            ids, starts = tok.encode_with_offsets(text)
-            arr = np.asarray(ids, dtype=np.int64)
+            raw, starts = tok.encode_with_offsets(text)
+            ids = compact_ids(raw)
             starts = np.asarray(starts, dtype=np.int64)
             self.stats["full"] += 1
             self.stats["encoded_tokens"] += len(ids)
         if self.incremental:
-            self._states[session] = _State(text, ids, arr, starts)
+            self._states[session] = _State(text, ids, starts)
             self._states.move_to_end(session)
             while len(self._states) > self.max_sessions:
                 self._states.popitem(last=False)
@@ -138,6 +143,14 @@ class SessionTokenizer:
     def forget(self, session: str) -> None:
         """Drop a session's state (e.g. when it ends)."""
         self._states.pop(session, None)
+
+
+def _joined(head: array, tail: list[int]) -> array:
+    """``head`` followed by ``tail``, one compact array (the wider kind when needed)."""
+    more = compact_ids(tail)
+    if more.typecode != head.typecode:
+        return array("q", head.tolist() + tail)
+    return head + more
 
 
 def map_segments(segments: tuple[Segment, ...], starts: np.ndarray, n_chars: int, offset: int = 0) -> tuple[Segment, ...]:
