@@ -19,7 +19,6 @@ subclasses: ConfigError for bad options, InputError for unreadable inputs.
 from __future__ import annotations
 
 import os
-import stat
 from typing import Callable, Sequence
 
 from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
@@ -111,7 +110,7 @@ def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prep
         return ingest, preparer, items, reqs, {}
     if hold or not stream.in_input_order:
         lint = DriftCauses()
-        again = held or (Preparer(template=options.template, tokenizer=options.tokenizer).prepare(r) for r in ingest)
+        again = held or map(Preparer(template=options.template, tokenizer=options.tokenizer).prepare, ingest)
         for _, p in arrival_order(again, lambda p: p.request.timestamp):
             if (lint := _fed(lint, p)) is None:
                 break
@@ -129,5 +128,4 @@ def _fed(lint: DriftCauses, p) -> DriftCauses | None:
 
 def _rereadable(ingest: Ingest) -> bool:
     """True when every input of ``ingest`` is a regular file (a second pass reads the same)."""
-    return all(s.name != "-" and os.path.isfile(s.name) and not stat.S_ISFIFO(os.stat(s.name).st_mode)
-               for s in ingest.sources)
+    return all(s.name != "-" and os.path.isfile(s.name) for s in ingest.sources)
