@@ -19,6 +19,7 @@ request at a time; the prepared request itself need not be kept).
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -44,7 +45,8 @@ class SimRequest:
     ``tokens`` for log prompts, ``hashes`` + ``block_size`` (the trace's block size,
     tokens) for block traces (any ``Sequence[int]``; :class:`SimStream` gives
     :class:`~.compact.Shared` ones); ``spans``: ``(group, start, end)`` token spans for hit
-    attribution; ``boundaries``: content-block ends (tokens); ``breakpoints``:
+    attribution (contiguous runs of a group joined); ``boundaries``: content-block ends (tokens, ascending;
+    compact arrays from :class:`SimStream`); ``breakpoints``:
     Anthropic marks (automatic mode — end of the system/tools prefix and end of
     prompt — when the log has none); ``salt``: vLLM ``cache_salt`` namespace, if
     logged; ``hidden_tokens``: size of a prefix the log lacks and the prompt does not
@@ -76,14 +78,14 @@ class SimRequest:
     hashes: Sequence[int] | None = None
     block_size: int = 0
     spans: tuple[tuple[str, int, int], ...] = ()
-    boundaries: tuple[int, ...] = ()
+    boundaries: Sequence[int] = ()
     breakpoints: tuple[Breakpoint, ...] = ()
     salt: str | None = None
     hidden_tokens: int = 0
     reported_prompt: int | None = None
     reported_cached: int | None = None
     exact: bool = True
-    reply_ends: tuple[int, ...] = ()
+    reply_ends: Sequence[int] = ()
     sent: float | None = None
     reported_output: int | None = None
     reported_write: int | None = None
@@ -174,8 +176,8 @@ def _sim_request(p, tokens: Sequence[int] | None, hashes: Sequence[int] | None) 
         hidden = max(0, u.prompt_tokens - len(p.tokens.ids))
     return SimRequest(
         num_tokens=len(p.tokens.ids), tokens=tokens,
-        spans=tuple((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
-        boundaries=tuple(sorted({s.end for s in segs if s.kind in _CONTENT})),
+        spans=_spans((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
+        boundaries=array("I", sorted({s.end for s in segs if s.kind in _CONTENT})),
         breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
         exact=bool(p.tokens.exact), reply_ends=_reply_ends(r, segs),
         implicit_breakpoint=_cache_mode(r) != "explicit", provider_verdict=_verdict(r), **common)
@@ -243,10 +245,22 @@ class SimStream:
         return out
 
 
-def _reply_ends(req: Request, segments) -> tuple[int, ...]:
-    """End (tokens) of each assistant message's span, ascending."""
-    return tuple(sorted({s.end for s in segments if s.kind == "message" and 0 <= s.ref < len(req.messages)
-                         and req.messages[s.ref].role == "assistant"}))
+def _spans(spans: Iterable[tuple[str, int, int]]) -> tuple[tuple[str, int, int], ...]:
+    """``(group, start, end)`` spans with contiguous runs of one group joined (hit attribution
+    per group is the same; a long history is one span, not one per message)."""
+    out: list[tuple[str, int, int]] = []
+    for g, a, b in spans:
+        if out and out[-1][0] == g and out[-1][2] == a and a <= b:
+            out[-1] = (g, out[-1][1], b)
+        else:
+            out.append((g, a, b))
+    return tuple(out)
+
+
+def _reply_ends(req: Request, segments) -> Sequence[int]:
+    """End (tokens) of each assistant message's span, ascending (a compact array)."""
+    return array("I", sorted({s.end for s in segments if s.kind == "message" and 0 <= s.ref < len(req.messages)
+                              and req.messages[s.ref].role == "assistant"}))
 
 
 def to_sim_requests(items: Iterable) -> list[SimRequest]:
