@@ -15,7 +15,10 @@ Per request ``r`` with ``n`` prompt tokens:
   is what catches a request that returns to an older state: its best match is the
   older request, but the tokens the session computed last were still thrown away.)
   The first request of a session is compared with its best match in another
-  session (PC602 only).
+  session (PC602 only), when that request is still held: each session's last
+  request and the :data:`OWNERS` most recent others that may still own a prefix
+  (one whose whole prompt a later request extends owns none and is dropped), so
+  memory does not grow with the length of the log.
 * **Lost-token attribution** (the waterfall): ``n = reusable + lost + new``.
   ``lost = max(0, min(n, len(q)) − p)`` — tokens the session had already computed
   (they lie within the length of ``q``'s prompt) that are not reusable — all
@@ -40,7 +43,7 @@ Per request ``r`` with ``n`` prompt tokens:
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -55,7 +58,12 @@ from prefixcache.analyzer.lint.rules.control import advice, control_of
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, trace_break
-from prefixcache.analyzer.model import BlockTrace
+from prefixcache.analyzer.model import BlockTrace, compact_ids
+
+
+#: How many earlier requests (besides each session's last) lint keeps to judge a session's first
+#: request against its best match (PC602); an older best match is not compared.
+OWNERS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +203,7 @@ class Linter:
     """
 
     def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE, rules: Sequence[Rule] = RULES, redact: bool = False,
-                 severity: Mapping[str, str] | None = None) -> None:
+                 severity: Mapping[str, str] | None = None, owners: int = OWNERS) -> None:
         if block_size < 1:
             raise ValueError(f"block size must be >= 1, got {block_size}")
         self.block_size = block_size
@@ -209,7 +217,11 @@ class Linter:
         self._traces = PrefixIndex()
         self._trace_sessions = TraceSessions()
         self._trace_last: dict[str, tuple[int, BlockTrace]] = {}
-        self._seen: dict[tuple[str, int], Prepared] = {}
+        self.owners = owners
+        #: Earlier token requests, not their session's last, that may still own a radix node
+        #: (what a session's first request is judged against): the ``owners`` most recent.
+        self._older: OrderedDict[tuple[str, int], Prepared] = OrderedDict()
+        self._dead: set[tuple[str, int]] = set()  # requests that own nothing any more
         self._last: dict[str, Prepared] = {}
         self._state: dict = {"redact": redact}
         self.total = Waterfall()
@@ -223,7 +235,6 @@ class Linter:
     def feed(self, p: Prepared) -> RequestResult:
         """Lint one request (arrival order), update the index and the waterfall."""
         req = p.request
-        key = (req.session, req.index)
         if p.usage_only:
             res = self._feed_usage_only(p)
         elif p.tokens is None:
@@ -231,7 +242,7 @@ class Linter:
         else:
             res = self._feed_tokens(p)
         if not p.usage_only:
-            self._seen[key] = p
+            self._retire(self._last.get(req.session))
             self._last[req.session] = p
         self.total.add(res)
         self.sessions.setdefault(res.session, Waterfall()).add(res)
@@ -277,7 +288,7 @@ class Linter:
                             name=(session, index))
 
     def _feed_tokens(self, p: Prepared) -> RequestResult:
-        req, ids = p.request, p.tokens.ids
+        req, ids = p.request, compact_ids(p.tokens.ids)
         n = len(ids)
         match = self._index.insert(ids, (req.session, req.index))
         shared, owner = match.length, match.owner
@@ -286,17 +297,20 @@ class Linter:
         lost, compared = 0, None
         if prev is not None and prev.tokens is not None:
             compared = (prev.request.session, prev.request.index)
-            d = common_prefix_len(ids, prev.tokens.ids)
+            d = common_prefix_len(ids, compact_ids(prev.tokens.ids))
             if d < len(prev.tokens.ids):
                 findings = self._explain(p, prev, d)
                 if findings:
                     lost = max(0, min(n, len(prev.tokens.ids)) - shared)
-        elif owner is not None and owner in self._seen:
-            other = self._seen[owner]
+            else:
+                self._release(compared)
+        elif owner is not None and (other := self._owner(owner)) is not None:
             compared = owner
             findings = self._explain(p, other, shared)
             if findings:
                 lost = max(0, static_end_tokens(p) - shared)
+            if shared == len(other.tokens.ids):
+                self._release(owner)
         self._state["shared"] = shared
         singles = [f for rule in self._request_rules for f in rule.check_request(p, self._state)]
         lost_code = findings[0].code if lost and findings else None
@@ -307,6 +321,33 @@ class Linter:
         kept = tuple(dataclasses.replace(f, fix=advice(f.code, f.fix, control)) if f.fix == REGISTRY[f.code].fix
                      else f for f in kept)
         return self._result(p, shared, owner, compared, lost, lost_code, kept)
+
+    def _owner(self, key: tuple[str, int]) -> Prepared | None:
+        """The earlier token request named ``key`` (a radix owner), when still held."""
+        last = self._last.get(key[0])
+        if last is not None and last.tokens is not None and (last.request.session, last.request.index) == key:
+            return last
+        return self._older.get(key)
+
+    def _release(self, key: tuple[str, int]) -> None:
+        """Forget an earlier request whose prompt is a prefix of the one just inserted: that
+        insert covered every radix node it owned, so it can never be an owner again (a
+        session's last request stays in ``_last`` for the session's next break)."""
+        self._older.pop(key, None)
+        self._dead.add(key)
+
+    def _retire(self, prev: Prepared | None) -> None:
+        """``prev`` is no longer its session's last request: keep it among the ``owners``
+        most recent possible owners, unless it owns nothing any more."""
+        if prev is None or prev.tokens is None:
+            return
+        key = (prev.request.session, prev.request.index)
+        if key in self._dead:
+            self._dead.discard(key)
+            return
+        self._older[key] = prev
+        while len(self._older) > self.owners:
+            self._older.popitem(last=False)
 
     def _kept(self, findings: list[Finding], singles: Sequence[Finding] = ()) -> tuple[Finding, ...]:
         """The reported findings: enabled pair findings, then request findings, severities overridden."""

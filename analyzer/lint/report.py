@@ -22,11 +22,11 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.document import LintReport, lint_summary, request_row, session_figures
 from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, select_rules
+from prefixcache.analyzer.lint.order import RESTART, arrival_stream
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.prepare.inspect import check_specs, skipped_records, tokenizer_notes
-from prefixcache.analyzer.sequence import arrival_order
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/prefixcache/prefixcache"
@@ -225,7 +225,9 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     (:func:`~prefixcache.analyzer.sequence.arrival_order`: by logged time across all
     files, stable; input order when any request has no time), the order ``simulate``
     and ``replay`` use, so an earlier request is never credited with reusing a later
-    one's tokens. Results and findings are listed in input order.
+    one's tokens. Results and findings are listed in input order. The order is streamed
+    (:func:`~prefixcache.analyzer.lint.order.arrival_stream`): requests are not held,
+    and a log whose times go backwards is read twice.
 
     ``input_format`` is the log reader (``auto`` = detect per file); ``stdin`` what ``-``
     reads (default the process's stdin); ``on_request`` is called after each request (a
@@ -238,17 +240,23 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     except KeyError as exc:
         raise ConfigError(f"--select/--ignore: {exc.args[0]}") from None
     check_specs(cfg.template, cfg.tokenizer)
-    linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity)
     ingest = Ingest(paths, format=input_format, stdin=stdin)
-    preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)
-    requests = list(ingest)
-    results: list[RequestResult | None] = [None] * len(requests)
-    for _, (pos, request) in arrival_order(enumerate(requests), lambda item: item[1].timestamp):
+    linter, preparer, results = _start(cfg, rules)
+    for pos, request in arrival_stream(ingest, lambda r: r.timestamp):
+        if pos == RESTART or request is None:  # times went backwards: lint afresh in sorted order
+            linter, preparer, results = _start(cfg, rules)
+            continue
         results[pos] = linter.feed(preparer.prepare(request))
         if on_request is not None:
             on_request()
     summary = ingest.summary
-    done = tuple(r for r in results if r is not None)
+    done = tuple(results[pos] for pos in sorted(results))
     findings = tuple(f for r in done for f in r.findings)
     return LintRun(cfg, done, findings, linter.total, linter.sessions, summary.skipped, summary.files,
                    preparer.notes)
+
+
+def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, dict[int, RequestResult]]:
+    """A fresh linter, preparer and result table (input position → result)."""
+    linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity)
+    return linter, Preparer(template=cfg.template, tokenizer=cfg.tokenizer), {}
