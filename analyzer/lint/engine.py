@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, servable_tokens
 from prefixcache.analyzer.cache.radix import PrefixIndex
@@ -58,7 +58,7 @@ from prefixcache.analyzer.lint.rules.control import advice, control_of
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, trace_break
-from prefixcache.analyzer.model import BlockTrace, compact_ids
+from prefixcache.analyzer.model import BlockTrace, RenderedPrompt, Request, compact_ids
 
 
 #: How many earlier requests (besides each session's last) lint keeps to judge a session's first
@@ -199,11 +199,14 @@ class Linter:
     so the waterfall attributes lost tokens to the true first cause even when its
     rule is not selected; only the reported findings are filtered. ``redact``
     replaces excerpts with lengths and hashes; ``severity`` overrides severities
-    by code (``{"PC502": "warning"}``).
+    by code (``{"PC502": "warning"}``). ``owners`` bounds the earlier requests held for
+    first-of-session comparisons (:data:`OWNERS`); ``render`` (the request's renderer, as
+    the preparer used it) lets held requests drop their rendering and redo it when compared.
     """
 
     def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE, rules: Sequence[Rule] = RULES, redact: bool = False,
-                 severity: Mapping[str, str] | None = None, owners: int = OWNERS) -> None:
+                 severity: Mapping[str, str] | None = None, owners: int = OWNERS,
+                 render: Callable[[Request], RenderedPrompt] | None = None) -> None:
         if block_size < 1:
             raise ValueError(f"block size must be >= 1, got {block_size}")
         self.block_size = block_size
@@ -218,6 +221,7 @@ class Linter:
         self._trace_sessions = TraceSessions()
         self._trace_last: dict[str, tuple[int, BlockTrace]] = {}
         self.owners = owners
+        self._render = render
         #: Earlier token requests, not their session's last, that may still own a radix node
         #: (what a session's first request is judged against): the ``owners`` most recent.
         self._older: OrderedDict[tuple[str, int], Prepared] = OrderedDict()
@@ -243,7 +247,7 @@ class Linter:
             res = self._feed_tokens(p)
         if not p.usage_only:
             self._retire(self._last.get(req.session))
-            self._last[req.session] = p
+            self._last[req.session] = self._slim(p)
         self.total.add(res)
         self.sessions.setdefault(res.session, Waterfall()).add(res)
         return res
@@ -356,7 +360,16 @@ class Linter:
             kept = [dataclasses.replace(f, severity=self._severity.get(f.code, f.severity)) for f in kept]
         return tuple(kept)
 
+    def _slim(self, p: Prepared) -> Prepared:
+        """``p`` as held for later comparisons: without its rendering when ``render`` can
+        redo it (the rendering is a pure function of the request)."""
+        if self._render is None or p.tokens is None or p.rendered is None:
+            return p
+        return dataclasses.replace(p, rendered=None)
+
     def _explain(self, p: Prepared, other: Prepared, token: int) -> list[Finding]:
+        if other.rendered is None and other.tokens is not None and self._render is not None:
+            other = dataclasses.replace(other, rendered=self._render(other.request))
         div = locate(p.request, p.rendered, p.tokens, other.rendered, other.tokens, token, redact=self.redact)
         return classify(PairContext(p, other, div, redact=self.redact), self._pair_rules)
 

@@ -258,5 +258,7 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
 
 def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, dict[int, RequestResult]]:
     """A fresh linter, preparer and result table (input position → result)."""
-    linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity)
-    return linter, Preparer(template=cfg.template, tokenizer=cfg.tokenizer), {}
+    preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)
+    linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity,
+                    render=lambda r: preparer.pipeline(r.model).renderer.render(r))
+    return linter, preparer, {}
