@@ -44,9 +44,12 @@ def _split(values: Optional[list[str]]) -> Optional[tuple[str, ...]]:
 def emit(run: LintRun) -> None:
     """Write the report in the configured format to stdout."""
     fmt = run.config.format
-    if fmt in ("json", "sarif"):
-        doc = run.report() if fmt == "json" else run.as_sarif()
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    if fmt == "json":  # streamed: the document is written a chunk at a time, never held whole
+        for chunk in run.json_chunks():
+            sys.stdout.write(chunk.decode())
+        sys.stdout.write("\n")
+    elif fmt == "sarif":
+        sys.stdout.write(orjson.dumps(run.as_sarif(), option=orjson.OPT_INDENT_2).decode() + "\n")
     elif fmt in ("github", "text"):
         sys.stdout.write("\n".join(run.github_lines() if fmt == "github" else run.text_lines()) + "\n")
     else:

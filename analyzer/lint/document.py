@@ -9,7 +9,11 @@ apart in ``usage_only``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
+from typing import Iterable, Iterator
+
+import orjson
 
 from prefixcache.analyzer.lint.engine import RequestResult, Waterfall
 from prefixcache.analyzer.lint.rules import Finding
@@ -164,3 +168,39 @@ def request_row(r: RequestResult) -> RequestRow:
         reported_prompt_tokens=r.reported_prompt_tokens, reported_cached_tokens=r.reported_cached_tokens,
         reusable_fraction=_round(r.reusable_fraction),
     )
+
+
+#: Bytes written at a time by :func:`json_chunks`.
+CHUNK_BYTES = 1 << 20
+
+
+def _items(items: Iterable[object]) -> Iterator[bytes]:
+    """Each item as orjson's indented JSON at list depth 1 (4 spaces in), comma-joined."""
+    first = True
+    for item in items:
+        text = orjson.dumps(item, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n    ")
+        yield (b"\n    " if first else b",\n    ") + text
+        first = False
+    if not first:
+        yield b"\n  "
+
+
+def json_chunks(head: LintReport, requests: Iterable[RequestRow], findings: Iterable[Finding]) -> Iterator[bytes]:
+    """``orjson.dumps(report, option=OPT_INDENT_2)`` of ``head`` with its ``requests`` and
+    ``findings`` lists replaced by these, produced piece by piece (chunks of about
+    :data:`CHUNK_BYTES`) so the whole document is never held. ``head``'s own two lists
+    are ignored. Byte for byte the document (orjson escapes newlines inside strings, so
+    re-indenting an item's lines is exact)."""
+    marked = orjson.dumps(dataclasses.replace(head, requests=["\x00requests"], findings=["\x00findings"]),
+                          option=orjson.OPT_INDENT_2)
+    buf = bytearray()
+    for name, items in ((b"requests", requests), (b"findings", findings)):
+        before, marked = marked.split(b'[\n    "\\u0000' + name + b'"\n  ]', 1)
+        buf += before + b"["
+        for piece in _items(items):
+            buf += piece
+            if len(buf) >= CHUNK_BYTES:
+                yield bytes(buf)
+                buf.clear()
+        buf += b"]"
+    yield bytes(buf + marked)

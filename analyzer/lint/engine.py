@@ -276,7 +276,7 @@ class Linter:
             return self._result(p, 0, None, None, 0, None, ())
         session, index = (self._trace_sessions.assign(trace.hash_ids, req.session) if req.format in SESSIONLESS_FORMATS
                           else (req.session, req.index))
-        match = self._traces.insert(trace.hash_ids, (session, index))
+        match = self._traces.insert(compact_ids(trace.hash_ids), (session, index))
         shared, owner = min(match.length * trace.block_size, n), match.owner
         prev = self._trace_last.get(session)
         self._trace_last[session] = (index, trace)

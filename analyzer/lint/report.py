@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import IO, Callable, Sequence
+from typing import IO, Callable, Iterator, Sequence
 from urllib.parse import quote
 
 from prefixcache import __version__
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.config import LintConfig
-from prefixcache.analyzer.lint.document import LintReport, lint_summary, request_row, session_figures
+from prefixcache.analyzer.lint.document import LintReport, json_chunks, lint_summary, request_row, session_figures
 from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, select_rules
 from prefixcache.analyzer.lint.order import RESTART, arrival_stream
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
@@ -96,6 +96,16 @@ class LintRun:
             requests=[request_row(r) for r in self.results], findings=findings,
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
         )
+
+    def json_chunks(self) -> Iterator[bytes]:
+        """``--format json`` (``orjson.dumps(run.report(), option=OPT_INDENT_2)``) as byte chunks,
+        rows serialized one at a time: the document is never held whole."""
+        head = LintReport(
+            summary=lint_summary(self.total, len(self.sessions), self.block_size, list(self.findings)),
+            sessions=[session_figures(name, w) for name, w in self.sessions.items()], requests=[], findings=[],
+            skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
+        )
+        return json_chunks(head, (request_row(r) for r in self.results), self.findings)
 
     def as_sarif(self) -> dict:
         """SARIF 2.1.0: one rule per code (with its documentation), one result per finding.
