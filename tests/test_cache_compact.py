@@ -7,12 +7,15 @@ import random
 from array import array
 from dataclasses import replace
 
-from prefixcache.analyzer.cache.block_hash import hash_blocks
+import pytest
+
+from prefixcache.analyzer.cache.block_hash import BlockHashCache, hash_blocks
 from prefixcache.analyzer.cache.compact import MAX_DEPTH, Shared, compact
 from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.radix import RadixTree
 from prefixcache.analyzer.cache.simulator import baseline, simulate
 from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.errors import ConfigError
 
 
 def _sessions(seed: int, n: int = 120, vocab: int = 50) -> list[tuple[str, tuple[int, ...]]]:
@@ -92,3 +95,14 @@ def test_simulated_figures_are_the_same_with_shared_ids():
     for cache, cap in (("vllm", None), ("vllm", 30), ("blocks", 12), ("sglang", 100), ("deepseek", None)):
         spec = CacheSpec(cache, block_size=None if cache == "deepseek" else 4)
         assert simulate(plain, spec, cap) == simulate(shared, spec, cap), cache
+
+
+def test_an_unbounded_block_cache_keeps_no_order_and_matches_the_same():
+    ordered, plain = BlockHashCache(4), BlockHashCache(4, ordered=False)
+    for i, (_, ids) in enumerate(_sessions(5, vocab=3)):
+        assert ordered.match(ids, float(i)) == plain.match(ids, float(i))
+        assert ordered.insert(ids, float(i)).inserted == plain.insert(ids, float(i)).inserted
+    assert len(ordered) == len(plain) and not plain._policy._od
+    with pytest.raises(ConfigError):
+        plain.evict(4, 0.0)
+    assert BlockHashCache(4, 10, ordered=False)._ordered  # a bounded cache always keeps its order
