@@ -9,7 +9,8 @@ tuple beyond that) instead of 8 bytes of tuple slot per id per request. Block ch
 kept prefix covers and hashes only the rest.
 
 Reading is by materializing (:meth:`Shared.ids`: the ids as one flat array, O(n));
-the last few materialized sequences are memoized, so indexing in a loop stays O(1).
+the last few materialized sequences are memoized (first in, first out), so indexing in
+a loop stays O(1).
 A :class:`Shared` is a ``Sequence[int]`` and compares equal to any sequence of the same ids.
 """
 
@@ -32,7 +33,7 @@ _memo: OrderedDict[int, tuple["Shared", Sequence[int]]] = OrderedDict()
 #: Longest chain of bases a sequence may have: past it the next one is stored flat, so reading
 #: stays O(n) (a flat copy every this many requests of a session costs 1/this of a flat store).
 MAX_DEPTH = 16
-_recent: list = [None, None]  # the last sequence read and its ids: the fast path of indexing loops
+_recent: list = [(None, None)]  # the last (sequence, ids) read, one tuple (read atomically): the fast path of indexing loops
 
 
 def compact(values: Sequence[int]) -> Sequence[int]:
@@ -101,12 +102,12 @@ class Shared(Sequence):
 
     def ids(self) -> Sequence[int]:
         """The ids as one flat array (or tuple), memoized for the last few sequences read."""
-        if _recent[0] is self:
-            return _recent[1]
+        got = _recent[0]
+        if got[0] is self:
+            return got[1]
         got = _memo.get(id(self))
         if got is not None and got[0] is self:
-            _memo.move_to_end(id(self))
-            _recent[:] = got
+            _recent[0] = got
             return got[1]
         parts, node, upto = [], self, self._n
         while node is not None:
@@ -115,10 +116,12 @@ class Shared(Sequence):
                 upto = node.keep
             node = node.base
         flat = parts[0] if len(parts) == 1 else _join(parts[::-1])
-        _memo[id(self)] = (self, flat)
-        _recent[:] = (self, flat)
+        _memo[id(self)] = _recent[0] = (self, flat)
         while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
+            try:
+                _memo.popitem(last=False)
+            except KeyError:  # emptied by another thread meanwhile
+                break
         return flat
 
     def __getitem__(self, i):  # type: ignore[override]
