@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Iterable, Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import BlockHash
@@ -307,4 +308,8 @@ class Kept:
         """The kept part of a ``Prepared`` request."""
         r = p.request
         return cls(Request(session=r.session, index=r.index, format=r.format, provenance=r.provenance,
-                           model=r.model, timestamp=r.timestamp, usage=r.usage), p.usage_only)
+                           model=r.model, timestamp=r.timestamp, usage=r.usage, extra=_NO_EXTRA), p.usage_only)
+
+
+#: The ``extra`` of every kept request: one shared empty mapping, not a dict each.
+_NO_EXTRA: Mapping = MappingProxyType({})
