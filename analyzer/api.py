@@ -18,6 +18,7 @@ subclasses: ConfigError for bad options, InputError for unreadable inputs.
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Sequence
 
 from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
@@ -26,17 +27,18 @@ from prefixcache.analyzer.cache.fleet_study import FleetOptions, fleet_report
 from prefixcache.analyzer.cache.timing import fit_replay
 from prefixcache.analyzer.cache.report import SimulateReport, SimulateReportWithRequests
 from prefixcache.analyzer.cache.study import SimulateOptions, simulate_report
-from prefixcache.analyzer.cache.workload import to_sim_requests
+from prefixcache.analyzer.cache.workload import Kept, SimStream
 from prefixcache.analyzer.canonical.report import canonicalize_paths
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
 from prefixcache.analyzer.check.report import check_templates
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.config import LintConfig
-from prefixcache.analyzer.lint.engine import drift_causes
+from prefixcache.analyzer.lint.engine import DriftCauses
 from prefixcache.analyzer.lint.report import lint_paths
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.prepare.inspect import Inspection
+from prefixcache.analyzer.sequence import arrival_order
 
 __all__ = ["CanonicalOptions", "FleetOptions", "FleetReport", "Ingest", "Inspection", "LintConfig", "Preparer", "SimulateOptions", "SimulateReport",
            "SimulateReportWithRequests", "canonicalize_paths", "check_templates", "lint_paths", "parse_capacities",
@@ -78,21 +80,52 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
 
 
 def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared: Callable[[], None] | None):
-    """The inputs read and prepared for the simulator: (ingest, preparer, prepared items in
-    input order, simulator requests in arrival order, lint's drift cause per request order).
-    A log lint cannot name causes for still has its drift counted, only not named."""
+    """The inputs read and prepared for the simulator: (ingest, preparer, the prepared items
+    in input order — :class:`~.cache.workload.Kept` parts once their prompts are dropped —,
+    simulator requests in arrival order, lint's drift cause per request order).
+
+    Streamed: each request is prepared, its drift linted (in arrival order while that is
+    the input order) and reduced to a compact simulator request before the next is read.
+    When the logged times turn out not to be in input order, drift is linted on a second
+    pass in arrival order (inputs that cannot be read twice, stdin or FIFOs, are held
+    whole instead). A log lint cannot name causes for still has its drift counted, only
+    not named."""
     ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
     preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
-    items = []
+    hold = not _rereadable(ingest)
+    stream, items, held = SimStream(), [], []
+    lint: DriftCauses | None = DriftCauses()
     for request in ingest:
-        items.append(preparer.prepare(request))
+        p = preparer.prepare(request)
+        stream.add(p)
+        items.append(p if hold else Kept.of(p))
+        if hold:
+            held.append(p)
+        elif lint is not None and stream.in_input_order:
+            lint = _fed(lint, p)
         if on_prepared is not None:
             on_prepared()
-    reqs = to_sim_requests(items)
-    causes: dict[int, str] = {}
-    if reqs:
-        try:
-            causes = drift_causes(items, reqs)
-        except (ImportError, PrefixcacheError, ValueError):
-            causes = {}
-    return ingest, preparer, items, reqs, causes
+    reqs = stream.requests()
+    if not reqs:
+        return ingest, preparer, items, reqs, {}
+    if hold or not stream.in_input_order:
+        lint = DriftCauses()
+        again = held or map(Preparer(template=options.template, tokenizer=options.tokenizer).prepare, ingest)
+        for _, p in arrival_order(again, lambda p: p.request.timestamp):
+            if (lint := _fed(lint, p)) is None:
+                break
+    return ingest, preparer, items, reqs, lint.of(reqs) if lint is not None else {}
+
+
+def _fed(lint: DriftCauses, p) -> DriftCauses | None:
+    """``lint`` after feeding it ``p``; None once lint cannot name causes for this log."""
+    try:
+        lint.feed(p)
+    except (ImportError, PrefixcacheError, ValueError):
+        return None
+    return lint
+
+
+def _rereadable(ingest: Ingest) -> bool:
+    """True when every input of ``ingest`` is a regular file (a second pass reads the same)."""
+    return all(s.name != "-" and os.path.isfile(s.name) for s in ingest.sources)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -97,6 +98,18 @@ def test_lru_evicts_the_least_recent_leaf_and_reports_it():
     assert mru.longest((1, 2, 3, 4)).length == 0 and mru.longest((5, 6, 7, 8)).length == 4
 
 
+def test_edges_hold_each_distinct_token_once_in_compact_arrays():
+    base = tuple(range(1000))
+    tree = RadixTree(cap_last_token=False)
+    tree.insert(base, 0.0, owner="a")
+    tree.insert(base[:400] + (7,) * 10, 1.0, owner="b")
+    nodes = [n for n in _nodes(tree) if n is not tree.root]
+    stores = {id(n.src): n.src for n in nodes}  # a split shares its child's storage
+    assert sum(len(s) for s in stores.values()) == 1010  # only the new tokens are copied, never the whole prompt
+    assert all(isinstance(s, array) and s.itemsize == 4 for s in stores.values())
+    assert tree.longest(base[:500]).owner == "a" and tree.longest(base[:300]).owner == "b"
+
+
 def test_edges_store_each_token_once():
     base = tuple(range(1000))
     tree = RadixTree(cap_last_token=False)
@@ -110,12 +123,19 @@ def test_edges_store_each_token_once():
 
 
 def test_compact_arrays_are_stored_as_they_are():
-    from array import array
-
     tree = RadixTree(cap_last_token=False)
     tree.insert(array("I", range(100)), 0.0, owner="a")
     assert tree.longest(array("I", range(50)) + array("I", [7])).length == 50
     assert all(isinstance(n.src, array) for n in _nodes(tree) if n is not tree.root)
+
+
+def test_ids_that_do_not_fit_widen_the_tree():
+    tree = RadixTree(cap_last_token=False)
+    tree.insert((1, 2, 3), 0.0, owner="a")
+    tree.insert((1, 2, -5), 1.0, owner="b")  # negative: int64 storage
+    tree.insert((1, 2, 2 ** 70), 2.0, owner="c")  # beyond int64: tuples
+    assert [tree.longest(t).owner for t in ((1, 2, 3), (1, 2, -5), (1, 2, 2 ** 70))] == ["a", "b", "c"]
+    assert tree.longest((1, 2, 9)).length == 2
 
 
 def _nodes(tree):

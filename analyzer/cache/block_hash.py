@@ -23,7 +23,6 @@ vLLM's (they differ even between vLLM runs unless ``PYTHONHASHSEED`` is fixed).
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Mapping
 from typing import Sequence
 
@@ -33,6 +32,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.cache.base import (
     DEFAULT_BLOCK_SIZE, BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens,
 )
+from prefixcache.analyzer.cache.compact import Shared, int64_bytes
 from prefixcache.analyzer.cache.eviction import make_policy
 
 #: Seed of the first block's parent (vLLM's ``NONE_HASH`` analogue).
@@ -61,7 +61,7 @@ def hash_blocks(tokens: Sequence[int], block_size: int,
         raise ConfigError(f"block size must be positive, got {block_size}")
     per_block = extra_keys if isinstance(extra_keys, Mapping) else None
     h = parent if parent is not None else chain_seed(None if per_block is not None else extra_keys)
-    data = memoryview(array("q", tokens)).cast("B")
+    data = int64_bytes(tokens)
     step = block_size * 8
     out: list[BlockHash] = []
     append = out.append
@@ -82,12 +82,15 @@ class BlockHashCache:
     the ⌊(n−1)/B⌋·B hit cap (False to count block traces as given).
     ``free_order``: ``tail-first`` (vLLM) or ``head-first`` (plain LRU over the
     request's blocks in prompt order). ``extra_keys``: namespace of every chain.
+    ``ordered=False`` (unbounded plain LRU only, nothing in flight): no eviction order is
+    kept — nothing is ever evicted — which saves about half the memory per block;
+    :meth:`evict` then raises ConfigError.
     """
 
     def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE, capacity_blocks: int | None = None,
                  policy: str = "lru", *, ttl_s: float | None = None,
                  cap_last_token: bool = True, free_order: str = "tail-first",
-                 extra_keys: tuple | None = None) -> None:
+                 extra_keys: tuple | None = None, ordered: bool = True) -> None:
         if block_size <= 0:
             raise ConfigError(f"block size must be positive, got {block_size}")
         if capacity_blocks is not None and capacity_blocks < 0:
@@ -104,6 +107,7 @@ class BlockHashCache:
         self.free_order = free_order
         self.extra_keys = extra_keys
         self._policy = make_policy(policy, block_size)
+        self._ordered = ordered or capacity_blocks is not None or ttl_s is not None or policy != "lru"
         self._last: dict[BlockHash, float] = {}  # cached block -> last use (logical s)
         self._pins: dict[BlockHash, int] = {}    # in-flight ref counts
         self._memo: tuple[object, list[BlockHash]] = ((), [])
@@ -113,10 +117,10 @@ class BlockHashCache:
         """Full-block hashes of ``tokens`` (memoized for the last tuple seen, so a
         ``match`` then ``insert`` of one prompt hashes it once; lists are rehashed
         since they may change in place)."""
-        if isinstance(tokens, tuple) and self._memo[0] is tokens:
+        if isinstance(tokens, (tuple, Shared)) and self._memo[0] is tokens:
             return self._memo[1]
         hashes = hash_blocks(tokens, self.block_size, self.extra_keys)
-        if isinstance(tokens, tuple):
+        if isinstance(tokens, (tuple, Shared)):
             self._memo = (tokens, hashes)
         return hashes
 
@@ -170,6 +174,10 @@ class BlockHashCache:
         uniq = list(dict.fromkeys(hashes))
         last = self._last
         inserted = [h for h in uniq if h not in last]
+        if not self._ordered:  # unbounded: membership is all that matters
+            for h in uniq:
+                last[h] = now
+            return InsertResult(tuple(inserted), ())
         od = self._policy._od  # type: ignore[attr-defined]
         move = od.move_to_end
         for h in (reversed(uniq) if self.free_order == "tail-first" else uniq):
@@ -222,7 +230,10 @@ class BlockHashCache:
         return self._evict_to(self.capacity_blocks, now)
 
     def evict(self, num_tokens: int, now: float) -> EvictResult:
-        """Evict unpinned blocks until ``num_tokens`` tokens are freed (or none is left)."""
+        """Evict unpinned blocks until ``num_tokens`` tokens are freed (or none is left).
+        ConfigError for a cache built with ``ordered=False``."""
+        if not self._ordered:
+            raise ConfigError("this block cache keeps no eviction order (ordered=False)")
         want = -(-num_tokens // self.block_size)
         target = max(0, len(self._last) - want)
         out = self._evict_to(target, now)

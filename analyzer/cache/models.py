@@ -162,9 +162,10 @@ class VllmModel(CacheModel):
 
     def __init__(self, spec: CacheSpec, block_size: int, capacity_blocks: int | None, expire: bool = True) -> None:
         super().__init__(spec, block_size, capacity_blocks, expire)
-        self.cache = BlockHashCache(block_size, capacity_blocks, spec.policy, ttl_s=spec.ttl_s if expire else None,
-                                    cap_last_token=self.cap_last_token, free_order=self.free_order)
         self._window = max(1, spec.in_flight)
+        self.cache = BlockHashCache(block_size, capacity_blocks, spec.policy, ttl_s=spec.ttl_s if expire else None,
+                                    cap_last_token=self.cap_last_token, free_order=self.free_order,
+                                    ordered=self._window > 1)  # unbounded and sequential: no order needed
         self._flight: deque = deque()
 
     def step(self, r: SimRequest) -> Hit:

@@ -41,11 +41,11 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import xxhash
-from array import array
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult
 from prefixcache.analyzer.cache.block_hash import BlockHashCache
+from prefixcache.analyzer.cache.compact import int64_bytes
 from prefixcache.analyzer.cache.prices import price_for
 
 
@@ -243,7 +243,7 @@ class AnthropicCache:
     @staticmethod
     def prefix_hashes(tokens: Sequence[int], cuts: Sequence[int]) -> dict[int, int]:
         """Hash of ``tokens[:c]`` for every cut ``c`` (one streaming pass)."""
-        data = memoryview(array("q", tokens)).cast("B")
+        data = int64_bytes(tokens)
         h = xxhash.xxh3_64()
         out, done = {}, 0
         for c in sorted(set(cuts)):

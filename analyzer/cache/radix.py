@@ -29,13 +29,14 @@ simulator's ideal baseline and the SGLang cache model.
   whose prompt covers its whole edge; :meth:`~RadixTree.longest` returns the longest
   stored prefix and its owner (what lint reports as ``shared_with``).
 
-Memory: an edge is a slice ``src[lo:hi]`` of a stored sequence: a new leaf stores a
-copy of only its own tokens (never the whole inserted prompt, so the tree holds each
-distinct token once, not every prompt that reached it), and a split shares its
-child's storage. Tuples and compact arrays (``array('I')`` / ``array('q')``,
-:func:`~prefixcache.analyzer.model.compact_ids`) are kept as they are; other
-sequences are frozen into tuples once. One tree should be fed one kind. A lookup or insert costs O(n)
-token comparisons: tuple slice compares in C (:func:`~prefixcache.analyzer.sequence.common_prefix_len`)
+Memory: a new leaf's edge is a compact copy of the tokens it adds (an ``array('I')``,
+4 bytes per token; ``'q'`` once an id does not fit 32 bits, tuples once one does not
+fit 64), never a reference to the whole inserted sequence — or, for a
+:class:`~.compact.Shared` prompt whose new part lies in its tail, that tail itself
+(shared, no copy); a split shares its child's storage. So the tree holds each
+distinct token once. Parent links are broken when the tree is freed, so its nodes
+go with it (no wait for the cyclic garbage collector). A lookup or insert costs O(n)
+token comparisons: array slice compares in C (:func:`~prefixcache.analyzer.sequence.common_prefix_len`)
 with a binary search only on the one mismatching edge. ``now`` is the logical clock.
 """
 
@@ -46,7 +47,10 @@ from array import array
 from dataclasses import dataclass
 from typing import Hashable, Iterator, Sequence
 
+import numpy as np
+
 from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens
+from prefixcache.analyzer.cache.compact import Shared
 from prefixcache.analyzer.cache.eviction import ORDERS
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.sequence import common_prefix_len
@@ -87,9 +91,23 @@ class PrefixMatch:
     owner: Hashable | None
 
 
-def _frozen(tokens: Sequence[int]) -> Sequence[int]:
-    """``tokens`` as a tuple or compact array the tree may slice (slice compares need one type)."""
-    return tokens if isinstance(tokens, (tuple, array)) else tuple(tokens)
+#: Storage kinds of a tree's edges, narrowest first (slice compares need one kind per tree).
+_KINDS = ("I", "q", tuple)
+
+
+def _as_kind(tokens: Sequence[int], kind) -> Sequence[int]:
+    """``tokens`` in storage ``kind`` (a copy unless already of it); OverflowError if an id does not fit."""
+    if kind is tuple:
+        return tokens if isinstance(tokens, tuple) else tuple(tokens)
+    if isinstance(tokens, Shared):
+        tokens = tokens.ids()
+    if isinstance(tokens, array) and tokens.typecode == kind:
+        return tokens
+    if isinstance(tokens, array) and tokens.typecode == "I" and kind == "q":  # widening: numpy is ~10× faster than element iteration
+        return array(kind, np.frombuffer(tokens, dtype=tokens.typecode).astype(np.int64).tobytes())
+    if hasattr(tokens, "tolist"):  # numpy: element iteration would be slow
+        tokens = tokens.tolist()
+    return array(kind, tokens)
 
 
 class RadixTree:
@@ -113,9 +131,30 @@ class RadixTree:
         self.policy = policy
         self.cap_last_token = cap_last_token
         self._order = ORDERS[policy]
+        self._kind = _KINDS[0]
         self._ids = 0
         self.root = _Node((), 0, 0, None, 0.0, 0)
         self.size_tokens = 0
+
+    def _frozen(self, tokens: Sequence[int]) -> Sequence[int]:
+        """``tokens`` in the tree's storage kind, widening the tree (every edge converted)
+        when an id does not fit it."""
+        while True:
+            try:
+                return _as_kind(tokens, self._kind)
+            except (OverflowError, TypeError):
+                if self._kind is tuple:
+                    raise
+                self._kind = _KINDS[_KINDS.index(self._kind) + 1]
+                for node in self._nodes():
+                    node.src = _as_kind(node.src, self._kind)
+
+    def _nodes(self) -> Iterator[_Node]:
+        stack = list(self.root.children.values())
+        while stack:
+            n = stack.pop()
+            stack.extend(n.children.values())
+            yield n
 
     def _key(self, src: Sequence[int], at: int):
         return src[at] if self.block_size == 1 else tuple(src[at:at + self.block_size])
@@ -146,13 +185,13 @@ class RadixTree:
 
     def match(self, tokens: Sequence[int], now: float = 0.0) -> MatchResult:
         """Cached prefix (block-aligned, ≤ n−1 with the cap); read-only: no split, no refresh."""
-        tokens = _frozen(tokens)
+        tokens = self._frozen(tokens)
         path, matched, _ = self._walk(tokens, hit_cap_tokens(len(tokens), self.block_size, self.cap_last_token))
         return MatchResult(matched, tuple(BlockHash(n.id) for n in path))
 
     def longest(self, tokens: Sequence[int]) -> PrefixMatch:
         """Longest stored prefix of ``tokens`` with no cap (block-aligned) and its owner."""
-        tokens = _frozen(tokens)
+        tokens = self._frozen(tokens)
         path, matched, _ = self._walk(tokens, len(tokens) // self.block_size * self.block_size)
         return PrefixMatch(matched, path[-1].owner if path else None)
 
@@ -163,14 +202,15 @@ class RadixTree:
     def insert(self, tokens: Sequence[int], now: float = 0.0, owner: Hashable | None = None) -> InsertResult:
         """Insert every full block of ``tokens`` (under ``owner``, when given); refresh and
         bump the reused path; evict to capacity."""
-        return self._insert(_frozen(tokens), now, owner)[1]
+        return self._insert(self._frozen(tokens), now, owner, tokens)[1]
 
     def share(self, tokens: Sequence[int], owner: Hashable | None, now: float = 0.0) -> PrefixMatch:
         """:meth:`longest` as it was *before* inserting ``tokens`` under ``owner`` (so a
         request never matches itself), then the insert: one walk for both."""
-        return self._insert(_frozen(tokens), now, owner)[0]
+        return self._insert(self._frozen(tokens), now, owner, tokens)[0]
 
-    def _insert(self, tokens: Sequence[int], now: float, owner: Hashable | None) -> tuple[PrefixMatch, InsertResult]:
+    def _insert(self, tokens: Sequence[int], now: float, owner: Hashable | None,
+                given: Sequence[int] = ()) -> tuple[PrefixMatch, InsertResult]:
         lim = len(tokens) // self.block_size * self.block_size
         path, matched, used = self._walk(tokens, lim)
         found = PrefixMatch(matched, path[-1].owner if path else None)
@@ -185,8 +225,9 @@ class RadixTree:
         if matched < lim:
             parent = path[-1] if path else self.root
             self._ids += 1
-            leaf = _Node(tokens[matched:lim], 0, lim - matched, parent, now, self._ids, owner)
-            parent.children[self._key(tokens, matched)] = leaf
+            src, lo = self._edge(tokens, given, matched, lim)
+            leaf = _Node(src, lo, lo + lim - matched, parent, now, self._ids, owner)
+            parent.children[self._key(src, lo)] = leaf
             self.size_tokens += lim - matched
             path.append(leaf)
             new = (BlockHash(leaf.id),)
@@ -197,7 +238,7 @@ class RadixTree:
     def serve(self, tokens: Sequence[int], now: float = 0.0) -> tuple[int, InsertResult]:
         """One request through SGLang's life cycle (module docstring): ``(cached tokens,
         the insert's effect)``; ``evicted`` lists every leaf freed, allocation first."""
-        tokens = _frozen(tokens)
+        given, tokens = tokens, self._frozen(tokens)
         n = len(tokens)
         path, matched, used = self._walk(tokens, hit_cap_tokens(n, self.block_size, self.cap_last_token))
         if path and used < path[-1].hi - path[-1].lo:
@@ -208,9 +249,25 @@ class RadixTree:
         if self.capacity_tokens is not None:
             need = self.size_tokens + (n - matched) - self.capacity_tokens  # alloc(n − matched) must fit
             freed = self._evict_tokens(need, frozenset(id(x) for x in path)).evicted
-        ins = self._insert(tokens, now, None)[1]
+        ins = self._insert(tokens, now, None, given)[1]
         trimmed = self._evict_tokens(self._over(), frozenset()).evicted  # the request alone overflowed
         return matched, InsertResult(ins.inserted, freed + ins.evicted + trimmed)
+
+    def _edge(self, tokens: Sequence[int], given: Sequence[int], lo: int, hi: int) -> tuple[Sequence[int], int]:
+        """Storage of a new leaf's edge ``tokens[lo:hi]`` and where it starts in it: the tail
+        array of a :class:`~.compact.Shared` prompt when the edge lies in it (shared, no copy),
+        else a copy of just those tokens."""
+        tail = given.tail if isinstance(given, Shared) else None
+        if isinstance(tail, array) and tail.typecode == self._kind and lo >= given.keep:  # type: ignore[union-attr]
+            return tail, lo - given.keep  # type: ignore[union-attr]
+        return tokens[lo:hi], 0
+
+    def __del__(self) -> None:
+        """Break the parent links (child ↔ parent cycles) so the nodes are freed with the
+        tree, not at the next full garbage collection."""
+        if getattr(self, "root", None) is not None:  # a tree whose __init__ raised has none
+            for n in self._nodes():
+                n.parent = None
 
     def _split(self, child: _Node, k: int) -> _Node:
         """Split ``child`` after ``k`` tokens; returns the new upper node (new id, the

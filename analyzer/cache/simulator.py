@@ -55,10 +55,11 @@ def baseline(reqs: Sequence[SimRequest]) -> Baseline:
     lcp, drift = [], []
     for r in reqs:
         if r.hashes is not None:
+            hashes = r.chain(r.block_size)  # the logged ids, flat
             k = 0
-            while k < len(r.hashes) and r.hashes[k] in seen:
+            while k < len(hashes) and hashes[k] in seen:
                 k += 1
-            seen.update(r.hashes)
+            seen.update(hashes)
             shared = min(r.num_tokens, k * r.block_size)
             overlap = traces.overlap(r)
         else:
@@ -84,11 +85,12 @@ class _TraceDrift:
         self._last: dict[str, SimRequest] = {}
 
     def overlap(self, r: SimRequest) -> int:
-        hashes = r.hashes or ()
-        key = self._sessions.assign(hashes, r.session)[0] if r.infer_session else r.session
+        hashes = r.chain(r.block_size) if r.hashes is not None else ()  # flat ids
+        key = self._sessions.assign(r.hashes or (), r.session)[0] if r.infer_session else r.session
         q = self._last.get(key)
         self._last[key] = r
-        if q is None or chain_break(hashes, q.hashes or (), q.num_tokens, q.block_size) is None:
+        if q is None or chain_break(hashes, q.chain(q.block_size) if q.hashes is not None else (), q.num_tokens,
+                                    q.block_size) is None:
             return 0
         return min(r.num_tokens, q.num_tokens)
 

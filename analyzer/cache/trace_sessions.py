@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from prefixcache.analyzer.model import BlockTrace
+from prefixcache.analyzer.cache.compact import Shared
 from prefixcache.analyzer.sequence import common_prefix_len
 
 #: Trace formats whose records carry no session: lint infers sessions from hash chains.
@@ -62,6 +63,11 @@ def chain_break(ids: Sequence[int], prev: Sequence[int], prev_tokens: int, block
     if last and len(prev) * block_size > prev_tokens:
         return None  # the previous request's partial last block: no block cache keeps it
     return TraceBreak(k, k * block_size, last)
+
+
+def _flat(ids: Sequence[int]) -> Sequence[int]:
+    """A :class:`~.compact.Shared` chain read flat (indexing it stays O(1)); others as they are."""
+    return ids.ids() if isinstance(ids, Shared) else ids
 
 
 class TraceSessions:
@@ -101,8 +107,9 @@ class TraceSessions:
         if not ids:
             return None
         best, most = None, 0
+        ids = _flat(ids)
         for s in reversed(self._by_first.get(ids[0], [])[-CANDIDATES:]):
-            k = common_prefix_len(ids, self._latest[s])
+            k = common_prefix_len(ids, _flat(self._latest[s]))
             if k > most:
                 best, most = s, k
         return best

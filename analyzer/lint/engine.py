@@ -405,6 +405,28 @@ class Linter:
         )
 
 
+class DriftCauses:
+    """:func:`drift_causes` one prepared request at a time, so the caller need not hold them:
+    :meth:`feed` each in arrival order, then :meth:`of` the simulator's requests."""
+
+    def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
+        self._linter = Linter(block_size=block_size)
+        self._codes: dict[tuple[str, int], str] = {}
+
+    def feed(self, p: Prepared) -> None:
+        """Lint one request (arrival order); usage-only ones are not simulated: skipped."""
+        if p.tokens is None and p.request.trace is None:
+            return
+        res = self._linter.feed(p)
+        if res.lost_code and res.lost_tokens:  # keyed by the reader's names (a Mooncake session is inferred)
+            self._codes[(p.request.session, p.request.index)] = res.lost_code
+
+    def of(self, reqs: Sequence[SimRequest]) -> dict[int, str]:
+        """Request order → rule code, for the requests fed."""
+        codes = self._codes
+        return {r.order: codes[(r.session, r.index)] for r in reqs if (r.session, r.index) in codes}
+
+
 def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = DEFAULT_BLOCK_SIZE) -> dict[int, str]:
     """Name the rule behind each simulated request's drift: request order → the code
     :class:`Linter` attributes its lost tokens to (``lost_code``, e.g. ``PC101``; ``PC002``
@@ -413,12 +435,7 @@ def drift_causes(items: Iterable, reqs: Sequence[SimRequest], block_size: int = 
     ``items`` are the prepared requests in input order (linted in the one arrival order), ``reqs`` the simulator's
     requests built from them; ``block_size`` in tokens (it sets only the block-aligned
     figure, never which rule a loss is attributed to)."""
-    codes: dict[tuple[str, int], str] = {}
-    linter = Linter(block_size=block_size)
+    causes = DriftCauses(block_size)
     for _, p in arrival_order(items, lambda p: p.request.timestamp):  # the order lint and simulate walk
-        if p.tokens is None and p.request.trace is None:
-            continue  # usage-only: nothing simulated
-        res = linter.feed(p)
-        if res.lost_code and res.lost_tokens:  # keyed by the reader's names (a Mooncake session is inferred)
-            codes[(p.request.session, p.request.index)] = res.lost_code
-    return {r.order: codes[(r.session, r.index)] for r in reqs if (r.session, r.index) in codes}
+        causes.feed(p)
+    return causes.of(reqs)
