@@ -69,5 +69,7 @@ def render_fleet(rep: FleetReport) -> None:
         tt.add_row(r.router, _s(r.ttft_p50_s), _s(r.ttft_p95_s), _s(r.ttft_p99_s), _s(r.mean_queue_s),
                    "—" if r.queue_imbalance is None else f"{r.queue_imbalance:.2f}", f"{r.request_imbalance:.2f}")
     print_table(console, tt)
+    for line in rep.warnings:
+        console.print(f"[yellow]warning:[/] {escape(line)}")
     for note in rep.tokenizers.values():
         console.print(f"[dim]{escape(note)}[/]")

@@ -62,3 +62,17 @@ def test_cache_models_page_shows_the_warnings():
         code, out, _ = run(argv, columns=120)
         assert code == 0
         assert_shows(out, documented("docs/methods/cache-models.md", "$ prefixcache " + " ".join(argv)))
+
+
+def test_fleet_replicas_too_small_for_one_prompt_say_so():
+    args = ["simulate", SWE, "--cache", "sglang", "--replicas", "2", "--router", "round-robin,session"]
+    doc = run_json([*args, "--capacity", "1000"])
+    assert [r["hit_ratio_tokens"] for r in doc["results"]] == [0.0, 0.0]
+    assert doc["warnings"] == [
+        "--capacity 1000 per replica: 1,000 tokens; every prompt is longer (smallest 1,252, median 4,685 tokens): "
+        "SGLang evicts whole leaves and a prompt inserted into an empty tree is one leaf, so this cache holds "
+        "nothing between requests and hits 0%"]
+    code, out, _ = run([*args, "--capacity", "1000"], columns=400)
+    assert code == 0 and out.count("warning: --capacity 1000 per replica") == 1
+    assert run_json([*args, "--capacity", "10000"])["warnings"] == []
+    assert run_json([*args])["warnings"] == []

@@ -83,7 +83,8 @@ class FleetReport:
     """The ``simulate --replicas N --json`` document: the fleet (cache, eviction policy,
     replicas, per-replica capacity, arrivals, hardware, calibration, tiers), the
     workload ceiling (one unbounded shared cache) and the pooled cache (one cache of the
-    fleet's total size, same tiers), and one row per routing policy."""
+    fleet's total size, same tiers), one row per routing policy, and ``warnings``: a
+    per-replica capacity that cannot hold one request (:func:`~.report.capacity_warning`)."""
 
     cache: str
     policy: str
@@ -104,4 +105,5 @@ class FleetReport:
     pooled_hit_ratio: float
     results: list[RouterRow]
     tokenizers: dict[str, str]
+    warnings: list[str]
     summary: Summary

@@ -18,7 +18,7 @@ from prefixcache.analyzer.cache.fleet import FLEET_CACHES, Arm, Served, fleet_lo
 from prefixcache.analyzer.cache.fleet_report import CalibrationRow, FleetReport, HardwareRow, RouterRow, TierRow
 from prefixcache.analyzer.cache.figures import CAUSES
 from prefixcache.analyzer.cache.models import CacheSpec
-from prefixcache.analyzer.cache.report import Summary, r6
+from prefixcache.analyzer.cache.report import Summary, capacity_warning, r6
 from prefixcache.analyzer.cache.routing import parse_routers
 from prefixcache.analyzer.cache.runs import sweep_block_cache, unique_blocks
 from prefixcache.analyzer.cache.simulator import baseline, simulate
@@ -188,6 +188,8 @@ def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateO
          for t, b in zip(tiers, [arm.capacity_blocks, *arm.tier_blocks])],
         len(reqs), prompt, ceil, r6(ceil / prompt if prompt else 0.0), pooled, r6(pooled / prompt if prompt else 0.0),
         rows, {(k or "(no model name)"): v for k, v in notes.items()},
+        [w for w in [capacity_warning(spec.cache, f"{cap.text} per replica", arm.capacity_blocks, bs, reqs)] if w]
+        if cap and arm.capacity_blocks is not None else [],
         Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
 
 

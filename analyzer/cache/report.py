@@ -333,33 +333,42 @@ def request_row(f: RequestFigures) -> RequestRow:
 
 
 def capacity_warnings(cache: str, results: Sequence[ResultRow], reqs: Sequence[SimRequest]) -> list[str]:
-    """One line per capacity (first row of each) that cannot hold one request of ``reqs``.
+    """One line per capacity (first row of each) that cannot hold one request of ``reqs``
+    (:func:`capacity_warning`); unbounded rows give none."""
+    out, seen = [], set()
+    for row in results:
+        if row.capacity_blocks is None or row.capacity in seen:
+            continue
+        seen.add(row.capacity)
+        if line := capacity_warning(cache, row.capacity, row.capacity_blocks, row.block_size, reqs):
+            out.append(line)
+    return out
+
+
+def capacity_warning(cache: str, text: str, pool_blocks: int, block_size: int,
+                     reqs: Sequence[SimRequest]) -> str | None:
+    """The warning for ``--capacity text`` (a pool of ``pool_blocks`` blocks of
+    ``block_size`` tokens, per replica in a fleet) when it cannot hold one request of
+    ``reqs``, else None.
 
     ``sglang``: pool tokens below a prompt's full pages. SGLang frees whole leaves and a
     prompt inserted into an empty tree is one leaf, so a pool smaller than every prompt
     holds nothing between requests (hit 0; ``RadixCache.evict``). ``vllm`` / ``blocks``:
     pool blocks below a request's blocks (``⌈prompt/block⌉``, a trace's hash ids): an
     engine cannot schedule a request larger than its pool; the model runs it and keeps
-    what fits. Other caches (providers, llamacpp) and unbounded rows: none."""
+    what fits. Other caches (providers, llamacpp): None."""
     if cache not in ("sglang", "vllm", "blocks") or not reqs:
-        return []
-    out, seen = [], set()
-    for row in results:
-        if row.capacity_blocks is None or row.capacity in seen:
-            continue
-        seen.add(row.capacity)
-        bs = row.block_size
-        if cache == "sglang":
-            sizes, pool = [r.num_tokens // bs * bs for r in reqs], row.capacity_blocks * bs
-            unit = "token" if pool == 1 else "tokens"
-        else:
-            sizes = [len(r.hashes) if r.hashes is not None else -(-r.num_tokens // bs) for r in reqs]
-            pool = row.capacity_blocks
-            unit = f"{'block' if pool == 1 else 'blocks'} of {bs} tokens"
-        over = sum(n > pool for n in sizes)
-        if over:
-            out.append(_capacity_line(cache, row.capacity, pool, unit, over, sizes))
-    return out
+        return None
+    bs = block_size
+    if cache == "sglang":
+        sizes, pool = [r.num_tokens // bs * bs for r in reqs], pool_blocks * bs
+        unit = "token" if pool == 1 else "tokens"
+    else:
+        sizes = [len(r.hashes) if r.hashes is not None else -(-r.num_tokens // bs) for r in reqs]
+        pool = pool_blocks
+        unit = f"{'block' if pool == 1 else 'blocks'} of {bs} tokens"
+    over = sum(n > pool for n in sizes)
+    return _capacity_line(cache, text, pool, unit, over, sizes) if over else None
 
 
 def _capacity_line(cache: str, text: str, pool: int, unit: str, over: int, sizes: Sequence[int]) -> str:
