@@ -29,8 +29,8 @@ class ReplayReport:
     model's own); ``repeat``: prefills timed per request. ``max_prompt_tokens`` (tokens;
     None = no bound) and the counts of prompts it truncated (original, canonical);
     ``dropped_hidden_prefixes``: prompts replayed without a hidden (opaque) prefix the
-    log does not contain; ``skipped_records``: input records not replayed (unreadable,
-    or a prompt past the model's context); ``warnings``: the renderer's warnings, one per kind (its latest instance; lint rule
+    log does not contain; ``skipped_records``: input records not turned into requests;
+    ``warnings``: the renderer's warnings, one per kind (its latest instance; lint rule
     PC503). ``passes``: one :class:`PassSummary` per pass that ran; ``interrupted``: the
     run was stopped (Ctrl-C) and the passes cover the requests that finished.
     """
