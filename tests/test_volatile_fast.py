@@ -163,3 +163,26 @@ def test_random_texts_match_the_reference(parts: list[str], cut: int) -> None:
     long = "".join(parts) * 40 + "x" * (volatile._REUSE_MIN)  # long enough for the reuse path
     _same(long)
     _same(long[: max(0, len(long) - cut)] + "".join(reversed(parts)))
+
+
+def test_blanked_line_keys_equal_exactly_when_the_blanked_lines_do() -> None:
+    """canonicalize's constant-value slots: keys hashed incrementally compare like the
+    line-with-the-value-blanked strings they replace (several values a line, values across lines)."""
+    from prefixcache.analyzer.canonical.rewrite import _blanked_lines
+
+    texts = [_PIECE * 3, _PIECE.replace("10:31:02", "11:00:00") * 3, "Now: 2026-03-02 10:31:02\nUTC x; at 10:31:02\nGMT y\n" * 4,
+             "a 1a2b3c4 b\n1a2b3c5 b\n" + _PIECE, ""]
+    slots = []
+    for text in texts:
+        for span, key in _blanked_lines(text):
+            ls = text.rfind("\n", 0, span.start) + 1
+            le = text.find("\n", span.end)
+            blanked = text[ls : span.start] + "\x00" + text[span.end : le if le >= 0 else len(text)]
+            slots.append((key, blanked))
+    assert len(slots) > 50
+    by_key: dict = {}
+    by_text: dict = {}
+    for key, blanked in slots:
+        by_key.setdefault(key, set()).add(blanked)
+        by_text.setdefault(blanked, set()).add(key)
+    assert all(len(v) == 1 for v in by_key.values()) and all(len(v) == 1 for v in by_text.values())
