@@ -10,10 +10,10 @@ folders (``.git``) are passed over silently; every other file of the walk is a
 socket or device is never opened), which :class:`~prefixcache.analyzer.ingest.Ingest`
 lists as a skipped note. Files named directly are strict: regular files are always read.
 A file named twice is read once. Stdin is read once into memory (it cannot be re-opened)
-and then served like a file named ``-``; a closed stdin is a bad input ("stdin is closed"). Compressed files and
-stdin are decompressed as they stream (:mod:`.compressed`). A FIFO named explicitly
-(``<(cat log)``) is read once into memory like stdin, giving up after :data:`PIPE_TIMEOUT_S`
-seconds without data (``PREFIXCACHE_PIPE_TIMEOUT``); a device or socket named explicitly is refused.
+and then served like a file named ``-``; a closed stdin is a bad input ("stdin is closed").
+Compressed files and stdin are decompressed as they stream (:mod:`.compressed`). A FIFO
+named explicitly (``<(cat log)``) is read once into memory like stdin, giving up after
+:data:`PIPE_TIMEOUT_S` seconds without data (``PREFIXCACHE_PIPE_TIMEOUT``); a device or socket named explicitly is refused.
 """
 
 from __future__ import annotations
