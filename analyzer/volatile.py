@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from prefixcache.analyzer.sequence import common_prefix_len
+
 #: Kinds that are clock readings (rule PC101, severity by ``granularity_s``).
 TIME_KINDS = frozenset({"timestamp", "date", "time", "epoch"})
 #: Kinds that are generated identifiers (rule PC102).
@@ -74,7 +76,7 @@ _SLASH = re.compile(
 # Monday, March 2, 2026 10:31 AM  |  2 March 2026  |  Mon, 02 Mar 2026 10:31:02 GMT
 # | Mon Mar 02 2026 10:31:02 GMT+0000 (JS Date.toString)
 _TEXTUAL = re.compile(
-    r"(?<![\w])(?:(?:" + _DAYS + r"),?\s+)?"
+    r"(?=[A-Z\d])(?<![\w])(?:(?:" + _DAYS + r"),?\s+)?"
     r"(?:(?P<mname>" + _MONTHS + r")\.?\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<y>\d{4})"
     r"|(?P<d2>\d{1,2})(?:st|nd|rd|th)?\s+(?P<mname2>" + _MONTHS + r")\.?,?\s+(?P<y2>\d{4}))"
     r"(?:,?\s+(?:at\s+)?" + _TIME + _AMPM + r"?" + _TZ + r"?)?(?![\w])"
@@ -83,7 +85,7 @@ _TEXTUAL = re.compile(
 _CLOCK = re.compile(r"(?<![\w.:/\\-])" + _TIME + _AMPM + r"?" + _TZ + r"?(?![\w:.]\d|[\w:])")
 _CLOCK_LABEL = re.compile(r"(?i)(?:time|now|clock|at|as of|updated|generated)\W{0,3}$")
 # UNIX epoch seconds (2001-09 .. 2039) or milliseconds, optionally fractional
-_EPOCH = re.compile(r"(?<![\w.,])(?P<n>1\d{9}|1\d{12}|2[01]\d{8}|2[01]\d{11})(?:\.(?P<frac>\d{1,9}))?(?![\w.,]?\d)")
+_EPOCH = re.compile(r"(?=[12])(?<![\w.,])(?P<n>1\d{9}|1\d{12}|2[01]\d{8}|2[01]\d{11})(?:\.(?P<frac>\d{1,9}))?(?![\w.,]?\d)")
 _UUID = re.compile(
     r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"
 )
@@ -103,7 +105,7 @@ _LABELLED = re.compile(
 _HEX = re.compile(r"(?<![\w-])(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])(?:[0-9a-f]{16,128}|[0-9A-F]{16,128})(?![\w-])")
 # Short git object names in git-like contexts
 _GIT = re.compile(
-    r"(?:(?<=index )|(?<=\.\.)|(?<=\.\.\.)|(?<=commit )|(?<=HEAD is now at )|(?<=Merge: )|(?<=revert )"
+    r"(?=[0-9a-f]{7})(?:(?<=index )|(?<=\.\.)|(?<=\.\.\.)|(?<=commit )|(?<=HEAD is now at )|(?<=Merge: )|(?<=revert )"
     r"|(?<=^)|(?<=\n)|(?<=\[)(?=[\w./-]+ [0-9a-f]{7,12}\])|(?<=\] )|(?<=\s\*\s))"
     r"(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,12}(?=\.\.|\s|$|\]|\))"
 )
@@ -190,10 +192,11 @@ def _git(m: re.Match[str], text: str, line_start: int | None = None) -> tuple[st
     return ("hex-id", None)
 
 
-def _git_scan() -> Callable[[re.Match[str], str], tuple[str, float | None] | None]:
-    """:func:`_git` for one left-to-right scan: the line start is found from the previous
-    match onwards, not from the text's start (linear on a huge text without newlines)."""
-    seen = [0, 0]  # position looked up to, start of the line there
+def _git_scan(text: str, pos: int = 0) -> Callable[[re.Match[str], str], tuple[str, float | None] | None]:
+    """:func:`_git` for one left-to-right scan of ``text`` from ``pos``: the line start is
+    found from the previous match onwards, not from the text's start (linear on a huge
+    text without newlines)."""
+    seen = [pos, text.rfind("\n", 0, pos) + 1]  # position looked up to, start of the line there
 
     def classify(m: re.Match[str], text: str) -> tuple[str, float | None] | None:
         nl = text.rfind("\n", seen[0], m.start())
@@ -205,29 +208,46 @@ def _git_scan() -> Callable[[re.Match[str], str], tuple[str, float | None] | Non
     return classify
 
 
-#: (pattern, classifier, group holding the value) in priority order: on equal
-#: start offsets the longer match wins, then the earlier entry.
-_DETECTORS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], tuple[str, float | None] | None], int | str], ...] = (
-    (_ISO, _iso, 0),
-    (_ISO_BASIC, _iso, 0),
-    (_TEXTUAL, _textual, 0),
-    (_SLASH, _slash, 0),
-    (_UUID, _fixed("uuid"), 0),
-    (_JWT, _fixed("jwt"), 0),
-    (_LABELLED, _fixed("nonce"), "v"),
-    (_PREFIXED, _fixed("request-id"), 0),
-    (_HEX, _fixed("hex-id"), 0),
-    (_GIT, _git, 0),
-    (_CLOCK, _clock, 0),
-    (_EPOCH, _epoch, 0),
+#: (pattern, classifier, group holding the value, literal gate) in priority order: on
+#: equal start offsets the longer match wins, then the earlier entry. The gate lists
+#: substrings of which every match consumes at least one: a detector runs only where
+#: one occurs (``()`` = always runs).
+_DETECTORS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], tuple[str, float | None] | None], int | str, tuple[str, ...]], ...] = (
+    (_ISO, _iso, 0, ("-",)),
+    (_ISO_BASIC, _iso, 0, ("T",)),
+    (_TEXTUAL, _textual, 0, ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")),
+    (_SLASH, _slash, 0, ("/",)),
+    (_UUID, _fixed("uuid"), 0, ("-",)),
+    (_JWT, _fixed("jwt"), 0, ("eyJ",)),
+    (_LABELLED, _fixed("nonce"), "v", (":", "=")),
+    (_PREFIXED, _fixed("request-id"), 0, ("_", "-")),
+    (_HEX, _fixed("hex-id"), 0, ()),
+    (_GIT, _git, 0, ()),
+    (_CLOCK, _clock, 0, (":",)),
+    (_EPOCH, _epoch, 0, ()),
 )
 
+#: Characters no detector can consume and no lookahead reads past (checked against
+#: the parsed patterns by tests/test_volatile_fast.py). No match crosses one, and
+#: a match attempt left of one reads nothing right of it: the scan of a text up to
+#: such a character depends only on the text up to it.
+HARD_CHARS = ";!?{}<>|&%$#@^~`(["
+#: Texts shorter than this are scanned whole, without the reuse cache (characters).
+_REUSE_MIN = 4096
+#: How many long texts (and their spans) the reuse cache keeps.
+_REUSE_SLOTS = 4
+_recent: list[tuple[str, tuple[VolatileSpan, ...]]] = []
 
-def _candidates(text: str) -> Iterator[tuple[int, int, int, str, float | None]]:
-    for prio, (pattern, classify, group) in enumerate(_DETECTORS):
+
+def _candidates(text: str, pos: int = 0) -> Iterator[tuple[int, int, int, str, float | None]]:
+    """Every detector's accepted matches starting at ``pos`` or later (lookbehinds see
+    the whole text), as (start, end, priority, kind, granularity)."""
+    for prio, (pattern, classify, group, gate) in enumerate(_DETECTORS):
+        if gate and not any(text.find(lit, pos) >= 0 for lit in gate):
+            continue
         if classify is _git:
-            classify = _git_scan()
-        for m in pattern.finditer(text):
+            classify = _git_scan(text, pos)
+        for m in pattern.finditer(text, pos):
             found = classify(m, text)
             if found is None:
                 continue
@@ -238,22 +258,63 @@ def _candidates(text: str) -> Iterator[tuple[int, int, int, str, float | None]]:
             yield start, end, prio, kind, gran
 
 
+def _scan(text: str, pos: int = 0) -> list[VolatileSpan]:
+    """:func:`find_volatile` of ``text`` restricted to spans starting at ``pos`` or later
+    (exact when ``pos`` is 0 or follows a :data:`HARD_CHARS` character)."""
+    picked: list[VolatileSpan] = []
+    taken_until = -1
+    for start, end, _prio, kind, gran in sorted(_candidates(text, pos), key=lambda c: (c[0], -(c[1] - c[0]), c[2])):
+        if start < taken_until or end <= start:
+            continue
+        picked.append(VolatileSpan(start, end, kind, gran, text[start:end]))
+        taken_until = end
+    return picked
+
+
+def _last_hard(text: str, end: int) -> int:
+    """Offset of the last :data:`HARD_CHARS` character before ``end``; -1 when none."""
+    lo = max(0, end - 65536)
+    best = max(text.rfind(c, lo, end) for c in HARD_CHARS)
+    if best < 0 and lo > 0:
+        best = max(text.rfind(c, 0, lo) for c in HARD_CHARS)
+    return best
+
+
+def _reuse(text: str) -> tuple[int, tuple[VolatileSpan, ...]]:
+    """(offset to scan from, spans before it) from the cached text sharing the longest
+    prefix with ``text``: spans left of the last hard character inside that prefix are
+    the same in both texts."""
+    best, spans = 0, ()
+    for old, old_spans in _recent:
+        if old is text or old == text:
+            return len(text), old_spans
+        n = common_prefix_len(old, text)
+        if n > best:
+            best, spans = n, old_spans
+    cut = _last_hard(text, best) + 1 if best else 0
+    if cut <= 0:
+        return 0, ()
+    return cut, tuple(s for s in spans if s.start < cut)
+
+
 def find_volatile(text: str) -> list[VolatileSpan]:
     """Volatile values in ``text``, sorted by offset and non-overlapping.
 
     Returns :class:`VolatileSpan` s with character offsets into ``text``. Where
     detectors overlap, the match starting first wins, then the longer one (so
     ``2026-03-02 10:31:02 UTC`` is one timestamp, not a date and a time).
-    Pure and deterministic; raises nothing.
+    Deterministic; raises nothing. Long texts that share a prefix with one of the
+    last :data:`_REUSE_SLOTS` long texts scanned (the same system prompt with a new
+    clock at its end, request after request) reuse its spans up to the last
+    :data:`HARD_CHARS` character of the shared prefix and scan only the rest: the
+    result is the same as a whole scan.
     """
-    picked: list[VolatileSpan] = []
-    taken_until = -1
-    for start, end, _prio, kind, gran in sorted(_candidates(text), key=lambda c: (c[0], -(c[1] - c[0]), c[2])):
-        if start < taken_until or end <= start:
-            continue
-        picked.append(VolatileSpan(start, end, kind, gran, text[start:end]))
-        taken_until = end
-    return picked
+    if len(text) < _REUSE_MIN:
+        return _scan(text)
+    cut, kept = _reuse(text)
+    spans = (*kept, *_scan(text, cut)) if cut < len(text) else kept
+    _recent[:] = [(text, spans)] + [e for e in _recent if e[0] is not text][: _REUSE_SLOTS - 1]
+    return list(spans)
 
 
 def rule_code(span: VolatileSpan) -> str:

@@ -3,10 +3,11 @@
 Writes a log of 4 append-only requests holding one string of SIZE MB
 (mixed text: words, clock readings, git hashes, ids, newlines every ~2 KB; in the system prompt,
 ending in a per-request clock, or ``--where user``), runs
-``inspect --json`` and ``lint --json`` on it as subprocesses and prints seconds, s/MB and
-peak RSS per size; also ``find_volatile`` alone in this process. Usage::
+``inspect --json``, ``lint --json``, ``simulate --json`` and ``canonicalize --json -o OUT`` on
+it as subprocesses and prints seconds, s/MB and peak RSS per size; also ``find_volatile``
+alone in this process. Usage::
 
-    .venv/bin/python bench/bench_strings.py [--sizes 1,4,16,100] [--commands inspect,lint]
+    .venv/bin/python bench/bench_strings.py [--sizes 1,10,100] [--commands inspect,lint,simulate,canonicalize]
 
 ``PREFIXCACHE_CLI`` overrides the command line (e.g. another tree's ``python -m prefixcache``).
 """
@@ -63,7 +64,7 @@ def run(args: list[str]) -> tuple[int, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1,4,16", help="string sizes in MB, comma-separated")
-    ap.add_argument("--commands", default="inspect,lint")
+    ap.add_argument("--commands", default="inspect,lint,simulate,canonicalize")
     ap.add_argument("--where", default="system", choices=["system", "user"], help="where the long string sits")
     ap.add_argument("--one-line", action="store_true", help="no newline inside the long string")
     opts = ap.parse_args()
@@ -81,7 +82,8 @@ def main() -> None:
             path = Path(tmp) / "long.jsonl"
             write_log(path, mb, opts.where, opts.one_line)
             for cmd in opts.commands.split(","):
-                code, secs, rss = run([cmd, str(path), "--json"])
+                extra = ["-o", str(Path(tmp) / "canonical.jsonl"), "--force"] if cmd == "canonicalize" else []
+                code, secs, rss = run([cmd, str(path), "--json", *extra])
                 print(f"{mb:6g} {cmd:14} {code:>4} {secs:8.2f} {secs / mb:7.2f} {rss:7.0f}", flush=True)
 
 

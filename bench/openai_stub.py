@@ -32,6 +32,7 @@ class StubState:
 
     block_size: int = 16
     num_blocks: int = 1000
+    max_model_len: int = 1 << 20
     reset_ok: bool = True
     delay_s: float = 0.0
     slow_s: float = 2.0
@@ -113,7 +114,7 @@ class Stub:
     async def _handle(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
         s = self.state
         if path == "/v1/models":
-            data = {"data": [{"id": "stub", "owned_by": "vllm", "root": None, "max_model_len": 1 << 20}]}
+            data = {"data": [{"id": "stub", "owned_by": "vllm", "root": None, "max_model_len": s.max_model_len}]}
             return await self._plain(writer, 200, "application/json", json.dumps(data).encode())
         if path == "/metrics":
             return await self._plain(writer, 200, "text/plain", s.metrics().encode())

@@ -6,12 +6,15 @@ transformation by rule code (veto with ``--only`` / ``--skip``, aliases ``--sele
 ``--ignore``), and prints reusable tokens before and after, per session and in total
 (``--format rich`` tables, or ``json``: the
 :class:`~prefixcache.analyzer.canonical.report.CanonicalizeReport`). ``--out`` never
-overwrites an input, nor an existing file without ``--force``.
+overwrites an input, nor an existing file without ``--force``. ``--redact`` hashes the
+quoted values of the report (moved timestamps, ids, tool names), skip reasons and errors;
+the rewritten log itself is written as is, so ``--redact`` needs ``--out`` to be a file.
 Exit codes: 0 written, 2 usage or input error (nothing is written then).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from collections import Counter
@@ -24,16 +27,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.canonical.report import (
     CanonicalizeReport, CanonicalRun, ReuseFigures, canonicalize_paths, parse_codes,
 )
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
+from prefixcache.analyzer.errors import ConfigError
 
 from prefixcache.cli.common import (
     EXIT_ERROR, EXIT_OK, atomic_output, check_output, console, err, handle_errors, plural, report_skipped,
 )
 from prefixcache.cli.options import (
-    AsJson, Force, InputFormat, Paths, SkipBad, Template, Tokenizer, output_format,
+    AsJson, Force, InputFormat, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, output_format,
 )
 from prefixcache.cli.tables import print_table
 
@@ -52,6 +57,18 @@ def _pct(r: ReuseFigures) -> str:
     return f"{r.fraction:.1%}"
 
 
+def _clean(text: str) -> str:
+    """``text`` with its quoted input hashed under ``--redact``."""
+    return redact_module.redact_message(text) if redact_module.active() else text
+
+
+def _clean_report(report: CanonicalizeReport) -> CanonicalizeReport:
+    if not redact_module.active():
+        return report
+    rows = [dataclasses.replace(t, description=_clean(t.description)) for t in report.transformations]
+    return dataclasses.replace(report, transformations=rows)
+
+
 def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -> None:
     groups: Counter = Counter()
     first: dict = {}
@@ -66,7 +83,7 @@ def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -
     for key, n in sorted(groups.items(), key=lambda kv: (kv[0][0], not kv[0][1]))[:MAX_ROWS]:
         code, applied, _ = key
         desc, where = first[key]
-        table.add_row(code, "applied" if applied else "[yellow]reported[/]", escape(desc), str(n), escape(where))
+        table.add_row(code, "applied" if applied else "[yellow]reported[/]", escape(_clean(desc)), str(n), escape(where))
     if groups:
         print_table(out, table)
     else:
@@ -100,6 +117,9 @@ def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -
 def run_canonicalize(paths: list[str], out: str, to: str | None, options: CanonicalOptions, input_format: str,
                      tokenizer: str, template: str, fmt: str, skip_bad: bool, force: bool) -> int:
     """Read, canonicalize, write, report; returns the exit code."""
+    if out == "-" and redact_module.active():
+        raise ConfigError("--redact keeps prompt text off the terminal, but -o - would print the rewritten log: "
+                          "give --out a file")
     if out != "-":
         check_output(out, paths, force)
     run = canonicalize_paths(paths, options, input_format, template, tokenizer,
@@ -112,7 +132,7 @@ def run_canonicalize(paths: list[str], out: str, to: str | None, options: Canoni
     else:
         with atomic_output(Path(out)) as fh:
             n = run.write(fh, to)
-    report = run.report(out, n)
+    report = _clean_report(run.report(out, n))
     report_to = err if out == "-" else console
     if fmt == "json":
         report_to.out(orjson.dumps(report).decode(), highlight=False)
@@ -143,8 +163,12 @@ def register(app: typer.Typer) -> None:
         template: Template = "auto",
         skip_bad: SkipBad = False,
         force: Force = False,
+        redact: Redact = False,
+        redact_key: RedactKey = None,
     ) -> None:
         """Rewrite logged requests into a cache-stable form and show the reusable tokens before and after."""
+        if redact:
+            redact_module.enable(True, redact_key)
         report = output_format(fmt, as_json, ("rich", "json"), "rich")
         options = CanonicalOptions(parse_codes(only, "--only/--select"),
                                    parse_codes(skip, "--skip/--ignore") or frozenset(), strip_volatile, normalize)

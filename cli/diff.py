@@ -3,7 +3,8 @@
 Parse → :func:`~prefixcache.analyzer.lint.diff.diff_requests` → render: the part and JSON
 path of each side, the text just before and after the first differing character, and the
 tokens of the window side by side (position, id, text). ``--json`` prints the
-:class:`~prefixcache.analyzer.lint.diff.DiffReport`. Exit codes: 0 the prompts are
+:class:`~prefixcache.analyzer.lint.diff.DiffReport`. ``--redact`` prints no prompt text:
+texts as lengths and keyed hashes, tokens as ids only, and errors with quoted input hashed. Exit codes: 0 the prompts are
 identical, 1 they differ, 2 usage or input error.
 """
 
@@ -17,9 +18,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.lint.diff import DiffReport, PromptSide, diff_requests
 from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors
-from prefixcache.cli.options import AsJson, InputFormat, Paths, Template, Tokenizer, output_format
+from prefixcache.cli.options import AsJson, InputFormat, Paths, Redact, RedactKey, Template, Tokenizer, output_format
 
 
 def _name(side: PromptSide) -> str:
@@ -82,11 +84,15 @@ def register(app: typer.Typer) -> None:
         input_format: InputFormat = "auto",
         tokenizer: Tokenizer = "auto",
         template: Template = "auto",
+        redact: Redact = False,
+        redact_key: RedactKey = None,
     ) -> None:
         """Show two rendered prompts of a log around their first differing token."""
+        if redact:
+            redact_module.enable(True, redact_key)
         out = output_format(fmt, as_json, ("text", "json"), "text")
         report = diff_requests(paths, request, against, input_format, template, tokenizer, window, width,
-                               sys.stdin.buffer if "-" in paths else None)
+                               sys.stdin.buffer if "-" in paths else None, redact)
         code = EXIT_OK if report.identical else EXIT_FINDINGS
         exit_code_if_stopped(code)
         if out == "json":

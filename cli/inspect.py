@@ -4,11 +4,14 @@ tokens per segment, and the provider-reported usage where logged.
 Formats: ``rich`` (tables, default) or ``json`` (JSON Lines: one
 :class:`~prefixcache.analyzer.prepare.inspect.InspectRecord` per request, then the
 summary line). ``--format`` with a log reader's name is the deprecated spelling of
-``--input-format`` (reader names and output formats never overlap).
+``--input-format`` (reader names and output formats never overlap). ``--redact``
+hashes every quoted input in notes, warnings, skip reasons and errors (inspect prints
+counts, never prompt text).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Optional
 
@@ -17,13 +20,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.ingest import formats
 from prefixcache.analyzer.render import fold_warnings
-from prefixcache.analyzer.prepare.inspect import InspectRecord, Inspection
+from prefixcache.analyzer.prepare.inspect import InspectRecord, Inspection, InspectSummaryLine
 
 from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, console, handle_errors, progress, report_skipped
 from prefixcache.cli.options import (
-    AsJson, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, deprecated_alias, output_format,
+    AsJson, InputFormat, ModelAsTokenizer, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, deprecated_alias,
+    output_format,
 )
 from prefixcache.cli.tables import print_table
 
@@ -51,6 +56,25 @@ def _legend(rows: list[InspectRecord]) -> str:
     return f" [dim]{'; '.join(keys)}[/]" if keys else ""
 
 
+def _clean(text: str) -> str:
+    """``text`` with its quoted input hashed under ``--redact``."""
+    return redact_module.redact_message(text) if redact_module.active() else text
+
+
+def _clean_record(rec: InspectRecord) -> InspectRecord:
+    if not redact_module.active():
+        return rec
+    return dataclasses.replace(rec, notes=[_clean(n) for n in rec.notes], warnings=[_clean(w) for w in rec.warnings])
+
+
+def _clean_summary(line: InspectSummaryLine) -> InspectSummaryLine:
+    if not redact_module.active():
+        return line
+    s = line.summary
+    return InspectSummaryLine(dataclasses.replace(s, skipped=[dataclasses.replace(k, reason=_clean(k.reason))
+                                                              for k in s.skipped]))
+
+
 def _print_tables(rows: list[InspectRecord]) -> None:
     by_session: dict[tuple[str, str], list[InspectRecord]] = {}
     for rec in rows:
@@ -69,18 +93,18 @@ def run_inspect(paths: list[str], input_format: str, tokenizer: str, template: s
     inspection = Inspection(paths, input_format, tokenizer, template, sys.stdin.buffer if "-" in paths else None)
     rows: list[InspectRecord] = []
     with progress("inspect", enabled=None if fmt == "rich" else False) as bar:
-        for rec in inspection:
+        for rec in map(_clean_record, inspection):
             bar.advance()
             if fmt == "json":
                 sys.stdout.write(orjson.dumps(rec).decode() + "\n")
             else:
                 rows.append(rec)
     if fmt == "json":
-        sys.stdout.write(orjson.dumps(inspection.summary).decode() + "\n")
+        sys.stdout.write(orjson.dumps(_clean_summary(inspection.summary)).decode() + "\n")
     else:
         _print_tables(rows)
         for note in inspection.notes.values():
-            console.print(f"[dim]{escape(note)}[/]")
+            console.print(f"[dim]{escape(_clean(note))}[/]")
         for w in fold_warnings(w for rec in rows for w in rec.warnings):
             console.print(f"[yellow]warning:[/] {escape(w)} (latest instance; lint rule PC503)")
         s = inspection.summary.summary
@@ -104,8 +128,12 @@ def register(app: typer.Typer) -> None:
         model: ModelAsTokenizer = None,
         template: Template = "auto",
         skip_bad: SkipBad = False,
+        redact: Redact = False,
+        redact_key: RedactKey = None,
     ) -> None:
         """Show each request's prompt tokens, tokens per segment, and reported usage."""
+        if redact:
+            redact_module.enable(True, redact_key)
         if fmt is not None and (fmt == "auto" or fmt in formats()):  # the old meaning: the log reader
             input_format = deprecated_alias(f"--format {fmt}", f"--input-format {fmt}", fmt, input_format)
             fmt = None

@@ -39,6 +39,11 @@ Capacity = Annotated[Optional[str], typer.Option(
     "--capacity", help="Cache capacity: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
                        "comma-separated for a sweep. Default: unbounded.")]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
+Redact = Annotated[bool, typer.Option(
+    "--redact", help="Show lengths and keyed hashes instead of prompt text, in the output, errors and skip reasons.")]
+RedactKey = Annotated[Optional[str], typer.Option(
+    "--redact-key", envvar="PREFIXCACHE_REDACT_KEY", show_envvar=True,
+    help="Key for --redact hashes, to compare them across runs and commands (default: a random key per run).")]
 
 # Hidden, deprecated spellings (one release): see deprecated_alias.
 ModelAsTokenizer = Annotated[Optional[str], typer.Option("--model", hidden=True)]

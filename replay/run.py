@@ -22,10 +22,11 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import Preparer, usage_only
+from prefixcache.replay.context import ContextLimit, fit_passes
 from prefixcache.replay.engine.base import Engine
 from prefixcache.replay.report import ReplayReport, build_report
 from prefixcache.replay.results import RequestResult, ResultWriter, load_results
-from prefixcache.replay.runner import Prompt, Replay, ReplayConfig, at_least_one, run_key, sim_requests, to_prompts
+from prefixcache.replay.runner import Prompt, Replay, ReplayConfig, at_least_one, run_key, sim_requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +108,10 @@ class ReplaySession:
     """A run ready to go (see :func:`open_replay`): ``total`` requests to run."""
 
     def __init__(self, options: ReplayOptions, engine: Engine, replay: Replay, ingest: Ingest,
-                 notes: tuple[str, ...], done: bool) -> None:
+                 notes: tuple[str, ...], done: bool, too_long: tuple[Skipped, ...] = ()) -> None:
         self.options, self.engine, self.replay, self.ingest = options, engine, replay, ingest
         self._notes, self._append = notes, done
+        self.skipped = ingest.summary.skipped + too_long  # unreadable records, then prompts past the context
         self.total = replay.total()
 
     def run(self, on_request: Callable[[str], None] | None = None) -> ReplayOutcome:
@@ -128,9 +130,9 @@ class ReplaySession:
         report = build_report(self.engine, self.replay.config, self.replay.prompts, self.replay.results,
                               run=self.replay.run_id, template=self.options.template,
                               max_prompt_tokens=self.options.max_prompt_tokens,
-                              skipped_records=len(self.ingest.summary.skipped), interrupted=interrupted)
+                              skipped_records=len(self.skipped), interrupted=interrupted)
         return ReplayOutcome(report, tuple(self.replay.results), self._notes + self.engine.notes(),
-                             self.ingest.summary.files, self.ingest.summary.skipped, self.options.out)
+                             self.ingest.summary.files, self.skipped, self.options.out)
 
 
 def load_engine(options: ReplayOptions) -> Engine:
@@ -154,24 +156,22 @@ def _requests(ingest: Ingest, max_requests: int | None) -> list[Request]:
     return reqs[:max_requests] if max_requests else reqs
 
 
-def _prompts(requests: list[Request], options: ReplayOptions, engine: Engine) -> tuple[dict[str, list[Prompt]], str]:
+def _prompts(requests: list[Request], options: ReplayOptions, engine: Engine
+             ) -> tuple[dict[str, list[Prompt]], str, list[Skipped]]:
     """Original (and, for the canonical pass, canonicalized) prompts in the engine's token
-    ids, and a note on how they were rendered and tokenized."""
-    from prefixcache.analyzer.canonical.rewrite import canonicalize_requests
-
+    ids, a note on how they were rendered and tokenized, and the requests skipped because
+    their prompt exceeds the engine's context (ConfigError when none is left)."""
     spec = "tokenizer" if options.template == "model" else options.template
+    limit = ContextLimit(engine.max_context, options.config.max_new_tokens, bool(options.max_prompt_tokens))
     preparer = Preparer(template=spec, tokenizer=engine.tokenizer)
-    bound = options.max_prompt_tokens
-    prompts = {"original": to_prompts((preparer.prepare(r) for r in requests), bound)}
-    if "canonical" in options.config.passes:
-        canon = Preparer(template=spec, tokenizer=engine.tokenizer)
-        prompts["canonical"] = to_prompts((canon.prepare(r) for r in canonicalize_requests(requests)), bound)
+    prompts, _, skipped = fit_passes(requests, lambda: Preparer(template=spec, tokenizer=engine.tokenizer), limit,
+                                  options.max_prompt_tokens, "canonical" in options.config.passes, preparer)
     how = "the model's own chat template" if options.template == "model" else f"template {options.template}"
     pipes = [preparer.pipeline(m) for m in preparer.notes]
     exact = all(p.renderer.exact and p.tokenizer.exact for p in pipes)
     note = (f"prompts rendered with {how} and tokenized with {engine.name}'s tokenizer "
             f"(token counts {'exact' if exact else 'approximate'})")
-    return prompts, note
+    return prompts, note, skipped
 
 
 def open_replay(paths: Sequence[str], options: ReplayOptions, *, engine: Engine | None = None,
@@ -185,7 +185,7 @@ def open_replay(paths: Sequence[str], options: ReplayOptions, *, engine: Engine 
     out = options.out
     done = load_results(out) if options.resume and out is not None and out.exists() else []
     engine = engine if engine is not None else load_engine(options)
-    prompts, note = _prompts(requests, options, engine)
+    prompts, note, too_long = _prompts(requests, options, engine)
     base = options.config
     config = replace(base, capacity_blocks=capacity_blocks(options.capacity, base.block_size,
                                                            engine.kv_bytes_per_token, prompts["original"]))
@@ -195,4 +195,4 @@ def open_replay(paths: Sequence[str], options: ReplayOptions, *, engine: Engine 
                   tokenizer=engine.model_id, max_prompt_tokens=options.max_prompt_tokens,
                   max_new_tokens=config.max_new_tokens)
     replay = Replay(engine, config, prompts, done, run=run, results_file=str(out) if out is not None else "")
-    return ReplaySession(options, engine, replay, ingest, (note,), bool(done))
+    return ReplaySession(options, engine, replay, ingest, (note,), bool(done), tuple(too_long))

@@ -22,11 +22,12 @@ from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import Preparer
+from prefixcache.replay.context import ContextLimit, fit_passes
 from prefixcache.replay.engine.detect import EngineInfo
 from prefixcache.replay.engine.server import ServerClient
 from prefixcache.replay.load import LoadShape
 from prefixcache.replay.run import _requests
-from prefixcache.replay.runner import PASSES, Prompt, at_least_one, run_key, to_prompts
+from prefixcache.replay.runner import PASSES, Prompt, at_least_one, run_key
 from prefixcache.replay.serve import ServedItem, ServedRun
 from prefixcache.replay.served import ServedResult, ServedWriter, load_served
 from prefixcache.replay.served_report import ServerReport, build_server_report
@@ -104,23 +105,22 @@ def _tokenizer(options: ServerOptions, info: EngineInfo) -> str:
                       "(the served model's tokenizer, a folder or an HF id in the local cache)")
 
 
-def _items(requests: list[Request], options: ServerOptions, tokenizer: str) -> dict[str, list[ServedItem]]:
-    """Our prompts (token ids) and, for ``--send chat``, their OpenAI chat bodies."""
-    from prefixcache.analyzer.canonical.rewrite import canonicalize_requests
+def _items(requests: list[Request], options: ServerOptions, tokenizer: str, info: EngineInfo
+           ) -> tuple[dict[str, list[ServedItem]], list[Skipped]]:
+    """Our prompts (token ids) and, for ``--send chat``, their OpenAI chat bodies; and the
+    requests skipped because their prompt exceeds the context the server reports."""
     from prefixcache.analyzer.canonical.writers import openai_body
 
     spec = "tokenizer" if options.template == "model" else options.template
-    sets = {"original": requests}
-    if "canonical" in options.passes:
-        sets["canonical"] = canonicalize_requests(requests)
+    limit = ContextLimit(info.max_context, options.max_new_tokens, bool(options.max_prompt_tokens))
+    prompts, sources, skipped = fit_passes(requests, lambda: Preparer(template=spec, tokenizer=tokenizer), limit,
+                                           options.max_prompt_tokens, "canonical" in options.passes)
     out: dict[str, list[ServedItem]] = {}
-    for key, reqs in sets.items():
-        prep = Preparer(template=spec, tokenizer=tokenizer)
-        prompts = to_prompts((prep.prepare(r) for r in reqs), options.max_prompt_tokens)
+    for key, reqs in sources.items():
         by_key = {(r.provenance.source, r.provenance.record, r.session, r.index): r for r in reqs}
         out[key] = [ServedItem(p, _chat(by_key[(p.source, p.record, p.session, p.request_index)], openai_body)
-                               if options.send == "chat" else None) for p in prompts]
-    return out
+                               if options.send == "chat" else None) for p in prompts[key]]
+    return out, skipped
 
 
 def _chat(request: Request, openai_body: Callable) -> dict:
@@ -133,8 +133,9 @@ class ServerSession:
 
     def __init__(self, options: ServerOptions, info: EngineInfo, items: dict[str, list[ServedItem]],
                  ingest: Ingest, done: list[ServedResult], block_size: int, capacity: int | None, run: str,
-                 notes: tuple[str, ...]) -> None:
+                 notes: tuple[str, ...], too_long: tuple[Skipped, ...] = ()) -> None:
         self.options, self.info, self.items, self.ingest = options, info, items, ingest
+        self.skipped = ingest.summary.skipped + too_long  # unreadable records, then prompts past the context
         self.done, self.block_size, self.capacity, self.run_id, self.notes = done, block_size, capacity, run, notes
         self.total = sum(len(items["canonical" if p == "canonical" else "original"]) for p in options.passes)
 
@@ -157,8 +158,7 @@ class ServerSession:
                                      capacity_blocks=self.capacity, requests=len(self.items["original"]),
                                      run=self.run_id, rows=rows, states=served.states if served else [],
                                      stopped=served.stopped if served else None, interrupted=interrupted)
-        return ServerOutcome(report, tuple(rows), self.notes, self.ingest.summary.files,
-                             self.ingest.summary.skipped, o.out)
+        return ServerOutcome(report, tuple(rows), self.notes, self.ingest.summary.files, self.skipped, o.out)
 
     async def _go(self, holder: dict, writer: ServedWriter, on_request: Callable[[str], None] | None) -> None:
         o = self.options
@@ -192,7 +192,7 @@ def open_server_replay(paths: Sequence[str], options: ServerOptions, *,
     requests = _requests(ingest, options.max_requests)
     info = asyncio.run(_detect(options))
     tokenizer = _tokenizer(options, info)
-    items = _items(requests, options, tokenizer)
+    items, too_long = _items(requests, options, tokenizer, info)
     block = options.block_size or info.block_size or 16
     capacity = None
     if options.capacity is not None:
@@ -217,7 +217,7 @@ def open_server_replay(paths: Sequence[str], options: ServerOptions, *,
     notes = (f"engine {info.kind} at {info.url}: model {info.model}, block size {info.block_size}, "
              f"{info.num_blocks} KV blocks; prediction with {block}-token blocks, capacity "
              f"{'unbounded' if capacity is None else f'{capacity} blocks'}; tokenizer {tokenizer}",)
-    return ServerSession(options, info, items, ingest, done, block, capacity, run, notes)
+    return ServerSession(options, info, items, ingest, done, block, capacity, run, notes, tuple(too_long))
 
 
 __all__ = ["SENDS", "ServerOptions", "ServerOutcome", "ServerSession", "open_server_replay", "Prompt"]

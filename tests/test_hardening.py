@@ -131,7 +131,7 @@ def test_fifo_and_closed_stdin_never_block(corpus: dict[str, Case], command: str
     assert "fifo.jsonl" in fifo.stderr and "empty" in fifo.stderr
     closed = _subprocess([command, "-", "--json"], stdin_closed=True)
     assert closed.returncode == 2 and "Traceback" not in closed.stderr
-    assert closed.stderr.strip().splitlines()[-1].endswith("-: empty file"), closed.stderr
+    assert closed.stderr.strip().splitlines()[-1].endswith("-: stdin is closed"), closed.stderr
 
 
 def test_named_fifo_with_a_writer_is_read(tmp_path) -> None:

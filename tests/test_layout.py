@@ -22,7 +22,8 @@ ROOTS = {"prefixcache": "prefixcache_ns", "prefixcache.cli": "cli", "prefixcache
 ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
     ("model",),
-    ("sequence", "volatile", "identity", "redact"),  # the shared kernel
+    ("sequence",),  # the shared kernel: the one common-prefix helper,
+    ("volatile", "identity", "redact"),  # ... and what builds on it
     ("ingest",),
     ("render",),
     ("tokenize",),

@@ -49,6 +49,7 @@ the same text and the prefix stays append-only.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -426,18 +427,62 @@ def constant_values(requests: Iterable[Request], min_count: int = 2) -> frozense
     :func:`canonicalize_all` passes ``min_count=1`` (a value seen once has not drifted)
     unless it normalizes.
     """
-    seen: dict[tuple[int, str], set[str]] = {}
-    count: dict[tuple[int, str], int] = {}
+    seen: dict[tuple, set[str]] = {}
+    count: dict[tuple, int] = {}
     for r in requests:
         for i, m in enumerate(r.system_messages):
-            text = _normalize_ws(m.content)
-            for s in find_volatile(text):
-                ls = text.rfind("\n", 0, s.start) + 1
-                le = text.find("\n", s.end)
-                slot = (i, text[ls : s.start] + "\x00" + text[s.end : le if le >= 0 else len(text)])
+            for s, blanked in _blanked_lines(_normalize_ws(m.content)):
+                slot = (i, *blanked)
                 seen.setdefault(slot, set()).add(s.text)
                 count[slot] = count.get(slot, 0) + 1
     return frozenset(v for slot, vals in seen.items() if len(vals) == 1 and count[slot] >= min_count for v in vals)
+
+
+def _blanked_lines(text: str) -> list[tuple[VolatileSpan, tuple[int, bytes, int, bytes]]]:
+    """Each volatile span of ``text`` with a key of its line with the value blanked out:
+    (length, BLAKE2b digest) of the line before the value and of the line after it.
+
+    Linear in the text: line bounds are found from the previous span on, and the
+    digests of spans sharing a line are built incrementally (a line of 1 MB holding
+    20,000 values is hashed once each way, not copied per value).
+    """
+    spans = find_volatile(text)
+    bounds, ls, le, last = [], 0, -1, 0
+    for sp in spans:  # (line start, line end) per span, as rfind/find from the span would give
+        nl = text.rfind("\n", last, sp.start)
+        ls = nl + 1 if nl >= 0 else ls
+        last = sp.start
+        if le < sp.end:
+            le = text.find("\n", sp.end)
+            le = len(text) if le < 0 else le
+        bounds.append((ls, le))
+    out: list[tuple[VolatileSpan, tuple[int, bytes, int, bytes]]] = []
+    k = 0
+    while k < len(spans):
+        j = k
+        while j < len(spans) and bounds[j] == bounds[k]:
+            j += 1
+        out += _line_keys(text, spans[k:j], *bounds[k])
+        k = j
+    return out
+
+
+def _line_keys(text: str, spans: list[VolatileSpan], ls: int, le: int) -> list[tuple[VolatileSpan, tuple[int, bytes, int, bytes]]]:
+    """:func:`_blanked_lines` keys of the spans of one line ``text[ls:le]``."""
+    def enc(piece: str) -> bytes:
+        return piece.encode("utf-8", "surrogatepass")
+
+    before, h, pos = [], hashlib.blake2b(digest_size=16), ls
+    for sp in spans:
+        h.update(enc(text[pos : sp.start]))
+        pos = sp.start
+        before.append((sp.start - ls, h.copy().digest()))
+    after, h, pos = [], hashlib.blake2b(digest_size=16), le
+    for sp in reversed(spans):  # the text after each value, hashed from the line's end backwards
+        h.update(enc(text[sp.end : pos][::-1]))
+        pos = sp.end
+        after.append((le - sp.end, h.copy().digest()))
+    return [(sp, (*b, *a)) for sp, b, a in zip(spans, before, reversed(after))]
 
 
 def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = CanonicalOptions()

@@ -15,38 +15,26 @@ keep their position and id but lose their text, and the cause's quoted values ar
 from __future__ import annotations
 
 import shlex
-from dataclasses import replace
 from typing import Any, Sequence
 
 import orjson
 
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.lint.diff import DiffReport, PromptSide, TokenCell, diff_prepared
+from prefixcache.analyzer.lint.diff import diff_prepared, redacted
 from prefixcache.analyzer.prepare import Preparer
-from prefixcache.analyzer.redact import redact_message, redact_text
 
 #: Tokens shown either side of the first divergent token (``diff --window``), and characters of text (``--width``).
 DIFF_WINDOW = 8
 DIFF_WIDTH = 80
 
 
-def _redacted_side(side: PromptSide) -> PromptSide:
-    return replace(side, text_before=redact_text(side.text_before), text_after=redact_text(side.text_after),
-                   tokens=[TokenCell(t.position, t.id, "") for t in side.tokens])
-
-
-def redacted(report: DiffReport) -> DiffReport:
-    """``report`` without prompt text: texts as lengths and hashes, token ids without their text."""
-    return replace(report, request=_redacted_side(report.request), against=_redacted_side(report.against),
-                   cause=redact_message(report.cause) if report.cause else None)
-
-
 def diff_command(paths: Sequence[str], request: tuple[str, int], against: tuple[str, int],
-                 flags: Sequence[tuple[str, str | None]], window: int) -> str:
-    """The ``prefixcache diff ... --json`` command line printing one excerpt's document."""
+                 flags: Sequence[tuple[str, str | None]], window: int, redact: bool = False) -> str:
+    """The ``prefixcache diff ... --json`` command line printing one excerpt's document
+    (``--redact`` with ``redact``: the same hashes under the same ``--redact-key``)."""
     args = ["prefixcache", "diff", *paths, "--request", f"{request[0]}:{request[1]}",
-            "--against", f"{against[0]}:{against[1]}", "--json"]
+            "--against", f"{against[0]}:{against[1]}", "--json", *(["--redact"] if redact else [])]
     for flag, value in flags:
         if value not in (None, "", "auto"):
             args += [flag, value]
@@ -82,5 +70,5 @@ def break_diffs(paths: Sequence[str], lint: dict[str, Any], input_format: str = 
             continue
         doc = orjson.loads(orjson.dumps(redacted(report) if redact else report))
         out.append({"row": i, "command": diff_command(paths, (r["session"], r["index"]), tuple(r["compared_with"]),
-                                                      flags, window), "diff": doc})
+                                                      flags, window, redact), "diff": doc})
     return out

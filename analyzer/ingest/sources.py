@@ -10,10 +10,10 @@ folders (``.git``) are passed over silently; every other file of the walk is a
 socket or device is never opened), which :class:`~prefixcache.analyzer.ingest.Ingest`
 lists as a skipped note. Files named directly are strict: regular files are always read.
 A file named twice is read once. Stdin is read once into memory (it cannot be re-opened)
-and then served like a file named ``-``; a closed stdin reads as empty. Compressed files and
-stdin are decompressed as they stream (:mod:`.compressed`). A FIFO named explicitly
-(``<(cat log)``) is read once into memory like stdin, giving up after :data:`PIPE_TIMEOUT_S`
-seconds without data (``PREFIXCACHE_PIPE_TIMEOUT``); a device or socket named explicitly is refused.
+and then served like a file named ``-``; a closed stdin is a bad input ("stdin is closed").
+Compressed files and stdin are decompressed as they stream (:mod:`.compressed`). A FIFO
+named explicitly (``<(cat log)``) is read once into memory like stdin, giving up after
+:data:`PIPE_TIMEOUT_S` seconds without data (``PREFIXCACHE_PIPE_TIMEOUT``); a device or socket named explicitly is refused.
 """
 
 from __future__ import annotations
@@ -86,14 +86,20 @@ def read_pipe(path: str, timeout: float | None = None, max_bytes: int = PIPE_MAX
         os.close(fd)
 
 
-def _read_stdin(stream: IO[bytes] | None) -> bytes:
-    """Everything on stdin; a closed stdin (no stream, or a closed descriptor) is empty."""
-    if stream is None:
-        return b""
+def _read_stdin(stream: IO[bytes] | None) -> bytes | None:
+    """Everything on stdin; None when stdin is closed: no stream, a closed descriptor, or the
+    process's own stdin when it started with descriptor 0 closed (``<&-``: ``sys.__stdin__``
+    is None, whatever stand-in ``sys.stdin`` now is)."""
+    if stream is None or (sys.__stdin__ is None and stream is getattr(sys.stdin, "buffer", None)):
+        return None
     try:
         return stream.read()
     except (OSError, ValueError):
-        return b""
+        return None
+
+
+def _closed_stdin() -> IO[bytes]:
+    raise InputError("stdin is closed", "-", 0)
 
 
 def bytes_source(name: str, data: bytes) -> Source:
@@ -196,7 +202,8 @@ def expand_inputs(inputs: Sequence[str], stdin: IO[bytes] | None = None) -> list
                 raise InputError("stdin given more than once", "-", 0)
             seen.add("-")
             stream = stdin if stdin is not None else getattr(sys.stdin, "buffer", None)
-            sources.append(bytes_source("-", _read_stdin(stream)))
+            data = _read_stdin(stream)
+            sources.append(Source("-", _closed_stdin) if data is None else bytes_source("-", data))
             continue
         for source in _expand_one(arg):
             key = str(Path(source.name).resolve())

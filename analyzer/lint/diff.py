@@ -24,6 +24,7 @@ from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.lint.rules import RULES, PairContext, classify
 from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.prepare import Prepared, Preparer
+from prefixcache.analyzer.redact import redact_message, redact_text
 from prefixcache.analyzer.sequence import common_prefix_len
 
 
@@ -75,6 +76,19 @@ class DiffReport:
     cause: str | None
 
 
+def _redacted_side(side: PromptSide) -> PromptSide:
+    return replace(side, text_before=redact_text(side.text_before), text_after=redact_text(side.text_after),
+                   tokens=[TokenCell(t.position, t.id, "") for t in side.tokens])
+
+
+def redacted(report: DiffReport) -> DiffReport:
+    """``report`` without prompt text (``diff --redact``): texts as lengths and keyed hashes
+    (:func:`~prefixcache.analyzer.redact.redact_text`), token ids without their text, quoted
+    values in the cause redacted."""
+    return replace(report, request=_redacted_side(report.request), against=_redacted_side(report.against),
+                   cause=redact_message(report.cause) if report.cause else None)
+
+
 def parse_request(spec: str, what: str = "--request") -> tuple[str | None, int]:
     """``SESSION:K`` (or ``K`` alone) → (session or None, K); ConfigError when K is not an index >= 0."""
     session, sep, k = spec.rpartition(":")
@@ -116,10 +130,11 @@ def _side(p: Prepared, other: Prepared, token: int, preparer: Preparer, window: 
 
 def diff_requests(paths: Sequence[str], request: str, against: str | None = None, input_format: str = "auto",
                   template: str = "auto", tokenizer: str = "auto", window: int = 8, width: int = 80,
-                  stdin: IO[bytes] | None = None) -> DiffReport:
+                  stdin: IO[bytes] | None = None, redact: bool = False) -> DiffReport:
     """Compare request ``request`` (``SESSION:K``) with ``against`` (``K'`` or ``SESSION:K'``;
     default the previous request of the same session). ``window`` tokens either side of
-    the divergence are listed, ``width`` characters of text. Raises ConfigError for a bad
+    the divergence are listed, ``width`` characters of text; ``redact`` gives the
+    :func:`redacted` report (no prompt text). Raises ConfigError for a bad
     or unknown request, a request with no prompt text (block traces, usage-only records)
     and bad specs; InputError for unreadable logs."""
     if window < 1 or width < 1:
@@ -139,7 +154,8 @@ def diff_requests(paths: Sequence[str], request: str, against: str | None = None
         b = _pick(requests, s2 or a.session, k2, "--against")
     preparer = Preparer(template=template, tokenizer=tokenizer)
     pb, pa = preparer.prepare(b), preparer.prepare(a)
-    return diff_prepared(pa, pb, preparer, window, width)
+    report = diff_prepared(pa, pb, preparer, window, width)
+    return redacted(report) if redact else report
 
 
 def diff_prepared(pa: Prepared, pb: Prepared, preparer: Preparer, window: int = 8, width: int = 80) -> DiffReport:
