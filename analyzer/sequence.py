@@ -8,6 +8,8 @@ one chunk that holds the mismatch, so a call costs O(n) element compares at C sp
 
 from __future__ import annotations
 
+import math
+
 from typing import Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -73,3 +75,36 @@ def arrival_order(items: Iterable[T], time: Callable[[T], float | None]) -> list
         staged.sort(key=lambda x: (x[0], x[1]))
         return [(float(t), item) for t, _, item in staged]
     return [(float(i), item) for i, (_, _, item) in enumerate(staged)]
+
+
+class InputOrder:
+    """Whether :func:`arrival_order` of the times seen so far is still their input order.
+
+    Feed each item's logged time (seconds, or None) with :meth:`see`; :attr:`holds` is
+    True while it is: a time is missing (then input order is the order), or no time
+    went below an earlier one (a stable sort would keep every item in place). Streams
+    (lint's :func:`~prefixcache.analyzer.lint.order.arrival_stream`, simulate's request
+    staging) use it to know whether what they consumed in input order was the arrival
+    order, without holding the items."""
+
+    __slots__ = ("missing", "backwards", "latest")
+
+    def __init__(self) -> None:
+        self.missing = False
+        self.backwards = False
+        self.latest = -math.inf
+
+    def see(self, t: float | None) -> bool:
+        """Record one more item's time; returns :attr:`holds` after it."""
+        if t is None:
+            self.missing = True
+        elif t < self.latest:
+            self.backwards = True
+        else:
+            self.latest = float(t)
+        return self.holds
+
+    @property
+    def holds(self) -> bool:
+        """True while the arrival order of the items seen is their input order."""
+        return self.missing or not self.backwards

@@ -133,3 +133,17 @@ def test_json_is_written_in_chunks_byte_for_byte(tmp_path, monkeypatch):
             chunks = list(run.json_chunks())
             assert b"".join(chunks) == whole
             assert all(c.decode() for c in chunks)  # chunks end between items: never inside a character
+
+
+def test_input_order_is_the_one_rule_lint_and_simulate_stream_by():
+    from prefixcache.analyzer.cache.workload import SimStream
+    from prefixcache.analyzer.sequence import InputOrder, arrival_order
+
+    rng = random.Random(7)
+    for _ in range(200):
+        times = [rng.choice([None, *range(5)]) if rng.random() < 0.2 else rng.randrange(5) for _ in range(rng.randrange(1, 8))]
+        order = InputOrder()
+        holds = [order.see(t) for t in times][-1]
+        kept = [i for _, i in arrival_order(range(len(times)), times.__getitem__)] == list(range(len(times)))
+        assert holds == kept, times
+    assert SimStream().in_input_order

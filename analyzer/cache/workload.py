@@ -30,7 +30,7 @@ from prefixcache.analyzer.cache.compact import Shared
 from prefixcache.analyzer.cache.provider import AnthropicCache, Breakpoint
 from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS
 from prefixcache.analyzer.model import Request
-from prefixcache.analyzer.sequence import arrival_order
+from prefixcache.analyzer.sequence import InputOrder, arrival_order
 
 #: ``cache_control`` TTL codes of the logs (seconds).
 TTL_CODES = {"5m": 300.0, "1h": 3600.0, "30m": 1800.0, "12h": 43200.0}
@@ -199,14 +199,13 @@ class SimStream:
         self._sent: list[float | None] = []
         self._last_tokens: dict[str, Shared] = {}
         self._last_trace: dict[object, Shared] = {}
-        self._missing = False
-        self._sorted = True
+        self._order = InputOrder()
 
     @property
     def in_input_order(self) -> bool:
         """True while the arrival order of what was added is its input order (a time is
         missing, or the logged times never go back)."""
-        return self._missing or self._sorted
+        return self._order.holds
 
     def add(self, p) -> None:
         """Stage one prepared request (usage-only ones have nothing to replay: skipped)."""
@@ -214,10 +213,7 @@ class SimStream:
         if r.trace is None and p.tokens is None:
             return
         t = r.timestamp
-        if t is None:
-            self._missing = True
-        elif self._times and self._times[-1] is not None and t < self._times[-1]:
-            self._sorted = False
+        self._order.see(t)
         self._times.append(t)
         self._sent.append(_sent(r))
         if r.trace is not None:
@@ -235,7 +231,7 @@ class SimStream:
         """Everything added, in arrival order, with ``order`` its position in it, ``now``
         the logical clock and ``sent`` the send time (None unless every request is timed)."""
         ordered = arrival_order(range(len(self._reqs)), self._times.__getitem__)
-        timed = not self._missing
+        timed = not self._order.missing
         out = []
         for pos, (now, i) in enumerate(ordered):
             r = self._reqs[i]  # private until now: set in place rather than copied

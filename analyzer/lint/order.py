@@ -23,6 +23,8 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
+from prefixcache.analyzer.sequence import InputOrder
+
 T = TypeVar("T")
 
 #: The position yielded (with item None) when everything yielded so far must be discarded.
@@ -33,22 +35,17 @@ def arrival_stream(items: Iterable[T], time: Callable[[T], float | None]) -> Ite
     """``(input position, item)`` in arrival order (see the module docstring); ``items``
     must give the same items on every iteration. Yields ``(RESTART, None)`` at most once."""
     times = array("d")
-    missing, stopped, latest = False, None, -math.inf
+    order, stopped = InputOrder(), None
     for pos, item in enumerate(items):
         t = time(item)
         times.append(math.nan if t is None else float(t))
-        missing = missing or t is None
-        if stopped is not None:
-            continue
-        if not missing and t < latest:
+        if not order.see(t) and stopped is None:
             stopped = pos
-            continue
-        if t is not None:
-            latest = max(latest, t)
-        yield pos, item
+        if stopped is None:
+            yield pos, item
     if stopped is None:
         return
-    if missing:  # input order after all: read on from where the first pass stopped
+    if order.missing:  # input order after all: read on from where the first pass stopped
         yield from ((pos, item) for pos, item in enumerate(items) if pos >= stopped)
         return
     yield RESTART, None
