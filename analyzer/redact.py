@@ -16,6 +16,7 @@ process (the CLI's error printer asks :func:`active`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -60,6 +61,12 @@ def redact_text(text: str) -> str:
 def redact_message(message: str) -> str:
     """``message`` with every quoted part (``'...'``, ``"..."``) replaced by :func:`redact_text` of it."""
     return _QUOTED.sub(lambda m: redact_text(m.group()[1:-1]), message)
+
+
+def redact_skipped(skipped) -> tuple:
+    """``skipped`` (:class:`~prefixcache.analyzer.model.Skipped` records) with each reason
+    through :func:`redact_message`: reasons quote input (``starts with '{"api_key": ...'``)."""
+    return tuple(dataclasses.replace(s, reason=redact_message(s.reason)) for s in skipped)
 
 
 def enable(on: bool = True, key: str | None = None) -> None:

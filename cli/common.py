@@ -237,3 +237,13 @@ def progress(description: str, total: int | None = None, enabled: bool | None = 
     )
     with bar:
         yield Tracker(bar, bar.add_task(description, total=total))
+
+
+def implied_redact(on: bool | None, key: str | None) -> bool | None:
+    """``--redact`` as given (``on``: None when not given), or True when a ``--redact-key``
+    was given without it (a key means hashes are wanted). An explicit ``--no-redact``
+    (False) wins, and a key that only comes from ``$PREFIXCACHE_REDACT_KEY`` turns nothing
+    on (it only keys the hashes)."""
+    if on is not None or not key or key == os.environ.get(redact.KEY_ENV):
+        return on
+    return True

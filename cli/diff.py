@@ -20,7 +20,7 @@ from rich.text import Text
 
 from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.lint.diff import DiffReport, PromptSide, diff_requests
-from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors
+from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors, implied_redact
 from prefixcache.cli.options import AsJson, InputFormat, Paths, Redact, RedactKey, Template, Tokenizer, output_format
 
 
@@ -55,6 +55,8 @@ def print_diff(r: DiffReport) -> None:
         line.append("│", style="red")
         line.append(_cell(side.text_after), style="yellow")
         console.print(line, soft_wrap=True)
+    if not (b.tokens or a.tokens):  # --redact: no token cells
+        return
     table = Table(show_edge=False, pad_edge=False, box=None)
     for col in ("token", f"req {b.index} id", f"req {b.index} text", f"req {a.index} id", f"req {a.index} text", ""):
         table.add_column(col, justify="right" if "id" in col or col == "token" else "left", no_wrap=True)
@@ -88,6 +90,7 @@ def register(app: typer.Typer) -> None:
         redact_key: RedactKey = None,
     ) -> None:
         """Show two rendered prompts of a log around their first differing token."""
+        redact = bool(implied_redact(redact or None, redact_key))
         if redact:
             redact_module.enable(True, redact_key)
         out = output_format(fmt, as_json, ("text", "json"), "text")

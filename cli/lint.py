@@ -26,7 +26,7 @@ from prefixcache.analyzer.prepare.inspect import check_specs
 
 from prefixcache.cli.common import (
     EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, check_output, console, err, exit_code_if_stopped,
-    handle_errors, progress, report_skipped,
+    handle_errors, implied_redact, progress, report_skipped,
 )
 from prefixcache.cli.lint_report import print_rich
 from prefixcache.cli.options import (
@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
         cfg = load_config(config).merged(
             format=output_format(fmt, as_json, FORMATS, None), select=_split(select), ignore=_split(ignore),  # type: ignore[arg-type]
             block_size=block_size, fail_under=parse_fraction(fail_under, "--fail-under") if fail_under is not None else None,
-            fail_on=fail_on, redact=redact, tokenizer=deprecated_alias("--model", "--tokenizer", model, tokenizer),
+            fail_on=fail_on, redact=implied_redact(redact, redact_key), tokenizer=deprecated_alias("--model", "--tokenizer", model, tokenizer),
             template=template,
         )
         if fix:
@@ -109,8 +109,7 @@ def register(app: typer.Typer) -> None:
         with progress("lint", enabled=None if cfg.format == "rich" else False) as bar:
             run = lint_paths(paths, cfg, input_format, sys.stdin.buffer if "-" in paths else None, bar.advance)
         if cfg.redact:  # skip reasons quote input (``starts with '{"api_key": ...'``)
-            run = dataclasses.replace(run, skipped=tuple(
-                dataclasses.replace(s, reason=redact_module.redact_message(s.reason)) for s in run.skipped))
+            run = dataclasses.replace(run, skipped=redact_module.redact_skipped(run.skipped))
         verdict = run.verdict()
         bad_records = not skip_bad and any(s.bad for s in run.skipped)
         exit_code_if_stopped(EXIT_ERROR if bad_records else EXIT_FINDINGS if verdict.failed else EXIT_OK)

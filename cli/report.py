@@ -19,7 +19,7 @@ from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.html import ReportOptions, gather, render_html
 from prefixcache.analyzer.html.report import DEFAULT_CAPACITY
 from prefixcache.analyzer.lint.config import load_config
-from prefixcache.cli.common import EXIT_ERROR, atomic_output, check_output, err, handle_errors, progress, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, atomic_output, check_output, err, handle_errors, implied_redact, progress, report_skipped
 from prefixcache.cli.options import (
     BlockSize, Capacity, Force, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, deprecated_alias,
 )
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         force: Force = False,
     ) -> None:
         """Write one offline HTML report: summary, per-session turns, capacity curves, replay, fleet."""
-        cfg = load_config(config).merged(format="json", redact=redact, block_size=block_size, template=template,
+        cfg = load_config(config).merged(format="json", redact=implied_redact(redact, redact_key), block_size=block_size, template=template,
                                          tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer))
         if cfg.redact:
             redact_module.enable(True, redact_key)

@@ -110,7 +110,7 @@ def _requests(rep: SimulateReport) -> None:
 
 
 #: Band column marks by ``CallRow.rule``: the in-thread rule, a hidden prefix of unknown size.
-_MARK = {"in-thread": " ·", "hidden-prefix-unsized": " ?"}
+_MARK = {"in-thread": " ·", "hidden-prefix-unsized": " ?", "hidden-prefix-measured": " m"}
 
 
 def _calls(rep: SimulateReport) -> None:
@@ -135,6 +135,10 @@ def _calls(rep: SimulateReport) -> None:
             console.print(f"record {c.record} (?): reads only the hidden prefix, whose size no earlier call measured "
                           f"(ours includes unlogged first-turn content): band {_n(c.lagged_cached_tokens)}–"
                           f"{_n(c.expected_cached_tokens)}, reported {_n(c.reported_cached_tokens)}")
+        if c.rule == "hidden-prefix-measured":
+            console.print(f"record {c.record} (m): reads only the hidden prefix, sized by an earlier call's read of it "
+                          f"that had landed before this call was sent: {_n(c.expected_cached_tokens)}, reported "
+                          f"{_n(c.reported_cached_tokens)}")
         if c.provider_verdict is not None:
             missed = "" if c.provider_missed_tokens is None else f" ({_n(c.provider_missed_tokens)} tokens missed)"
             ours = f"{c.drift_cause or 'no rule'} at token {_n(c.shared_tokens)}"

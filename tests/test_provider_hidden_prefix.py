@@ -89,3 +89,26 @@ def test_provider_rules_page_shows_the_unsized_rows():
     code, out, _ = run(argv, columns=120)
     assert code == 0
     assert_shows(out, documented("docs/methods/provider-rules.md", "$ prefixcache " + " ".join(argv)))
+
+
+def test_measured_rows_are_marked_and_explained_in_the_text(tmp_path):
+    """Fresh-user trial: with subagent 5 sent after subagent 4's answer landed (00:56:40.957), record 296
+    becomes ``hidden-prefix-measured`` (exact: 11,381); the text marks it ``m`` and says where its size
+    comes from, as ``?`` rows are explained."""
+    import json
+
+    lines = CLAUDE.read_text().splitlines()
+    rec = json.loads(lines[294])  # line 295: subagent 5's first user line, the call's send time
+    rec["timestamp"] = "2025-09-03T00:56:41.000Z"
+    lines[294] = json.dumps(rec)
+    moved = tmp_path / "claude_moved.jsonl"
+    moved.write_text("\n".join(lines) + "\n")
+    doc = run_json(["simulate", str(moved), "--cache", "anthropic"])
+    row = next(c for c in doc["calls"] if c["record"] == 296)
+    assert row["rule"] == "hidden-prefix-measured" and row["expected_cached_tokens"] == row["reported_cached_tokens"] == 11381
+    assert doc["agreement"]["expected_exact"] == 168
+    from tests.test_doc_figures import run
+
+    code, out, _ = run(["simulate", str(moved), "--cache", "anthropic"], columns=400)
+    assert code == 0 and "11,381 m" in out
+    assert "record 296 (m): reads only the hidden prefix, sized by an earlier call's read of it" in out

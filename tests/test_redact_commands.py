@@ -109,3 +109,38 @@ def test_lint_on_an_unreadable_file_prints_only_the_error(tmp_path: Path, fmt: s
 def test_lint_json_on_an_unreadable_file_keeps_its_document(tmp_path: Path) -> None:
     res = _run("lint", str(_unknown(tmp_path)), "--json")
     assert res.exit_code == 2 and json.loads(res.stdout)["skipped"][0]["bad"] is True
+
+
+def test_a_redact_key_alone_turns_redaction_on(tmp_path: Path, monkeypatch) -> None:
+    """Fresh-user trial: ``--redact-key K`` without ``--redact`` printed the secret. A typed key implies
+    ``--redact``; ``--no-redact`` (lint) wins; a key from the environment alone only keys the hashes."""
+    log = str(_log(tmp_path))
+    for args in (["diff", log, "-r", "1"], ["lint", log], ["inspect", log, "--json"],
+                 ["canonicalize", log, "-o", str(tmp_path / "k.jsonl"), "--force", "--json"]):
+        res = _run(*args, "--redact-key", "K1")
+        assert SECRET not in res.stdout + res.stderr, args
+        assert args[0] == "inspect" or "h:" in res.stdout + res.stderr, args  # inspect prints no prompt text
+    assert SECRET in _run("lint", log, "--redact-key", "K1", "--no-redact").stdout
+    monkeypatch.setenv("PREFIXCACHE_REDACT_KEY", "K1")
+    assert SECRET in _run("diff", log, "-r", "1").stdout
+
+
+def test_redacted_diff_has_no_token_ids(tmp_path: Path) -> None:
+    """Ids decode back to the text with a public tokenizer: a redacted diff carries no token cells."""
+    log = str(_log(tmp_path))
+    plain = json.loads(_run("diff", log, "-r", "1", "--json").stdout)
+    assert plain["request"]["tokens"] and plain["against"]["tokens"]
+    doc = json.loads(_run("diff", log, "-r", "1", "--json", "--redact").stdout)
+    assert doc["request"]["tokens"] == [] and doc["against"]["tokens"] == []
+    assert doc["shared_tokens"] == plain["shared_tokens"]
+
+
+def test_report_redacts_skip_reasons_in_the_page(tmp_path: Path) -> None:
+    """Fresh-user trial: the HTML page held an unreadable file's raw skip reason (its first bytes)."""
+    bad = tmp_path / "unknown.txt"
+    bad.write_text(f"sk-live-{SECRET} is my key and this is junk\n")
+    page = tmp_path / "rep.html"
+    res = _run("report", str(bad), "--template", "chatml_tools", "--redact", "-o", str(page))
+    assert res.exit_code == 2 and SECRET not in res.stderr
+    html = page.read_text()
+    assert SECRET not in html and "unknown format (starts with &lt;40 chars, h:" in html

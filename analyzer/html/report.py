@@ -10,6 +10,7 @@ values, so every number in the HTML is one of the JSON's.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simula
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.report import lint_paths
 from prefixcache.analyzer.model import Skipped
+from prefixcache.analyzer.redact import redact_skipped
 
 #: The capacity sweep and policies simulated by default: the curves' points, LRU and the offline
 #: bound (belady runs on the block caches only; the others get LRU alone).
@@ -148,6 +150,8 @@ def gather(paths: Sequence[str], options: ReportOptions,
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     run = lint_paths(paths, options.lint, options.input_format, None, on_request)
+    if options.lint.redact:  # skip reasons quote input
+        run = dataclasses.replace(run, skipped=redact_skipped(run.skipped))
     lint = _json(run.report())
     seconds["lint"] = round(time.perf_counter() - t0, 3)
     if saved is None and lint["summary"]["prompt_tokens"]:

@@ -78,13 +78,13 @@ class DiffReport:
 
 def _redacted_side(side: PromptSide) -> PromptSide:
     return replace(side, text_before=redact_text(side.text_before), text_after=redact_text(side.text_after),
-                   tokens=[TokenCell(t.position, t.id, "") for t in side.tokens])
+                   tokens=[])
 
 
 def redacted(report: DiffReport) -> DiffReport:
     """``report`` without prompt text (``diff --redact``): texts as lengths and keyed hashes
-    (:func:`~prefixcache.analyzer.redact.redact_text`), token ids without their text, quoted
-    values in the cause redacted."""
+    (:func:`~prefixcache.analyzer.redact.redact_text`), no token cells (ids decode back to
+    the text with a public tokenizer), quoted values in the cause redacted."""
     return replace(report, request=_redacted_side(report.request), against=_redacted_side(report.against),
                    cause=redact_message(report.cause) if report.cause else None)
 
