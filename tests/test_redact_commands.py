@@ -144,3 +144,11 @@ def test_report_redacts_skip_reasons_in_the_page(tmp_path: Path) -> None:
     assert res.exit_code == 2 and SECRET not in res.stderr
     html = page.read_text()
     assert SECRET not in html and "unknown format (starts with &lt;40 chars, h:" in html
+
+
+def test_diff_on_an_unreadable_log_names_the_reason(tmp_path: Path) -> None:
+    bad = str(_unknown(tmp_path))
+    res = _run("diff", bad, "-r", "1")
+    assert res.exit_code == 2 and "no requests in the log" in res.stderr and "unknown format" in res.stderr
+    res = _run("diff", bad, "-r", "1", "--redact")
+    assert res.exit_code == 2 and "unknown format (starts with <" in res.stderr and SECRET not in res.stderr

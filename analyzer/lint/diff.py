@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Sequence
 
 from prefixcache.analyzer.errors import ConfigError, InputError
-from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.ingest import Ingest, skipped_message
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.lint.rules import RULES, PairContext, classify
 from prefixcache.analyzer.model import Request
@@ -140,9 +140,12 @@ def diff_requests(paths: Sequence[str], request: str, against: str | None = None
     if window < 1 or width < 1:
         raise ConfigError("--window and --width must be >= 1")
     session, k = parse_request(request)
-    requests = [r for r in Ingest(paths, format=input_format, stdin=stdin)]
+    ingest = Ingest(paths, format=input_format, stdin=stdin)
+    requests = list(ingest)
     if not requests:
-        raise InputError("no requests in the log", paths[0] if paths else "-", 0)
+        skipped = ingest.summary.skipped
+        why = f" ({skipped_message(skipped[0])})" if skipped else ""
+        raise InputError(f"no requests in the log{why}", paths[0] if paths else "-", 0)
     a = _pick(requests, session, k, "--request")
     if against is None:
         if k == 0:
