@@ -1,5 +1,5 @@
 """The fast find_volatile (gates, fast-fail prefixes, prefix reuse) finds exactly what the
-plain 12-pass scan found: tests/volatile_reference.py is that scan, frozen."""
+plain 12-pass scan found: tests/volatile_reference.py is that scan (the same detectors, speed-ups taken out)."""
 
 from __future__ import annotations
 
