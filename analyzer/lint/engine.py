@@ -46,6 +46,7 @@ Per request ``r`` with ``n`` prompt tokens:
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -60,8 +61,8 @@ from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContex
 from prefixcache.analyzer.lint.rules.control import advice, control_of
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
-from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, trace_break
-from prefixcache.analyzer.model import BlockTrace, RenderedPrompt, Request, compact_ids
+from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, chain_break
+from prefixcache.analyzer.model import RenderedPrompt, Request, compact_ids
 
 
 #: How many earlier requests (besides each session's last) lint keeps to judge a session's first
@@ -109,7 +110,7 @@ class RequestResult:
         return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Waterfall:
     """Totals for a session or the run (tokens): ``prompt = reusable + lost + new``.
 
@@ -222,7 +223,8 @@ class Linter:
         self._index = PrefixIndex()
         self._traces = PrefixIndex()
         self._trace_sessions = TraceSessions()
-        self._trace_last: dict[str, tuple[int, BlockTrace]] = {}
+        #: Each trace session's last request: (index, compact hash chain, input tokens, block size).
+        self._trace_last: dict[str, tuple[int, array, int, int]] = {}
         self.owners = owners
         self._render = render
         #: Earlier token requests, not their session's last, that may still own a radix node
@@ -280,19 +282,20 @@ class Linter:
         trace = req.trace
         if trace is None:
             return self._result(p, 0, None, None, 0, None, ())
-        session, index = (self._trace_sessions.assign(trace.hash_ids, req.session) if req.format in SESSIONLESS_FORMATS
+        ids = compact_ids(trace.hash_ids)  # one compact chain, shared by the index, sessions and last requests
+        session, index = (self._trace_sessions.assign(ids, req.session) if req.format in SESSIONLESS_FORMATS
                           else (req.session, req.index))
-        match = self._traces.insert(compact_ids(trace.hash_ids), (session, index))
+        match = self._traces.insert(ids, (session, index))
         shared, owner = min(match.length * trace.block_size, n), match.owner
         prev = self._trace_last.get(session)
-        self._trace_last[session] = (index, trace)
+        self._trace_last[session] = (index, ids, trace.input_length, trace.block_size)
         lost, findings, compared = 0, (), None
         if prev is not None:
             compared = (session, prev[0])
-            brk = trace_break(trace, prev[1])
+            brk = chain_break(ids, prev[1], prev[2], prev[3])
             if brk is not None:
-                lost = max(0, min(n, prev[1].input_length) - shared)
-                f = TRACE_DIVERGENCE.finding(req, session, index, brk, lost, compared, len(prev[1].hash_ids))
+                lost = max(0, min(n, prev[2]) - shared)
+                f = TRACE_DIVERGENCE.finding(req, session, index, brk, lost, compared, len(prev[1]))
                 findings = self._kept([f])
         return self._result(p, shared, owner, compared, lost, TRACE_DIVERGENCE.code if lost else None, findings,
                             name=(session, index))

@@ -115,10 +115,11 @@ class LintRun:
         rows serialized one at a time from the store: the document is never held whole."""
         head = LintReport(
             summary=lint_summary(self.total, len(self.sessions), self.block_size, self.store.by_severity),
-            sessions=[session_figures(name, w) for name, w in self.sessions.items()], requests=[], findings=[],
+            sessions=[], requests=[], findings=[],
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
         )
-        return json_chunks(head, self.store.rows(), self.store.finding_dicts())
+        sessions = (session_figures(name, w) for name, w in self.sessions.items())
+        return json_chunks(head, self.store.rows(), self.store.finding_dicts(), sessions)
 
     def as_sarif(self) -> dict:
         """SARIF 2.1.0: one rule per code (with its documentation), one result per finding.
