@@ -55,6 +55,7 @@ from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, servable_tokens
 from prefixcache.analyzer.cache.radix import PrefixIndex
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.prepare import Prepared
+from prefixcache.analyzer.lint.chains import ChainIndex
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import arrival_order, common_prefix_len
 from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContext, Rule, classify
@@ -221,7 +222,12 @@ class Linter:
         self.redact = redact
         self._severity = {k.upper(): v for k, v in (severity or {}).items()}
         self._index = PrefixIndex()
-        self._traces = PrefixIndex()
+        #: Trace requests' chains (:class:`ChainIndex`); its owners are trace request numbers: session
+        #: number (``_trace_of``, into ``_trace_names``) and index (``_trace_index``) of each.
+        self._traces = ChainIndex()
+        self._trace_of, self._trace_index = array("i"), array("q")
+        self._trace_names: list[str] = []
+        self._trace_numbers: dict[str, int] = {}
         self._trace_sessions = TraceSessions()
         #: Each trace session's last request: (index, compact hash chain, input tokens, block size).
         self._trace_last: dict[str, tuple[int, array, int, int]] = {}
@@ -285,8 +291,9 @@ class Linter:
         ids = compact_ids(trace.hash_ids)  # one compact chain, shared by the index, sessions and last requests
         session, index = (self._trace_sessions.assign(ids, req.session) if req.format in SESSIONLESS_FORMATS
                           else (req.session, req.index))
-        match = self._traces.insert(ids, (session, index))
-        shared, owner = min(match.length * trace.block_size, n), match.owner
+        length, number = self._traces.insert(ids, self._trace_owner(session, index))
+        shared = min(length * trace.block_size, n)
+        owner = None if number is None else (self._trace_names[self._trace_of[number]], self._trace_index[number])
         prev = self._trace_last.get(session)
         self._trace_last[session] = (index, ids, trace.input_length, trace.block_size)
         lost, findings, compared = 0, (), None
@@ -299,6 +306,16 @@ class Linter:
                 findings = self._kept([f])
         return self._result(p, shared, owner, compared, lost, TRACE_DIVERGENCE.code if lost else None, findings,
                             name=(session, index))
+
+    def _trace_owner(self, session: str, index: int) -> int:
+        """The number of the next trace request (``session``, ``index``), as the chain index's owner."""
+        number = self._trace_numbers.get(session)
+        if number is None:
+            number = self._trace_numbers[session] = len(self._trace_names)
+            self._trace_names.append(session)
+        self._trace_of.append(number)
+        self._trace_index.append(index)
+        return len(self._trace_index) - 1
 
     def _feed_tokens(self, p: Prepared) -> RequestResult:
         req, ids = p.request, compact_ids(p.tokens.ids)
