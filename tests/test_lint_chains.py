@@ -8,14 +8,14 @@ from array import array
 
 from prefixcache.analyzer.cache.radix import PrefixIndex
 from prefixcache.analyzer.lint.chains import ChainIndex
+from prefixcache.analyzer.model import compact_ids
 
 
 def _same_answers(chains):
     radix, compact = PrefixIndex(), ChainIndex()
     for n, ids in enumerate(chains):
         want = radix.insert(array("q", ids), n)
-        assert compact.insert(array("I", ids) if min(ids, default=0) >= 0 else array("q", ids), n) == \
-            (want.length, want.owner), (n, ids)
+        assert compact.insert(compact_ids(ids), n) == (want.length, want.owner), (n, ids)
 
 
 def test_random_chains_with_shared_ids_under_other_parents():
@@ -50,3 +50,4 @@ def test_prefix_chained_trace():
 
 def test_empty_and_repeated_chains():
     _same_answers([[], [1, 2, 3], [1, 2, 3], [], [1, 2], [1, 2, 3, 4], [-5, 1], [-5]])
+    _same_answers([[1, 2, 3], [1, 2, 2**40, 7], [1, 2, 2**40], [1, 2, 3, 2**33 + 1, -1], [1, 2, 3, 2**33 + 1]])

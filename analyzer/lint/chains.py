@@ -7,8 +7,9 @@ many blocks (:class:`~prefixcache.analyzer.cache.radix.PrefixMatch`, exactly wha
 answers it with the same radix tree (one node per run of blocks no two requests split),
 laid out in flat arrays instead of one Python object per node:
 
-* every node's edge is a slice of one ``array('q')`` of all the ids inserted
-  (8 bytes a new block); per node its start, length, parent and owner (24 bytes);
+* every node's edge is a slice of one array of all the ids inserted (4 bytes a new
+  block, 8 once an id does not fit 32 bits); per node its start, length, parent and
+  owner (24 bytes);
 * children are found by their first id in ONE dict for the whole tree, ``id → node``:
   in a prefix-chained trace an id has one parent (equal id ⇒ equal prefix), so the
   id alone names the edge. The parent is checked on every lookup; an id met again
@@ -16,7 +17,7 @@ laid out in flat arrays instead of one Python object per node:
   ``(parent, id)``, so the answers are exact for any input;
 * owners are ints (the caller's request numbers).
 
-About 100 bytes a request plus 8 a new block, against ~450 for a radix leaf object.
+About 100 bytes a request plus 4 a new block, against ~450 for a radix leaf object.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ class ChainIndex:
     __slots__ = ("_ids", "_start", "_len", "_parent", "_owner", "_first", "_other")
 
     def __init__(self) -> None:
-        self._ids = array("q")
-        self._start, self._len = array("q", [0]), array("q", [0])  # node 0: the root
-        self._parent, self._owner = array("q", [-1]), array("q", [-1])
+        self._ids = array("I")  # widened to "q" when an id does not fit 32 bits unsigned
+        self._start, self._len = array("q", [0]), array("I", [0])  # node 0: the root
+        self._parent, self._owner = array("i", [-1]), array("q", [-1])
         self._first: dict[int, int] = {}
         self._other: dict[tuple[int, int], int] = {}
 
@@ -82,6 +83,19 @@ class ChainIndex:
         self._link(upper, self._ids[start + k], child)
         return upper
 
+    def _extend(self, tail: Sequence[int]) -> None:
+        """Append ``tail`` to the id store (4 bytes an id; 8 once one does not fit)."""
+        if isinstance(tail, array) and tail.typecode == self._ids.typecode:
+            self._ids.extend(tail)
+            return
+        end = len(self._ids)
+        try:
+            self._ids.extend(list(tail))
+        except OverflowError:  # extend stops at the first id that does not fit: drop what it added
+            del self._ids[end:]
+            self._ids = array("q", self._ids)
+            self._ids.extend(list(tail))
+
     def insert(self, ids: Sequence[int], owner: int) -> tuple[int, int | None]:
         """Look ``ids`` up, then add it under ``owner``; returns ``(length, owner)`` found before."""
         n, node, off, path, used = len(ids), 0, 0, [], 0
@@ -104,7 +118,6 @@ class ChainIndex:
         if off < n:
             parent = path[-1] if path else 0
             leaf = self._new(len(self._ids), n - off, parent, owner)
-            tail = ids[off:]
-            self._ids.extend(tail if isinstance(tail, array) and tail.typecode == "q" else list(tail))
+            self._extend(ids[off:])
             self._link(parent, ids[off], leaf)
         return found
