@@ -48,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 from array import array
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, servable_tokens
@@ -120,7 +120,9 @@ class Waterfall:
     ``usage_only_requests``, the prompt and cached tokens their log reports
     (``usage_only_cached_tokens`` sums the ``usage_only_cached_reported``
     requests that report a cached count, whose prompts total
-    ``usage_only_cached_base`` tokens).
+    ``usage_only_cached_base`` tokens). Lost tokens and findings by code are kept as
+    ``(code, count)`` pairs in first-seen order (a run has one waterfall a session: a
+    tuple of one pair is about half a one-key dict) and read as Counters.
     """
 
     requests: int = 0
@@ -128,8 +130,8 @@ class Waterfall:
     reusable_tokens: int = 0
     reusable_block_tokens: int = 0
     new_tokens: int = 0
-    lost_tokens_by_code: Counter = field(default_factory=Counter)
-    findings_by_code: Counter = field(default_factory=Counter)
+    lost_pairs: tuple[tuple[str, int], ...] = ()
+    finding_pairs: tuple[tuple[str, int], ...] = ()
     usage_only_requests: int = 0
     usage_only_prompt_tokens: int = 0
     usage_only_cached_tokens: int = 0
@@ -142,8 +144,18 @@ class Waterfall:
         return self.requests - self.usage_only_requests
 
     @property
+    def lost_tokens_by_code(self) -> Counter:
+        """Lost tokens by the code they are attributed to (a new Counter, first-seen order)."""
+        return Counter(dict(self.lost_pairs))
+
+    @property
+    def findings_by_code(self) -> Counter:
+        """Reported findings by code (a new Counter, first-seen order)."""
+        return Counter(dict(self.finding_pairs))
+
+    @property
     def lost_tokens(self) -> int:
-        return sum(self.lost_tokens_by_code.values())
+        return sum(n for _, n in self.lost_pairs)
 
     @property
     def reusable_fraction(self) -> float:
@@ -172,8 +184,17 @@ class Waterfall:
         self.reusable_block_tokens += res.reusable_block_tokens
         self.new_tokens += res.new_tokens
         if res.lost_tokens:
-            self.lost_tokens_by_code[res.lost_code or "PC001"] += res.lost_tokens
-        self.findings_by_code.update(f.code for f in res.findings)
+            self.lost_pairs = _bump(self.lost_pairs, res.lost_code or "PC001", res.lost_tokens)
+        for f in res.findings:
+            self.finding_pairs = _bump(self.finding_pairs, f.code, 1)
+
+
+def _bump(pairs: tuple[tuple[str, int], ...], code: str, n: int) -> tuple[tuple[str, int], ...]:
+    """``pairs`` with ``n`` added to ``code``'s count (appended when new)."""
+    for i, (c, k) in enumerate(pairs):
+        if c == code:
+            return (*pairs[:i], (c, k + n), *pairs[i + 1:])
+    return (*pairs, (code, n))
 
 
 def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> tuple[Rule, ...]:
