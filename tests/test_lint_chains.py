@@ -51,3 +51,15 @@ def test_prefix_chained_trace():
 def test_empty_and_repeated_chains():
     _same_answers([[], [1, 2, 3], [1, 2, 3], [], [1, 2], [1, 2, 3, 4], [-5, 1], [-5]])
     _same_answers([[1, 2, 3], [1, 2, 2**40, 7], [1, 2, 2**40], [1, 2, 3, 2**33 + 1, -1], [1, 2, 3, 2**33 + 1]])
+
+
+def test_id_table_is_a_dict():
+    from prefixcache.analyzer.lint.chains import IdTable
+
+    rng, table, want = random.Random(4), IdTable(bits=2), {}
+    for _ in range(5000):
+        key = rng.choice([rng.randrange(-2**63, 2**63), rng.randrange(100), rng.randrange(2**32)])
+        if rng.random() < 0.7:
+            table[key] = want[key] = rng.randrange(2**31 - 1)
+        assert table.get(key) == want.get(key) and (key in table) == (key in want)
+    assert len(table) == len(want) and all(table.get(k) == v for k, v in want.items())
