@@ -21,7 +21,6 @@ from array import array
 from collections import Counter
 from typing import Iterator
 
-import numpy as np
 import orjson
 
 from prefixcache.analyzer.lint.document import request_row
@@ -65,8 +64,7 @@ class ResultStore:
         """Every stored ``[row, findings]`` (parsed), in input order."""
         self._file.flush()
         fd = self._file.fileno()
-        order = range(len(self._pos)) if self._ordered else np.argsort(np.frombuffer(self._pos, dtype=np.int64),
-                                                                       kind="stable").tolist()
+        order = range(len(self._pos)) if self._ordered else sorted(range(len(self._pos)), key=self._pos.__getitem__)
         for i in order:
             yield orjson.loads(os.pread(fd, self._len[i], self._off[i]))
 
