@@ -246,12 +246,14 @@ class Linter:
         #: Trace requests' chains (:class:`ChainIndex`); its owners are trace request numbers: session
         #: number (``_trace_of``, into ``_trace_names``) and index (``_trace_index``) of each.
         self._traces = ChainIndex()
-        self._trace_of, self._trace_index = array("i"), array("q")
+        self._trace_of, self._trace_index = array("i"), array("i")
         self._trace_names: list[str] = []
         self._trace_numbers: dict[str, int] = {}
         self._trace_sessions = TraceSessions()
-        #: Each trace session's last request: (index, compact hash chain, input tokens, block size).
-        self._trace_last: dict[str, tuple[int, array, int, int]] = {}
+        #: Each trace session's last request, by session number: its compact hash chain (None
+        #: before the first), index, input tokens and block size.
+        self._last_chain: list[array | None] = []
+        self._last_index, self._last_tokens, self._last_block = array("i"), array("q"), array("q")
         self.owners = owners
         self._render = render
         #: Earlier token requests, not their session's last, that may still own a radix node
@@ -312,29 +314,40 @@ class Linter:
         ids = compact_ids(trace.hash_ids)  # one compact chain, shared by the index, sessions and last requests
         session, index = (self._trace_sessions.assign(ids, req.session) if req.format in SESSIONLESS_FORMATS
                           else (req.session, req.index))
-        length, number = self._traces.insert(ids, self._trace_owner(session, index))
+        s = self._trace_session(session)
+        length, number = self._traces.insert(ids, self._trace_owner(s, index))
         shared = min(length * trace.block_size, n)
         owner = None if number is None else (self._trace_names[self._trace_of[number]], self._trace_index[number])
-        prev = self._trace_last.get(session)
-        self._trace_last[session] = (index, ids, trace.input_length, trace.block_size)
+        prev, prev_index, prev_tokens = self._last_chain[s], self._last_index[s], self._last_tokens[s]
+        prev_block = self._last_block[s]
+        self._last_chain[s], self._last_index[s] = ids, index
+        self._last_tokens[s], self._last_block[s] = trace.input_length, trace.block_size
         lost, findings, compared = 0, (), None
         if prev is not None:
-            compared = (session, prev[0])
-            brk = chain_break(ids, prev[1], prev[2], prev[3])
+            compared = (session, prev_index)
+            brk = chain_break(ids, prev, prev_tokens, prev_block)
             if brk is not None:
-                lost = max(0, min(n, prev[2]) - shared)
-                f = TRACE_DIVERGENCE.finding(req, session, index, brk, lost, compared, len(prev[1]))
+                lost = max(0, min(n, prev_tokens) - shared)
+                f = TRACE_DIVERGENCE.finding(req, session, index, brk, lost, compared, len(prev))
                 findings = self._kept([f])
         return self._result(p, shared, owner, compared, lost, TRACE_DIVERGENCE.code if lost else None, findings,
                             name=(session, index))
 
-    def _trace_owner(self, session: str, index: int) -> int:
-        """The number of the next trace request (``session``, ``index``), as the chain index's owner."""
+    def _trace_session(self, session: str) -> int:
+        """The number of trace session ``session`` (a new one gets the next number)."""
         number = self._trace_numbers.get(session)
         if number is None:
             number = self._trace_numbers[session] = len(self._trace_names)
             self._trace_names.append(session)
-        self._trace_of.append(number)
+            self._last_chain.append(None)
+            for column in (self._last_index, self._last_tokens, self._last_block):
+                column.append(0)
+        return number
+
+    def _trace_owner(self, session: int, index: int) -> int:
+        """The number of the next trace request (session number ``session``, ``index``), as the chain
+        index's owner."""
+        self._trace_of.append(session)
         self._trace_index.append(index)
         return len(self._trace_index) - 1
 

@@ -4,8 +4,8 @@ A lint run reports one row per request and every finding, in input order, but on
 the end. :class:`ResultStore` writes each :class:`~prefixcache.analyzer.lint.engine.RequestResult`
 as it is produced to an anonymous temporary file (deleted when closed or at exit), as
 compact orjson bytes ``[row, [finding, ...]]`` (the row is the document's
-:class:`~prefixcache.analyzer.lint.document.RequestRow`), and keeps only three integers a
-request in memory (input position, file offset, length) plus the finding counts by
+:class:`~prefixcache.analyzer.lint.document.RequestRow`), and keeps only two integers a
+request in memory (input position, file offset) plus the finding counts by
 severity. The JSON document's rows and findings are re-serialized from those bytes
 (:meth:`rows_json`, :meth:`findings_json`): orjson's own output parsed back and dumped
 again is the same bytes (key order kept, floats round-trip exactly), so the document
@@ -34,7 +34,7 @@ class ResultStore:
 
     def __init__(self) -> None:
         self._file = tempfile.TemporaryFile(prefix="prefixcache-lint-")
-        self._pos, self._off, self._len = array("q"), array("q"), array("q")
+        self._pos, self._off = array("q"), array("q", [0])  # record i is bytes off[i]:off[i+1]
         self._end = 0
         self._ordered = True
         #: Reported findings by severity (``error``, ``warning``, ``info``).
@@ -54,10 +54,9 @@ class ResultStore:
         if self._pos and pos < self._pos[-1]:
             self._ordered = False
         self._pos.append(pos)
-        self._off.append(self._end)
-        self._len.append(len(blob))
         self._file.write(blob)
         self._end += len(blob)
+        self._off.append(self._end)
         self.by_severity.update(f.severity for f in res.findings)
 
     def _records(self) -> Iterator[list]:
@@ -66,7 +65,7 @@ class ResultStore:
         fd = self._file.fileno()
         order = range(len(self._pos)) if self._ordered else sorted(range(len(self._pos)), key=self._pos.__getitem__)
         for i in order:
-            yield orjson.loads(os.pread(fd, self._len[i], self._off[i]))
+            yield orjson.loads(os.pread(fd, self._off[i + 1] - self._off[i], self._off[i]))
 
     def rows(self) -> Iterator[dict]:
         """Each request's row (the document's ``requests[]`` item, as parsed JSON)."""
