@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, fields
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import orjson
 
@@ -151,11 +151,12 @@ def session_figures(name: str, w: Waterfall) -> SessionFigures:
     return SessionFigures(session=name, **_values(waterfall_figures(w)))
 
 
-def lint_summary(total: Waterfall, sessions: int, block_size: int, findings: list[Finding]) -> LintSummary:
-    """The run's summary: totals, then sessions, block size and findings by severity."""
-    by_severity = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+def lint_summary(total: Waterfall, sessions: int, block_size: int, by_severity: Mapping[str, int]) -> LintSummary:
+    """The run's summary: totals, then sessions, block size and findings by severity
+    (``by_severity``: the reported findings counted by severity)."""
+    counts = {s: by_severity.get(s, 0) for s in ("error", "warning", "info")}
     return LintSummary(**_values(waterfall_figures(total)), sessions=sessions, block_size=block_size,
-                       findings=len(findings), findings_by_severity=by_severity)
+                       findings=sum(by_severity.values()), findings_by_severity=counts)
 
 
 def request_row(r: RequestResult) -> RequestRow:
@@ -185,16 +186,23 @@ def _items(items: Iterable[object]) -> Iterator[bytes]:
         yield b"\n  "
 
 
-def json_chunks(head: LintReport, requests: Iterable[RequestRow], findings: Iterable[Finding]) -> Iterator[bytes]:
+def json_chunks(head: LintReport, requests: Iterable[RequestRow | dict], findings: Iterable[Finding | dict],
+                sessions: Iterable[SessionFigures] | None = None) -> Iterator[bytes]:
     """``orjson.dumps(report, option=OPT_INDENT_2)`` of ``head`` with its ``requests`` and
-    ``findings`` lists replaced by these, produced piece by piece (chunks of about
+    ``findings`` lists replaced by these (and its ``sessions`` by ``sessions`` when given),
+    produced piece by piece (chunks of about
     :data:`CHUNK_BYTES`) so the whole document is never held. ``head``'s own two lists
-    are ignored. Byte for byte the document (orjson escapes newlines inside strings, so
-    re-indenting an item's lines is exact)."""
-    marked = orjson.dumps(dataclasses.replace(head, requests=["\x00requests"], findings=["\x00findings"]),
-                          option=orjson.OPT_INDENT_2)
+    are ignored; items may also be their JSON parsed back (dicts, :mod:`prefixcache.analyzer.lint.spill`).
+    Byte for byte the document (orjson escapes newlines inside strings, so re-indenting
+    an item's lines is exact)."""
+    lists: list[tuple[bytes, Iterable]] = [(b"requests", requests), (b"findings", findings)]
+    marks = {"requests": ["\x00requests"], "findings": ["\x00findings"]}
+    if sessions is not None:
+        lists.insert(0, (b"sessions", sessions))
+        marks["sessions"] = ["\x00sessions"]
+    marked = orjson.dumps(dataclasses.replace(head, **marks), option=orjson.OPT_INDENT_2)
     buf = bytearray()
-    for name, items in ((b"requests", requests), (b"findings", findings)):
+    for name, items in lists:
         before, marked = marked.split(b'[\n    "\\u0000' + name + b'"\n  ]', 1)
         buf += before + b"["
         for piece in _items(items):

@@ -46,22 +46,24 @@ Per request ``r`` with ``n`` prompt tokens:
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, servable_tokens
 from prefixcache.analyzer.cache.radix import PrefixIndex
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.prepare import Prepared
+from prefixcache.analyzer.lint.chains import ChainIndex
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import arrival_order, common_prefix_len
 from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContext, Rule, classify
 from prefixcache.analyzer.lint.rules.control import advice, control_of
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
-from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, trace_break
-from prefixcache.analyzer.model import BlockTrace, RenderedPrompt, Request, compact_ids
+from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, chain_break
+from prefixcache.analyzer.model import RenderedPrompt, Request, compact_ids
 
 
 #: How many earlier requests (besides each session's last) lint keeps to judge a session's first
@@ -109,7 +111,7 @@ class RequestResult:
         return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Waterfall:
     """Totals for a session or the run (tokens): ``prompt = reusable + lost + new``.
 
@@ -118,7 +120,9 @@ class Waterfall:
     ``usage_only_requests``, the prompt and cached tokens their log reports
     (``usage_only_cached_tokens`` sums the ``usage_only_cached_reported``
     requests that report a cached count, whose prompts total
-    ``usage_only_cached_base`` tokens).
+    ``usage_only_cached_base`` tokens). Lost tokens and findings by code are kept as
+    ``(code, count)`` pairs in first-seen order (a run has one waterfall a session: a
+    tuple of one pair is about half a one-key dict) and read as Counters.
     """
 
     requests: int = 0
@@ -126,8 +130,8 @@ class Waterfall:
     reusable_tokens: int = 0
     reusable_block_tokens: int = 0
     new_tokens: int = 0
-    lost_tokens_by_code: Counter = field(default_factory=Counter)
-    findings_by_code: Counter = field(default_factory=Counter)
+    lost_pairs: tuple[tuple[str, int], ...] = ()
+    finding_pairs: tuple[tuple[str, int], ...] = ()
     usage_only_requests: int = 0
     usage_only_prompt_tokens: int = 0
     usage_only_cached_tokens: int = 0
@@ -140,8 +144,18 @@ class Waterfall:
         return self.requests - self.usage_only_requests
 
     @property
+    def lost_tokens_by_code(self) -> Counter:
+        """Lost tokens by the code they are attributed to (a new Counter, first-seen order)."""
+        return Counter(dict(self.lost_pairs))
+
+    @property
+    def findings_by_code(self) -> Counter:
+        """Reported findings by code (a new Counter, first-seen order)."""
+        return Counter(dict(self.finding_pairs))
+
+    @property
     def lost_tokens(self) -> int:
-        return sum(self.lost_tokens_by_code.values())
+        return sum(n for _, n in self.lost_pairs)
 
     @property
     def reusable_fraction(self) -> float:
@@ -170,8 +184,17 @@ class Waterfall:
         self.reusable_block_tokens += res.reusable_block_tokens
         self.new_tokens += res.new_tokens
         if res.lost_tokens:
-            self.lost_tokens_by_code[res.lost_code or "PC001"] += res.lost_tokens
-        self.findings_by_code.update(f.code for f in res.findings)
+            self.lost_pairs = _bump(self.lost_pairs, res.lost_code or "PC001", res.lost_tokens)
+        for f in res.findings:
+            self.finding_pairs = _bump(self.finding_pairs, f.code, 1)
+
+
+def _bump(pairs: tuple[tuple[str, int], ...], code: str, n: int) -> tuple[tuple[str, int], ...]:
+    """``pairs`` with ``n`` added to ``code``'s count (appended when new)."""
+    for i, (c, k) in enumerate(pairs):
+        if c == code:
+            return (*pairs[:i], (c, k + n), *pairs[i + 1:])
+    return (*pairs, (code, n))
 
 
 def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> tuple[Rule, ...]:
@@ -220,9 +243,17 @@ class Linter:
         self.redact = redact
         self._severity = {k.upper(): v for k, v in (severity or {}).items()}
         self._index = PrefixIndex()
-        self._traces = PrefixIndex()
+        #: Trace requests' chains (:class:`ChainIndex`); its owners are trace request numbers: session
+        #: number (``_trace_of``, into ``_trace_names``) and index (``_trace_index``) of each.
+        self._traces = ChainIndex()
+        self._trace_of, self._trace_index = array("i"), array("i")
+        self._trace_names: list[str] = []
+        self._trace_numbers: dict[str, int] = {}
         self._trace_sessions = TraceSessions()
-        self._trace_last: dict[str, tuple[int, BlockTrace]] = {}
+        #: Each trace session's last request, by session number: its compact hash chain (None
+        #: before the first), index, input tokens and block size.
+        self._last_chain: list[array | None] = []
+        self._last_index, self._last_tokens, self._last_block = array("i"), array("q"), array("q")
         self.owners = owners
         self._render = render
         #: Earlier token requests, not their session's last, that may still own a radix node
@@ -280,22 +311,45 @@ class Linter:
         trace = req.trace
         if trace is None:
             return self._result(p, 0, None, None, 0, None, ())
-        session, index = (self._trace_sessions.assign(trace.hash_ids, req.session) if req.format in SESSIONLESS_FORMATS
+        ids = compact_ids(trace.hash_ids)  # one compact chain, shared by the index, sessions and last requests
+        session, index = (self._trace_sessions.assign(ids, req.session) if req.format in SESSIONLESS_FORMATS
                           else (req.session, req.index))
-        match = self._traces.insert(compact_ids(trace.hash_ids), (session, index))
-        shared, owner = min(match.length * trace.block_size, n), match.owner
-        prev = self._trace_last.get(session)
-        self._trace_last[session] = (index, trace)
+        s = self._trace_session(session)
+        length, number = self._traces.insert(ids, self._trace_owner(s, index))
+        shared = min(length * trace.block_size, n)
+        owner = None if number is None else (self._trace_names[self._trace_of[number]], self._trace_index[number])
+        prev, prev_index, prev_tokens = self._last_chain[s], self._last_index[s], self._last_tokens[s]
+        prev_block = self._last_block[s]
+        self._last_chain[s], self._last_index[s] = ids, index
+        self._last_tokens[s], self._last_block[s] = trace.input_length, trace.block_size
         lost, findings, compared = 0, (), None
         if prev is not None:
-            compared = (session, prev[0])
-            brk = trace_break(trace, prev[1])
+            compared = (session, prev_index)
+            brk = chain_break(ids, prev, prev_tokens, prev_block)
             if brk is not None:
-                lost = max(0, min(n, prev[1].input_length) - shared)
-                f = TRACE_DIVERGENCE.finding(req, session, index, brk, lost, compared, len(prev[1].hash_ids))
+                lost = max(0, min(n, prev_tokens) - shared)
+                f = TRACE_DIVERGENCE.finding(req, session, index, brk, lost, compared, len(prev))
                 findings = self._kept([f])
         return self._result(p, shared, owner, compared, lost, TRACE_DIVERGENCE.code if lost else None, findings,
                             name=(session, index))
+
+    def _trace_session(self, session: str) -> int:
+        """The number of trace session ``session`` (a new one gets the next number)."""
+        number = self._trace_numbers.get(session)
+        if number is None:
+            number = self._trace_numbers[session] = len(self._trace_names)
+            self._trace_names.append(session)
+            self._last_chain.append(None)
+            for column in (self._last_index, self._last_tokens, self._last_block):
+                column.append(0)
+        return number
+
+    def _trace_owner(self, session: int, index: int) -> int:
+        """The number of the next trace request (session number ``session``, ``index``), as the chain
+        index's owner."""
+        self._trace_of.append(session)
+        self._trace_index.append(index)
+        return len(self._trace_index) - 1
 
     def _feed_tokens(self, p: Prepared) -> RequestResult:
         req, ids = p.request, compact_ids(p.tokens.ids)

@@ -24,6 +24,7 @@ from prefixcache.analyzer.lint.document import LintReport, json_chunks, lint_sum
 from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, select_rules
 from prefixcache.analyzer.lint.order import RESTART, arrival_stream
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
+from prefixcache.analyzer.lint.spill import ResultStore
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.prepare.inspect import check_specs, skipped_records, tokenizer_notes
@@ -69,18 +70,29 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class LintRun:
-    """Everything one lint run produced: per-request results (input order), every
-    reported finding, the run's and each session's waterfall, skipped input records,
-    the number of files read and what ``auto`` chose per model (``notes``)."""
+    """Everything one lint run produced: per-request results and every reported finding
+    (``store``, on disk: :mod:`prefixcache.analyzer.lint.spill`; :attr:`results` and
+    :attr:`findings` read them back in input order), the run's and each session's
+    waterfall, skipped input records, the number of files read and what ``auto`` chose
+    per model (``notes``)."""
 
     config: LintConfig
-    results: tuple[RequestResult, ...]
-    findings: tuple[Finding, ...]
+    store: ResultStore
     total: Waterfall
     sessions: dict[str, Waterfall]
     skipped: tuple[Skipped, ...]
     files: int
     notes: dict[str | None, str]
+
+    @property
+    def results(self) -> tuple[RequestResult, ...]:
+        """Per-request results, input order (rebuilt from the store at each call)."""
+        return self.store.results()
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """Every reported finding, input order (rebuilt from the store at each call)."""
+        return tuple(f for r in self.store.results() for f in r.findings)
 
     @property
     def block_size(self) -> int:
@@ -89,23 +101,25 @@ class LintRun:
 
     def report(self) -> LintReport:
         """The typed JSON document (``orjson.dumps(run.report())`` is ``--format json``)."""
-        findings = list(self.findings)
+        results = self.results
+        findings = [f for r in results for f in r.findings]
         return LintReport(
-            summary=lint_summary(self.total, len(self.sessions), self.block_size, findings),
+            summary=lint_summary(self.total, len(self.sessions), self.block_size, self.store.by_severity),
             sessions=[session_figures(name, w) for name, w in self.sessions.items()],
-            requests=[request_row(r) for r in self.results], findings=findings,
+            requests=[request_row(r) for r in results], findings=findings,
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
         )
 
     def json_chunks(self) -> Iterator[bytes]:
         """``--format json`` (``orjson.dumps(run.report(), option=OPT_INDENT_2)``) as byte chunks,
-        rows serialized one at a time: the document is never held whole."""
+        rows serialized one at a time from the store: the document is never held whole."""
         head = LintReport(
-            summary=lint_summary(self.total, len(self.sessions), self.block_size, list(self.findings)),
-            sessions=[session_figures(name, w) for name, w in self.sessions.items()], requests=[], findings=[],
+            summary=lint_summary(self.total, len(self.sessions), self.block_size, self.store.by_severity),
+            sessions=[], requests=[], findings=[],
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
         )
-        return json_chunks(head, (request_row(r) for r in self.results), self.findings)
+        sessions = (session_figures(name, w) for name, w in self.sessions.items())
+        return json_chunks(head, self.store.rows(), self.store.finding_dicts(), sessions)
 
     def as_sarif(self) -> dict:
         """SARIF 2.1.0: one rule per code (with its documentation), one result per finding.
@@ -144,7 +158,7 @@ class LintRun:
     def summary_lines(self) -> list[str]:
         """The run in one line (requests, reusable fraction, lost tokens by code, findings),
         plus one line on usage-only requests when there are any."""
-        t, n, sessions = self.total, len(self.findings), len(self.sessions)
+        t, n, sessions = self.total, self.store.findings, len(self.sessions)
         lost = ", ".join(f"{c} {k:,}" for c, k in t.lost_tokens_by_code.most_common()) or "none"
         if t.content_requests:
             head = (f"{t.requests} request(s) in {sessions} session(s): {t.reusable_tokens:,} of "
@@ -161,7 +175,7 @@ class LintRun:
         logged prompts; a run with none is not failed by it)."""
         cfg, total = self.config, self.total
         threshold = severity_rank(cfg.fail_on)
-        failing = sum(severity_rank(f.severity) >= threshold for f in self.findings)
+        failing = sum(n for sev, n in self.store.by_severity.items() if severity_rank(sev) >= threshold)
         below = None
         if cfg.fail_under is not None and total.prompt_tokens and total.reusable_fraction < cfg.fail_under:
             below = (f"{total.reusable_fraction:.1%} of prompt tokens reusable, below --fail-under "
@@ -251,24 +265,22 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
         raise ConfigError(f"--select/--ignore: {exc.args[0]}") from None
     check_specs(cfg.template, cfg.tokenizer)
     ingest = Ingest(paths, format=input_format, stdin=stdin)
-    linter, preparer, results = _start(cfg, rules)
+    linter, preparer, store = _start(cfg, rules)
     for pos, request in arrival_stream(ingest, lambda r: r.timestamp):
         if pos == RESTART or request is None:  # times went backwards: lint afresh in sorted order
-            linter, preparer, results = _start(cfg, rules)
+            store.close()
+            linter, preparer, store = _start(cfg, rules)
             continue
-        results[pos] = linter.feed(preparer.prepare(request))
+        store.add(pos, linter.feed(preparer.prepare(request)))
         if on_request is not None:
             on_request()
     summary = ingest.summary
-    done = tuple(results[pos] for pos in sorted(results))
-    findings = tuple(f for r in done for f in r.findings)
-    return LintRun(cfg, done, findings, linter.total, linter.sessions, summary.skipped, summary.files,
-                   preparer.notes)
+    return LintRun(cfg, store, linter.total, linter.sessions, summary.skipped, summary.files, preparer.notes)
 
 
-def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, dict[int, RequestResult]]:
-    """A fresh linter, preparer and result table (input position → result)."""
+def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, ResultStore]:
+    """A fresh linter, preparer and result store (input position → result, on disk)."""
     preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)
     linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity,
                     render=lambda r: preparer.pipeline(r.model).renderer.render(r))
-    return linter, preparer, {}
+    return linter, preparer, ResultStore()
