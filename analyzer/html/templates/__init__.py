@@ -1,0 +1,1 @@
+"""The HTML report's Jinja templates (package data)."""
