@@ -35,7 +35,7 @@ from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
 from prefixcache.analyzer.errors import ConfigError
 
 from prefixcache.cli.common import (
-    EXIT_ERROR, EXIT_OK, atomic_output, check_output, console, err, handle_errors, implied_redact, plural, report_skipped,
+    EXIT_ERROR, EXIT_OK, atomic_output, check_output, console, err, handle_errors, start_redaction, plural, report_skipped,
 )
 from prefixcache.cli.options import (
     AsJson, Force, InputFormat, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, output_format,
@@ -167,9 +167,7 @@ def register(app: typer.Typer) -> None:
         redact_key: RedactKey = None,
     ) -> None:
         """Rewrite logged requests into a cache-stable form and show the reusable tokens before and after."""
-        redact = bool(implied_redact(redact or None, redact_key))
-        if redact:
-            redact_module.enable(True, redact_key)
+        redact = start_redaction(redact or None, redact_key)  # a flag: False = not given
         report = output_format(fmt, as_json, ("rich", "json"), "rich")
         options = CanonicalOptions(parse_codes(only, "--only/--select"),
                                    parse_codes(skip, "--skip/--ignore") or frozenset(), strip_volatile, normalize)

@@ -247,3 +247,13 @@ def implied_redact(on: bool | None, key: str | None) -> bool | None:
     if on is not None or not key or key == os.environ.get(redact.KEY_ENV):
         return on
     return True
+
+
+def start_redaction(on: bool | None, key: str | None) -> bool:
+    """Turn ``--redact`` on for this command when given or implied (:func:`implied_redact`;
+    ``on`` None = not given, False = ``--no-redact``), with ``key`` for the hashes; returns
+    whether it is on."""
+    on = bool(implied_redact(on, key))
+    if on:
+        redact.enable(True, key)
+    return on

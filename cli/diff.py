@@ -18,9 +18,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.lint.diff import DiffReport, PromptSide, diff_requests
-from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors, implied_redact
+from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors, start_redaction
 from prefixcache.cli.options import AsJson, InputFormat, Paths, Redact, RedactKey, Template, Tokenizer, output_format
 
 
@@ -90,9 +89,7 @@ def register(app: typer.Typer) -> None:
         redact_key: RedactKey = None,
     ) -> None:
         """Show two rendered prompts of a log around their first differing token."""
-        redact = bool(implied_redact(redact or None, redact_key))
-        if redact:
-            redact_module.enable(True, redact_key)
+        redact = start_redaction(redact or None, redact_key)  # a flag: False = not given
         out = output_format(fmt, as_json, ("text", "json"), "text")
         report = diff_requests(paths, request, against, input_format, template, tokenizer, window, width,
                                sys.stdin.buffer if "-" in paths else None, redact)

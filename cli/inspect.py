@@ -25,7 +25,7 @@ from prefixcache.analyzer.ingest import formats
 from prefixcache.analyzer.render import fold_warnings
 from prefixcache.analyzer.prepare.inspect import InspectRecord, Inspection, InspectSummaryLine
 
-from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, console, handle_errors, implied_redact, progress, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, console, handle_errors, start_redaction, progress, report_skipped
 from prefixcache.cli.options import (
     AsJson, InputFormat, ModelAsTokenizer, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, deprecated_alias,
     output_format,
@@ -132,9 +132,7 @@ def register(app: typer.Typer) -> None:
         redact_key: RedactKey = None,
     ) -> None:
         """Show each request's prompt tokens, tokens per segment, and reported usage."""
-        redact = bool(implied_redact(redact or None, redact_key))
-        if redact:
-            redact_module.enable(True, redact_key)
+        redact = start_redaction(redact or None, redact_key)  # a flag: False = not given
         if fmt is not None and (fmt == "auto" or fmt in formats()):  # the old meaning: the log reader
             input_format = deprecated_alias(f"--format {fmt}", f"--input-format {fmt}", fmt, input_format)
             fmt = None

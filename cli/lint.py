@@ -26,7 +26,7 @@ from prefixcache.analyzer.prepare.inspect import check_specs
 
 from prefixcache.cli.common import (
     EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, check_output, console, err, exit_code_if_stopped,
-    handle_errors, implied_redact, progress, report_skipped,
+    handle_errors, implied_redact, progress, start_redaction, report_skipped,
 )
 from prefixcache.cli.lint_report import print_rich
 from prefixcache.cli.options import (
@@ -104,8 +104,7 @@ def register(app: typer.Typer) -> None:
         if fix:
             check_specs(cfg.template, cfg.tokenizer)  # a bad spec fails before any copy is written
             paths, input_format = write_fixed(paths, input_format, force), "auto"
-        if cfg.redact:
-            redact_module.enable(True, redact_key)
+        start_redaction(cfg.redact, redact_key)
         with progress("lint", enabled=None if cfg.format == "rich" else False) as bar:
             run = lint_paths(paths, cfg, input_format, sys.stdin.buffer if "-" in paths else None, bar.advance)
         if cfg.redact:  # skip reasons quote input (``starts with '{"api_key": ...'``)

@@ -15,11 +15,10 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.html import ReportOptions, gather, render_html
 from prefixcache.analyzer.html.report import DEFAULT_CAPACITY
 from prefixcache.analyzer.lint.config import load_config
-from prefixcache.cli.common import EXIT_ERROR, atomic_output, check_output, err, handle_errors, implied_redact, progress, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, atomic_output, check_output, err, handle_errors, implied_redact, progress, start_redaction, report_skipped
 from prefixcache.cli.options import (
     BlockSize, Capacity, Force, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, deprecated_alias,
 )
@@ -54,8 +53,7 @@ def register(app: typer.Typer) -> None:
         """Write one offline HTML report: summary, per-session turns, capacity curves, replay, fleet."""
         cfg = load_config(config).merged(format="json", redact=implied_redact(redact, redact_key), block_size=block_size, template=template,
                                          tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer))
-        if cfg.redact:
-            redact_module.enable(True, redact_key)
+        start_redaction(cfg.redact, redact_key)
         options = ReportOptions(
             lint=cfg, config=config, input_format=input_format, cache=cache,
             policies=tuple(p.strip() for p in (policy or "").split(",") if p.strip()) or None,
