@@ -11,18 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prefixcache.analyzer.cache.report import Summary
-
-
-@dataclass(frozen=True, slots=True)
-class HardwareRow:
-    """The timing constants used (``name``: the preset, ``+calibrated`` when fitted)."""
-
-    name: str
-    prefill_tok_s: float
-    overhead_s: float
-    decode_tok_s: float
-    concurrency: int
-    kv_bytes_per_token: int
+from prefixcache.analyzer.cache.timing import Hardware
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +83,7 @@ class FleetReport:
     capacity: str
     capacity_blocks: int | None
     arrivals: str
-    hardware: HardwareRow
+    hardware: Hardware
     calibration: CalibrationRow | None
     tiers: list[TierRow]
     requests: int

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.capacity import Capacity, KVShape
 from prefixcache.analyzer.cache.fleet import FLEET_CACHES, Arm, Served, fleet_lost, run_fleet
-from prefixcache.analyzer.cache.fleet_report import CalibrationRow, FleetReport, HardwareRow, RouterRow, TierRow
+from prefixcache.analyzer.cache.fleet_report import CalibrationRow, FleetReport, RouterRow, TierRow
 from prefixcache.analyzer.cache.figures import CAUSES
 from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.report import Summary, capacity_warning, r6
@@ -181,7 +181,7 @@ def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateO
     return FleetReport(
         spec.cache, spec.policy, bs, uniq, fleet.replicas, cap.text if cap else "unbounded", arm.capacity_blocks,
         f"rate {fleet.rate:g}/s" if fleet.rate else "logged",
-        HardwareRow(hw.name, hw.prefill_tok_s, hw.overhead_s, hw.decode_tok_s, hw.concurrency, bpt),
+        replace(hw, kv_bytes_per_token=bpt),
         CalibrationRow(str(fleet.calibrate), fit.rows, fit.prefill_tok_s, fit.overhead_s, fit.mean_abs_error_s,
                        fit.mean_rel_error, fit.r2) if fit else None,
         [TierRow(t.name, t.size.text, b, t.bandwidth, t.latency_s)

@@ -33,7 +33,8 @@ from prefixcache.analyzer.errors import ConfigError, InputError
 class Hardware:
     """One replica's constants: prefill tokens/s of uncached prompt, a fixed per-request
     overhead (seconds, inside TTFT), decode output tokens/s per request, decode slots,
-    and KV bytes per token (for byte-sized tiers)."""
+    and KV bytes per token (for byte-sized tiers). ``name``: the preset, ``+calibrated``
+    when fitted. Also the ``hardware`` object of the fleet ``--json`` document."""
 
     name: str
     prefill_tok_s: float
