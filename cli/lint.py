@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
         verdict = run.verdict()
         bad_records = not skip_bad and any(s.bad for s in run.skipped)
         exit_code_if_stopped(EXIT_ERROR if bad_records else EXIT_FINDINGS if verdict.failed else EXIT_OK)
-        if not (bad_records and not run.results and cfg.format in ("rich", "text")):
+        if not (bad_records and not len(run.store) and cfg.format in ("rich", "text")):
             emit(run)  # nothing read and exit 2: the error lines alone (machine formats keep their document)
         if verdict.fail_under_not_applied:
             err.print("[yellow]note:[/] --fail-under not applied: no request of the run has a logged prompt "
