@@ -11,8 +11,6 @@ pattern is the one the 12-pass scan used.
 from __future__ import annotations
 
 import re
-from typing import Iterator
-
 from prefixcache.analyzer import volatile as v
 
 #: Fast-fail prefixes the fast scan added in front of three patterns.
@@ -27,34 +25,19 @@ def _plain(pattern: re.Pattern[str]) -> re.Pattern[str]:
     return pattern
 
 
-_DETECTORS = tuple((_plain(p), classify, group) for p, classify, group, _gate in v._DETECTORS)
-
-
-def _candidates(text: str) -> Iterator[tuple[int, int, int, str, float | None]]:
-    for prio, (pattern, classify, group) in enumerate(_DETECTORS):
-        if classify is v._git:
-            classify = v._git_scan(text, 0)
-        for m in pattern.finditer(text):
-            found = classify(m, text)
-            if found is None:
-                continue
-            kind, gran = found
-            start, end = m.span(group)
-            if kind == "nonce" and m["key"].lower() not in ("cch", "nonce", "salt"):
-                kind = "request-id"
-            yield start, end, prio, kind, gran
+#: The detectors as the 12-pass scan ran them: plain patterns, no literal gates.
+_DETECTORS = tuple((_plain(p), classify, group, ()) for p, classify, group, _gate in v._DETECTORS)
 
 
 def find_volatile(text: str) -> list[v.VolatileSpan]:
-    """Volatile values in ``text``: every candidate, the earliest start winning, then the longest."""
-    picked: list[v.VolatileSpan] = []
-    taken_until = -1
-    for start, end, _prio, kind, gran in sorted(_candidates(text), key=lambda c: (c[0], -(c[1] - c[0]), c[2])):
-        if start < taken_until or end <= start:
-            continue
-        picked.append(v.VolatileSpan(start, end, kind, gran, text[start:end]))
-        taken_until = end
-    return picked
+    """Volatile values in ``text`` by the plain scan: the library's own candidate and pick
+    loops (``volatile._scan`` from offset 0, no prefix reuse) over :data:`_DETECTORS`."""
+    fast = v._DETECTORS
+    v._DETECTORS = _DETECTORS
+    try:
+        return v._scan(text)
+    finally:
+        v._DETECTORS = fast
 
 
 assert all(p.pattern != q.pattern for (p, *_), (q, *_) in zip(_DETECTORS, v._DETECTORS) if p is not q)
