@@ -8,7 +8,7 @@ One name per command (each returns the typed report its ``--json`` prints; see
 docs/schemas): ``Inspection`` (inspect), ``lint_paths`` (lint), ``simulate``,
 ``canonicalize_paths`` (canonicalize), ``check_templates`` (check); below them the
 stages ``Ingest`` (logs → requests) and ``Preparer`` (requests → rendered, tokenized
-prompts). Replay lives one layer up, in :mod:`prefixcache.replay.run` (it needs torch).
+prompts). Replay lives one layer up, in :mod:`prefixcache.replay.local.session` (it needs torch).
 
 This facade is also the one layer that composes features: ``simulate`` names each
 request's drift with lint's rule codes (:func:`prefixcache.analyzer.lint.engine.drift_causes`),
@@ -22,20 +22,20 @@ import os
 from typing import Callable, Sequence
 
 from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
-from prefixcache.analyzer.cache.fleet_report import FleetReport
-from prefixcache.analyzer.cache.fleet_study import FleetOptions, fleet_report
-from prefixcache.analyzer.cache.timing import fit_replay
-from prefixcache.analyzer.cache.report import SimulateReport, SimulateReportWithRequests
-from prefixcache.analyzer.cache.study import SimulateOptions, simulate_report
+from prefixcache.analyzer.cache.fleet.document import FleetReport
+from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
+from prefixcache.analyzer.cache.fleet.timing import fit_replay
+from prefixcache.analyzer.cache.simulate.document import SimulateReport, SimulateReportWithRequests
+from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
 from prefixcache.analyzer.cache.workload import Kept, SimStream
-from prefixcache.analyzer.canonical.report import canonicalize_paths
+from prefixcache.analyzer.canonical.run import canonicalize_paths
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
-from prefixcache.analyzer.check.report import check_templates
+from prefixcache.analyzer.check.run import check_templates
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.engine import DriftCauses
-from prefixcache.analyzer.lint.report import lint_paths
+from prefixcache.analyzer.lint.run import lint_paths
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.prepare.inspect import Inspection
 from prefixcache.analyzer.sequence import arrival_order

@@ -228,7 +228,7 @@ _DETECTORS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], tuple[st
 )
 
 #: Characters no detector can consume and no lookahead reads past (checked against
-#: the parsed patterns by tests/test_volatile_fast.py). No match crosses one, and
+#: the parsed patterns by tests/analyzer/test_volatile_fast.py). No match crosses one, and
 #: a match attempt left of one reads nothing right of it: the scan of a text up to
 #: such a character depends only on the text up to it.
 HARD_CHARS = ";!?{}<>|&%$#@^~`(["

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from prefixcache.analyzer.api import FleetOptions, Ingest, Preparer, SimulateOptions, parse_capacities
-from prefixcache.analyzer.cache.fleet_study import fleet_report
-from prefixcache.analyzer.cache.study import simulate_report
+from prefixcache.analyzer.cache.fleet.study import fleet_report
+from prefixcache.analyzer.cache.simulate.study import simulate_report
 from prefixcache.analyzer.cache.workload import to_sim_requests
 
 DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples" / "mooncake_kvtrace_synthetic_trace.jsonl"

@@ -15,7 +15,7 @@ import pickle
 import random
 import time
 
-from prefixcache.analyzer.cache.block_hash import hash_blocks
+from prefixcache.analyzer.cache.index.block_hash import hash_blocks
 
 N_TOKENS = 200_000
 BLOCK = 16

@@ -21,8 +21,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from prefixcache.analyzer.cache.block_hash import BlockHashCache  # noqa: E402
-from prefixcache.replay.engine.hf import HFEngine, load_model  # noqa: E402
+from prefixcache.analyzer.cache.index.block_hash import BlockHashCache  # noqa: E402
+from prefixcache.replay.local.hf import HFEngine, load_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = ROOT / "tests" / "fixtures" / "samples" / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"

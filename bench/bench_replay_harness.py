@@ -24,12 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from prefixcache.replay.engine.metrics import histogram_delta, histogram_quantile  # noqa: E402
-from prefixcache.replay.engine.server import ServerClient  # noqa: E402
-from prefixcache.replay.load import LoadShape  # noqa: E402
-from prefixcache.replay.runner import Prompt  # noqa: E402
-from prefixcache.replay.serve import ServedItem, ServedRun  # noqa: E402
-from prefixcache.replay.served_report import build_server_report  # noqa: E402
+from prefixcache.replay.server.metrics import histogram_delta, histogram_quantile  # noqa: E402
+from prefixcache.replay.server.client import ServerClient  # noqa: E402
+from prefixcache.replay.server.load import LoadShape  # noqa: E402
+from prefixcache.replay.local.passes import Prompt  # noqa: E402
+from prefixcache.replay.server.passes import ServedItem, ServedRun  # noqa: E402
+from prefixcache.replay.server.document import build_server_report  # noqa: E402
 
 
 _CPU: list[float] = []
@@ -76,7 +76,7 @@ def stub_bench(n: int = 3000, concurrency: int = 64) -> float:
 
 
 def _vllm(url: str) -> None:
-    from prefixcache.replay.server_session import ServerOptions, open_server_replay
+    from prefixcache.replay.server.session import ServerOptions, open_server_replay
 
     cases = sorted(str(p) for p in (ROOT / "tests" / "fixtures" / "cases").glob("*.jsonl"))
     session = open_server_replay(cases, ServerOptions(url=url, passes=("warm",)))

@@ -8,7 +8,7 @@ Issue #10, item 8. Two measurements on Mooncake-shaped block traces:
    plain replay written here: an ``OrderedDict`` LRU per capacity and a heap MIN per
    capacity and variant, each computing its own next uses. Timed twice on our side: the
    cache passes behind the figures (one stack-distance sweep for LRU, one
-   :func:`~prefixcache.analyzer.cache.belady.min_plan` shared by ten bucketed MIN replays:
+   :func:`~prefixcache.analyzer.cache.simulate.bounds.min_plan` shared by ten bucketed MIN replays:
    the same work the plain replay does, from the same block chains; the goal, ≥ 10×), and
    the whole ``simulate`` call (ingest, lint's drift causes, arrival order, the cache passes,
    per-request figures, the report). Figures must be identical: per request for the cache
@@ -37,8 +37,8 @@ from pathlib import Path
 import orjson
 
 from prefixcache.analyzer.api import SimulateOptions, parse_capacities, simulate
-from prefixcache.analyzer.cache.belady import belady_hits, min_plan
-from prefixcache.analyzer.cache.sweep import ChainRequest, stack_profile
+from prefixcache.analyzer.cache.simulate.bounds import belady_hits, min_plan
+from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
 
 SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples" / "mooncake_kvtrace_synthetic_trace.jsonl"
 SIZES = (1_000, 3_000, 10_000, 30_000, 100_000)

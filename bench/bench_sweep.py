@@ -21,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-from prefixcache.analyzer.cache.sweep import ChainRequest, stack_profile
+from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
 
 DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples" / "mooncake_kvtrace_synthetic_trace.jsonl"
 FRACTIONS = (0.01, 0.05, 0.10, 0.25, 0.50)

@@ -1,11 +1,11 @@
 """``prefixcache canonicalize``: rewrite logged requests into a cache-stable form.
 
-Parse → :func:`~prefixcache.analyzer.canonical.report.canonicalize_paths` → write → render.
+Parse → :func:`~prefixcache.analyzer.canonical.run.canonicalize_paths` → write → render.
 Writes the same format it read (or OpenAI Chat JSONL with ``--to openai``), lists every
 transformation by rule code (veto with ``--only`` / ``--skip``, aliases ``--select`` /
 ``--ignore``), and prints reusable tokens before and after, per session and in total
 (``--format rich`` tables, or ``json``: the
-:class:`~prefixcache.analyzer.canonical.report.CanonicalizeReport`). ``--out`` never
+:class:`~prefixcache.analyzer.canonical.run.CanonicalizeReport`). ``--out`` never
 overwrites an input, nor an existing file without ``--force``. ``--redact`` hashes the
 quoted values of the report (moved timestamps, ids, tool names), skip reasons and errors;
 the rewritten log itself is written as is, so ``--redact`` needs ``--out`` to be a file.
@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from prefixcache.analyzer import redact as redact_module
-from prefixcache.analyzer.canonical.report import (
+from prefixcache.analyzer.canonical.run import (
     CanonicalizeReport, CanonicalRun, ReuseFigures, canonicalize_paths, parse_codes,
 )
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from prefixcache.analyzer.check.checker import TemplateReport
-from prefixcache.analyzer.check.report import check_templates, template_record
+from prefixcache.analyzer.check.run import check_templates, template_record
 from prefixcache.analyzer.check.vary import VARIATIONS
 
 from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors

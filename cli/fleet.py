@@ -1,4 +1,4 @@
-"""Rich rendering of ``simulate --replicas N``: the :class:`~prefixcache.analyzer.cache.fleet_report.FleetReport`
+"""Rich rendering of ``simulate --replicas N``: the :class:`~prefixcache.analyzer.cache.fleet.document.FleetReport`
 as tables (decomposition, lost tokens by cause, TTFT and load per router)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from prefixcache.analyzer.cache.fleet_report import FleetReport
-from prefixcache.analyzer.cache.fleet_study import FLEET_CAUSES
+from prefixcache.analyzer.cache.fleet.document import FleetReport
+from prefixcache.analyzer.cache.fleet.study import FLEET_CAUSES
 from prefixcache.cli.common import console, plural
 from prefixcache.cli.tables import print_table
 

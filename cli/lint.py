@@ -1,6 +1,6 @@
 """``prefixcache lint``: reusable prefix per request, where reuse broke, and why.
 
-Parse → :func:`~prefixcache.analyzer.lint.report.lint_paths` → render. Streams: requests
+Parse → :func:`~prefixcache.analyzer.lint.run.lint_paths` → render. Streams: requests
 are ingested, rendered, tokenized and linted one at a time; the report is printed at the
 end (one ordering for every format keeps outputs comparable). Formats: ``rich``
 (terminal report), ``text``, ``json`` (:class:`~prefixcache.analyzer.lint.document.LintReport`),
@@ -21,14 +21,14 @@ from rich.markup import escape
 from prefixcache.analyzer import redact as redact_module
 from prefixcache.analyzer.canonical.fix import fixed_copies
 from prefixcache.analyzer.lint.config import FORMATS, load_config, parse_fraction
-from prefixcache.analyzer.lint.report import LintRun, lint_paths
+from prefixcache.analyzer.lint.run import LintRun, lint_paths
 from prefixcache.analyzer.prepare.inspect import check_specs
 
 from prefixcache.cli.common import (
     EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, check_output, console, err, exit_code_if_stopped,
     handle_errors, implied_redact, progress, start_redaction, report_skipped,
 )
-from prefixcache.cli.lint_report import print_rich
+from prefixcache.cli.lint_render import print_rich
 from prefixcache.cli.options import (
     AsJson, Force, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, deprecated_alias,
     output_format,

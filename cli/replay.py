@@ -1,7 +1,7 @@
 """``prefixcache replay``: run the logged requests through a real local model with and
 without a KV prefix cache, original and canonicalized, and measure prefill, cached
 tokens, TTFT and KV memory; verify that cache hits change nothing in the output.
-Parse → :func:`prefixcache.replay.run.open_replay` → render.
+Parse → :func:`prefixcache.replay.local.session.open_replay` → render.
 
 Exit codes: 0 clean, 1 a verification mismatch (or the engine's cached tokens
 differ from the simulator's), 2 usage, input or engine error, 130 interrupted
@@ -121,8 +121,8 @@ def _capacity(capacity: Optional[str], old_bytes: Optional[str], old_blocks: Opt
 def _server(paths: list[str], shape: str, o: dict) -> None:
     """The ``--server`` path (:mod:`prefixcache.cli.replay_server`)."""
     from prefixcache.cli.replay_server import api_key, run_server
-    from prefixcache.replay.load import LoadShape
-    from prefixcache.replay.server_session import ServerOptions
+    from prefixcache.replay.server.load import LoadShape
+    from prefixcache.replay.server.session import ServerOptions
 
     cap = _capacity(o["capacity"], o["capacity_bytes"], o["capacity_blocks"])
     timed = o["rate"] is not None or o["schedule"] != "none"
@@ -189,8 +189,8 @@ def register(app: typer.Typer) -> None:
         retries: int = typer.Option(0, "--retries", min=0, help="With --server: resend a failed request up to N times (never by default)."),
     ) -> None:
         """Replay requests through a local model with and without a KV prefix cache; measure TTFT."""
-        from prefixcache.replay.run import ReplayOptions, open_replay
-        from prefixcache.replay.runner import ReplayConfig
+        from prefixcache.replay.local.session import ReplayOptions, open_replay
+        from prefixcache.replay.local.passes import ReplayConfig
 
         shape = output_format(fmt, as_json, ("rich", "json"), "rich")
         if server is None and any(v is not None for v in (api_key_env, tokenizer, concurrency, rate)):

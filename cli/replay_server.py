@@ -1,8 +1,8 @@
 """``prefixcache replay --server URL``: render a replay through a running engine.
 
 Called by :mod:`prefixcache.cli.replay` once its options are parsed: builds
-:class:`~prefixcache.replay.server_session.ServerOptions`, calls
-:func:`~prefixcache.replay.server_session.open_server_replay`, renders the report.
+:class:`~prefixcache.replay.server.session.ServerOptions`, calls
+:func:`~prefixcache.replay.server.session.open_server_replay`, renders the report.
 Exit codes: 0 every request reconciles, 1 differences, PC504 findings, failed requests or
 a refused cold pass, 2 usage / input / engine error, 130 interrupted.
 """
@@ -101,7 +101,7 @@ def problems(outcome) -> None:
 
 def run_server(paths: list[str], options, shape: str) -> None:
     """Open, run and render a server replay; raises typer.Exit with the exit code."""
-    from prefixcache.replay.server_session import open_server_replay
+    from prefixcache.replay.server.session import open_server_replay
 
     with console.status("detecting the server and preparing prompts"):
         session = open_server_replay(paths, options)

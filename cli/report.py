@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from prefixcache.analyzer.html import ReportOptions, gather, render_html
-from prefixcache.analyzer.html.report import DEFAULT_CAPACITY
+from prefixcache.analyzer.html.content import DEFAULT_CAPACITY
 from prefixcache.analyzer.lint.config import load_config
 from prefixcache.cli.common import EXIT_ERROR, atomic_output, check_output, err, handle_errors, implied_redact, progress, start_redaction, report_skipped
 from prefixcache.cli.options import (

@@ -1,7 +1,7 @@
 """``prefixcache simulate``: hit tokens and avoided prefill under a real cache model.
 
 Parse the options, call :func:`prefixcache.analyzer.api.simulate`, render its
-:class:`~prefixcache.analyzer.cache.report.SimulateReport` (``--json``: the report as
+:class:`~prefixcache.analyzer.cache.simulate.document.SimulateReport` (``--json``: the report as
 is; rich: tables from its attributes). Nonsense values are usage errors (exit 2)
 before any work; unreadable records exit 2 unless ``--skip-bad``.
 """
@@ -18,9 +18,9 @@ from rich.table import Table
 
 from prefixcache.analyzer.api import FleetOptions, SimulateOptions, SimulateReport, simulate, simulate_fleet
 from prefixcache.analyzer.cache.capacity import parse_capacities
-from prefixcache.analyzer.cache.figures import CAUSES
-from prefixcache.analyzer.cache.report import ResultRow
-from prefixcache.analyzer.cache.models import CACHES
+from prefixcache.analyzer.cache.simulate.figures import CAUSES
+from prefixcache.analyzer.cache.simulate.document import ResultRow
+from prefixcache.analyzer.cache.models.registry import CACHES
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.cli.fleet import render_fleet
 from prefixcache.cli.common import EXIT_ERROR, console, err, handle_errors, plural, progress, report_skipped

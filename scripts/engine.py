@@ -37,13 +37,13 @@ SERVED_NAME = "smollm2"
 
 def model_folder() -> Path:
     """The HF folder replay converts the built-in SmolLM2 GGUF into (created if missing)."""
-    from prefixcache.replay.engine.hf import resolve_model_path
+    from prefixcache.replay.local.hf import resolve_model_path
 
     return Path(resolve_model_path(None)[0])
 
 
 def default_gguf() -> Path:
-    from prefixcache.replay.engine.hf import default_gguf as find
+    from prefixcache.replay.local.hf import default_gguf as find
 
     return find()
 

@@ -28,14 +28,14 @@ def cases() -> Path:
 
 @pytest.fixture(scope="session")
 def loaded():
-    from prefixcache.replay.engine.hf import load_model
+    from prefixcache.replay.local.hf import load_model
 
     return load_model(None, device="cpu", dtype="float32", threads=2)
 
 
 @pytest.fixture(scope="session")
 def engine(loaded):
-    from prefixcache.replay.engine.hf import HFEngine
+    from prefixcache.replay.local.hf import HFEngine
 
     eng = HFEngine(loaded)
     eng.generate(list(range(100, 132)))  # one-time setup out of the way

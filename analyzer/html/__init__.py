@@ -11,6 +11,6 @@ inlined. No number is computed here that the documents do not hold.
 """
 
 from prefixcache.analyzer.html.page import render_html
-from prefixcache.analyzer.html.report import ReportDocuments, ReportOptions, gather
+from prefixcache.analyzer.html.content import ReportDocuments, ReportOptions, gather
 
 __all__ = ["ReportDocuments", "ReportOptions", "gather", "render_html"]

@@ -28,7 +28,7 @@ from markupsafe import Markup
 
 from prefixcache import __version__
 from prefixcache.analyzer.html import charts
-from prefixcache.analyzer.html.report import ReportDocuments
+from prefixcache.analyzer.html.content import ReportDocuments
 
 #: Optional keys of a simulate document (older or newer releases may lack them) and of its
 #: result rows, with the value the page reads when one is absent.

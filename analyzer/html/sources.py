@@ -5,7 +5,7 @@ object per line; docs/schemas/simulate.schema.json, one object), kept as the par
 values: the report shows their figures as written, never recomputed. Only the keys a
 section needs are required; every other key is carried along untouched. A fleet
 simulation's document (``simulate --replicas N --json``, docs/schemas/simulate-fleet.schema.json:
-a :class:`~prefixcache.analyzer.cache.fleet_report.FleetReport`) is told apart by its
+a :class:`~prefixcache.analyzer.cache.fleet.document.FleetReport`) is told apart by its
 ``replicas`` key and must carry every key of that type and of each router row. Errors: :class:`~prefixcache.analyzer.errors.InputError` naming the file
 (and line) for an unreadable file, bad JSON or a row without the keys the report needs.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from prefixcache.analyzer.cache.fleet_report import FleetReport, RouterRow
+from prefixcache.analyzer.cache.fleet.document import FleetReport, RouterRow
 from prefixcache.analyzer.errors import InputError
 
 #: Keys every replay row must carry for the replay section (docs/schemas/replay-result.schema.json).

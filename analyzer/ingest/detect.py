@@ -38,7 +38,7 @@ def registry() -> dict[str, Reader]:
     """Format name → reader, from every module's ``READERS`` (imported on first use)."""
     out: dict[str, Reader] = {}
     for mod in READER_MODULES:
-        module = importlib.import_module(f"{__package__}.{mod}")
+        module = importlib.import_module(f"{__package__}.readers.{mod}")
         for reader in module.READERS:
             if reader.format in out:
                 raise ConfigError(f"two readers claim format {reader.format!r}")

@@ -6,7 +6,7 @@ each yields a :class:`RequestResult` at once (nothing waits for the end of the r
 Per request ``r`` with ``n`` prompt tokens:
 
 * **Reusable prefix** ``p``: the longest token prefix ``r`` shares with ANY earlier
-  request of the run (radix index, :class:`prefixcache.analyzer.cache.radix.PrefixIndex`), the request
+  request of the run (radix index, :class:`prefixcache.analyzer.cache.index.radix.PrefixIndex`), the request
   that was (``shared_with``), and the block-aligned figure vLLM could serve
   (``⌊min(p, n−1)/B⌋·B``).
 * **Break**: ``r`` is compared with the previous request ``q`` of its own session.
@@ -31,7 +31,7 @@ Per request ``r`` with ``n`` prompt tokens:
   lost tokens are those of this request's system prompt and tools after the
   divergence. Block traces (hash ids only) get reusable figures by block, and
   PC002 (cause unknown: no text) with the same ``lost`` formula when a request's hash
-  chain does not extend its predecessor's (:mod:`prefixcache.analyzer.cache.trace_sessions`;
+  chain does not extend its predecessor's (:mod:`prefixcache.analyzer.cache.index.trace_sessions`;
   Mooncake sessions are inferred from the chains).
 * **Advice** follows who controls the fix (:mod:`prefixcache.analyzer.lint.rules.control`):
   template and tokenizer fixes (PC5xx) for a hosted API say what the user can do instead
@@ -52,17 +52,17 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, servable_tokens
-from prefixcache.analyzer.cache.radix import PrefixIndex
+from prefixcache.analyzer.cache.index.radix import PrefixIndex
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.prepare import Prepared
-from prefixcache.analyzer.lint.chains import ChainIndex
+from prefixcache.analyzer.cache.index.chains import ChainIndex
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import arrival_order, common_prefix_len
 from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContext, Rule, classify
 from prefixcache.analyzer.lint.rules.control import advice, control_of
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
-from prefixcache.analyzer.cache.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, chain_break
+from prefixcache.analyzer.cache.index.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, chain_break
 from prefixcache.analyzer.model import RenderedPrompt, Request, compact_ids
 
 
@@ -306,7 +306,7 @@ class Linter:
     def _feed_trace(self, p: Prepared) -> RequestResult:
         """A block-hash trace request: reusable prefix by block over the run, and PC002 when
         it does not extend the previous request of its session (inferred for sessionless
-        formats, :mod:`prefixcache.analyzer.cache.trace_sessions`)."""
+        formats, :mod:`prefixcache.analyzer.cache.index.trace_sessions`)."""
         req, n = p.request, p.prompt_tokens
         trace = req.trace
         if trace is None:

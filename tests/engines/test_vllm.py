@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from prefixcache.replay.load import LoadShape
-from prefixcache.replay.server_session import ServerOptions, open_server_replay
+from prefixcache.replay.server.load import LoadShape
+from prefixcache.replay.server.session import ServerOptions, open_server_replay
 from tests.helpers import CASES
 
 pytestmark = pytest.mark.engines

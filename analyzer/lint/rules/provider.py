@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterable
 
-from prefixcache.analyzer.cache.provider import rules_for
+from prefixcache.analyzer.cache.provider.rules import rules_for
 from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.volatile import TIME_KINDS
 from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, origin
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 #: Hosted model families whose provider caches have a minimum length: (name pattern,
 #: provider key in the simulator's table, provider name). The minimums themselves come
-#: from that one table (:data:`prefixcache.analyzer.cache.provider.PROVIDERS` and
+#: from that one table (:data:`prefixcache.analyzer.cache.provider.rules.PROVIDERS` and
 #: ``ANTHROPIC_MIN_TOKENS``), so lint and simulate never disagree.
 HOSTED_FAMILIES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
     (re.compile(p, re.I), key, label) for p, key, label in (

@@ -2,13 +2,13 @@
 
 Traces carry block hashes, not text, so lint can say where and how much, never why:
 the cause is stated as unknown. The divergence itself is computed by
-:func:`prefixcache.analyzer.cache.trace_sessions.trace_break`.
+:func:`prefixcache.analyzer.cache.index.trace_sessions.trace_break`.
 """
 
 from __future__ import annotations
 
 from prefixcache.analyzer.lint.rules.base import Finding, Rule, origin
-from prefixcache.analyzer.cache.trace_sessions import TraceBreak
+from prefixcache.analyzer.cache.index.trace_sessions import TraceBreak
 from prefixcache.analyzer.model import Request
 
 

@@ -1,0 +1,187 @@
+"""llama.cpp server's prompt reuse: slots, slot choice, and the host-RAM prompt cache.
+
+Rules (llama.cpp ``tools/server``: ``get_available_slot``, ``server_prompt_cache``
+``alloc`` / ``load`` / ``update``; facts measured in ``real-engines.md``):
+
+* The server has ``slots`` (``-np``) slots; each keeps the tokens of its last request,
+  prompt **and output**. A request reuses the longest common prefix (LCP) of its prompt
+  with the chosen slot's tokens, capped at n − 1 (the last prompt token is always
+  evaluated; a repeated 686-token prompt reads 685), at token granularity.
+* Slot choice: among slots holding tokens, the one with the highest similarity
+  ``LCP / prompt length`` above ``slot_similarity`` (``-sps``, default 0.10; the first
+  slot wins a tie); else the least recently used slot (the last one among equals).
+  Reusing a slot by similarity when it keeps under half its tokens
+  (``f_keep = LCP / slot tokens < 0.5``), or any LRU choice, goes through the prompt cache.
+* The prompt cache (``--cache-ram`` MiB, default 8,192; 0 disables it) is shared by all
+  slots: the slot's old tokens are saved (skipped when an entry already holds them all;
+  entries they contain are dropped), then the entry that keeps more of itself and
+  matches more of the prompt than the slot (``f_keep`` ≥ 0.25, both strictly larger) is
+  loaded into the slot and leaves the cache; then the oldest entries are dropped while
+  the cache is over its size (at least one is always kept). Sizes are tokens × KV bytes
+  per token, so ``--cache-ram`` needs a KV shape (``--kv-model`` / ``--model-config``);
+  without one :data:`DEFAULT_BYTES_PER_TOKEN` (Llama-3-8B, bf16) is assumed.
+
+Outputs: logs carry no generated token ids, so a slot's output is taken from the log
+itself: when a slot last served the previous request of the same session and the new
+prompt extends that prompt, the LCP runs on to the end of the assistant reply the new
+prompt renders right after it (``SimRequest.reply_ends``) — the measured "extension
+689 of 706". Sequential requests (one at a time), no context shift, no ``n_cache_reuse``
+chunk reuse (off by default).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
+
+from prefixcache.analyzer.cache.base import servable_tokens
+from prefixcache.analyzer.cache.models.registry import CacheModel, CacheSpec, Hit, register
+from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.sequence import common_prefix_len
+
+#: ``-sps`` / ``--slot-prompt-similarity`` default.
+SLOT_SIMILARITY = 0.10
+#: ``--cache-ram`` default (MiB).
+CACHE_RAM_MIB = 8192.0
+#: KV bytes per token assumed for ``--cache-ram`` without a KV shape: Llama-3-8B in bf16.
+DEFAULT_BYTES_PER_TOKEN = 131072
+#: Slots kept under this fraction of their tokens go through the prompt cache.
+F_KEEP_SAVE = 0.5
+#: Prompt-cache entries keeping under this fraction of themselves are never loaded.
+F_KEEP_LOAD = 0.25
+
+
+@dataclass(slots=True)
+class Slot:
+    """One server slot: its tokens (prompt + output), last use, and the request it served."""
+
+    tokens: tuple[int, ...] = ()
+    last: float = -1.0
+    session: str | None = None
+
+
+@dataclass(slots=True)
+class PromptCache:
+    """The host-RAM prompt cache: token sequences, oldest first; ``limit_tokens`` None = unbounded."""
+
+    limit_tokens: int | None
+    entries: list[tuple[int, ...]] = field(default_factory=list)
+    sessions: list[str | None] = field(default_factory=list)
+
+    def save(self, tokens: tuple[int, ...], session: str | None = None) -> None:
+        """``alloc``: store a slot's tokens unless an entry already holds them; drop entries they contain."""
+        if not tokens or any(common_prefix_len(e, tokens) == len(tokens) for e in self.entries):
+            return
+        keep = [i for i, e in enumerate(self.entries) if common_prefix_len(e, tokens) < len(e)]
+        self.entries = [self.entries[i] for i in keep] + [tokens]
+        self.sessions = [self.sessions[i] for i in keep] + [session]
+
+    def load(self, slot: tuple[int, ...], prompt: Sequence[int]) -> tuple[tuple[int, ...], str | None] | None:
+        """``load``: the entry better than the slot for ``prompt`` and its session (removed), or None."""
+        lcp = common_prefix_len(slot, prompt)
+        keep_best = lcp / len(slot) if slot else -1.0
+        sim_best = lcp / len(prompt)
+        best = None
+        for i, e in enumerate(self.entries):
+            cur = common_prefix_len(e, prompt)
+            keep, sim = cur / len(e), cur / len(prompt)
+            if keep >= F_KEEP_LOAD and keep_best < keep and sim_best < sim:
+                keep_best, sim_best, best = keep, sim, i
+        return None if best is None else (self.entries.pop(best), self.sessions.pop(best))
+
+    def update(self) -> None:
+        """Drop the oldest entries while over the limit, keeping at least one."""
+        if self.limit_tokens is None:
+            return
+        while len(self.entries) > 1 and sum(map(len, self.entries)) > self.limit_tokens:
+            del self.entries[0], self.sessions[0]
+
+
+@register
+class LlamaCppModel(CacheModel):
+    """llama.cpp server (module docstring). ``capacity_blocks`` (block size 1 = tokens) is
+    the prompt cache's size and overrides ``--cache-ram``; ``expire=False`` (the ideal
+    level) gives an unbounded prompt cache. Options from ``spec.engine_options``:
+    ``slots``, ``slot_similarity``, ``cache_ram_mib``, ``kv_bytes_per_token``."""
+
+    name = "llamacpp"
+    default_block_size = 1
+    policies: ClassVar[tuple[str, ...]] = ("lru",)
+
+    def __init__(self, spec: CacheSpec, block_size: int, capacity_blocks: int | None, expire: bool = True) -> None:
+        super().__init__(spec, block_size, capacity_blocks, expire)
+        opts = dict(spec.engine_options or {})
+        n = int(opts.get("slots", 1))
+        if n < 1:
+            raise ConfigError(f"--slots must be at least 1, got {n}")
+        self.similarity = float(opts.get("slot_similarity", SLOT_SIMILARITY))
+        self.slots = [Slot() for _ in range(n)]
+        ram = float(opts.get("cache_ram_mib", CACHE_RAM_MIB))
+        bpt = int(opts.get("kv_bytes_per_token") or DEFAULT_BYTES_PER_TOKEN)
+        if not expire:
+            limit: int | None = None
+        elif capacity_blocks is not None:
+            limit = capacity_blocks * block_size
+        else:
+            limit = None if ram < 0 else int(ram * 2**20 // bpt)
+        self.prompt_cache = PromptCache(limit) if limit != 0 else None
+
+    @classmethod
+    def fixed_block_size(cls, spec: CacheSpec) -> int | None:
+        return 1
+
+    @classmethod
+    def ttl_of(cls, spec: CacheSpec) -> float | None:
+        return None
+
+    def _lcp(self, slot: Slot, r: SimRequest, tokens: tuple[int, ...]) -> int:
+        """LCP with the slot's prompt + output (the reply the prompt renders, see the module docstring)."""
+        k = common_prefix_len(slot.tokens, tokens)
+        if k and k == len(slot.tokens) and slot.session == r.session:
+            i = bisect_right(r.reply_ends, k)
+            if i < len(r.reply_ends):
+                k = r.reply_ends[i]
+        return k
+
+    def _choose(self, r: SimRequest, tokens: tuple[int, ...]) -> tuple[Slot, bool]:
+        """``get_available_slot``: (slot, whether the prompt cache is consulted)."""
+        best, sim_best = None, -1.0
+        for s in self.slots:
+            if s.tokens:
+                sim = self._lcp(s, r, tokens) / len(tokens)
+                if sim > sim_best and sim > self.similarity:
+                    best, sim_best = s, sim
+        if best is not None:
+            return best, sim_best * len(tokens) / len(best.tokens) < F_KEEP_SAVE
+        lru = None
+        for s in self.slots:
+            if lru is None or s.last <= lru.last:
+                lru = s
+        return lru, True  # type: ignore[return-value]
+
+    def step(self, r: SimRequest) -> Hit:
+        tokens = self._tokens(r)
+        if not tokens:
+            return Hit(0)
+        slot, consult = self._choose(r, tokens)
+        if consult and self.prompt_cache is not None:
+            self.prompt_cache.save(slot.tokens, slot.session)
+            loaded = self.prompt_cache.load(slot.tokens, tokens)
+            if loaded is not None:
+                slot.tokens, slot.session = loaded
+            self.prompt_cache.update()
+        cached = servable_tokens(self._lcp(slot, r, tokens), len(tokens), 1)
+        slot.tokens, slot.last, slot.session = tokens, r.now, r.session
+        return Hit(cached)
+
+
+def _refresh_names() -> None:
+    """Keep :data:`~.models.CACHES` complete when this module is imported before :mod:`.models` finished."""
+    from prefixcache.analyzer.cache.models import registry as models
+
+    models.CACHES = tuple(models.MODELS)
+
+
+_refresh_names()

@@ -1,0 +1,343 @@
+"""Provider prompt-cache rules (OpenAI, Anthropic, DeepSeek) and their prices.
+
+Every constant lives in :data:`PROVIDERS` / :data:`ANTHROPIC_MIN_TOKENS` below, with
+its source, so a rule change is a one-line edit. Sources: each provider's prompt
+caching documentation as of 2026 (named in every entry's ``source``).
+
+* **OpenAI up to GPT-5.5** — automatic for prompts ≥ 1,024 tokens; the cached prefix
+  grows in 128-token steps (so a hit is 0 or 1,024 + k·128); exact prefix only; kept
+  in memory for 5–10 min of inactivity (we take 5 min, refreshed on hit). Modeled
+  as a 128-token block chain (:class:`~.block_hash.BlockHashCache`).
+* **OpenAI GPT-5.6 and later** (chosen by model name, :func:`openai_breakpoints`) —
+  explicit breakpoints (``prompt_cache_breakpoint`` on content blocks, plus one
+  implicit one at the end of the newest message unless ``prompt_cache_options.mode``
+  is ``explicit``); up to 4 written per request, the latest 80 of the conversation
+  considered for matching with no lookback limit, exact (not block-rounded)
+  prefixes; ``prompt_cache_options.ttl`` 30 min; writes billed 1.25× and reported
+  as ``cache_write_tokens``. Modeled by :class:`AnthropicCache` with those limits.
+* **DeepSeek** — on by default, 64-token storage units, content under 64 tokens is
+  not cached, longest common prefix from token 0, cleared after hours to days
+  unused (we take 24 h). A 64-token block chain. ``deepseek-chat`` stores the
+  prompt **and the generated tokens** of a call (cached(k) = 64·⌊(prompt(k−1) +
+  completion(k−1))/64⌋ when the write is visible); ``deepseek-reasoner`` the prompt
+  only (``real-engines.md``, Providers; measured on real trajectories).
+* **Anthropic** — explicit ``cache_control`` breakpoints (at most 4; the automatic
+  mode puts one on the last block). A cache entry is the exact prefix up to a
+  breakpoint; a lookup at a breakpoint also checks up to 20 earlier content-block
+  boundaries for an entry; the longest hit is read. Entries live 5 min (or 1 h)
+  and are refreshed free on each hit. Prompts shorter than the model's minimum
+  cacheable length are neither written nor read. Writes cost 1.25× (5 min) or 2×
+  (1 h) the base input price, reads 0.1×.
+
+Prices are USD per million input tokens, from the one table keyed by model pattern
+(:mod:`.prices`); every one is still a CLI option (``--price-input``,
+``--price-read``, ``--price-write``) that overrides the table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+import xxhash
+
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult
+from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
+from prefixcache.analyzer.cache.index.compact import int64_bytes
+from prefixcache.analyzer.cache.provider.prices import price_for
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRules:
+    """One provider's caching constants.
+
+    ``block_size``: hit granularity (tokens; the provider's storage unit); ``min_tokens``: shortest prompt (or
+    breakpoint prefix) that is cached; ``ttl_s``: idle retention, refreshed on hit;
+    ``price_input``: base $/MTok; ``read_multiplier`` / ``write_multiplier``: cache
+    read / write price relative to the base; ``max_breakpoints`` and
+    ``lookback_blocks``: breakpoint rules (0 = automatic prefix caching; lookback −1 =
+    no limit); ``considered_breakpoints``: how many of the conversation's latest
+    breakpoint entries are matched (0 = all); ``stores_output``: the provider also
+    stores the generated tokens of a call (``deepseek-chat``); ``rule_set``: which
+    rule set applies (``openai-automatic``, ``openai-breakpoints``, ...);
+    ``price_source`` / ``price_date``: the price row used (:mod:`.prices`).
+    """
+
+    name: str
+    block_size: int
+    min_tokens: int
+    ttl_s: float
+    price_input: float
+    read_multiplier: float
+    write_multiplier: float = 1.0
+    max_breakpoints: int = 0
+    lookback_blocks: int = 0
+    source: str = ""
+    considered_breakpoints: int = 0
+    stores_output: bool = False
+    rule_set: str = ""
+    price_source: str = ""
+    price_date: str = ""
+
+
+#: The constants table (edit here when a provider changes its rules).
+PROVIDERS: dict[str, ProviderRules] = {
+    "openai": ProviderRules(
+        "openai", block_size=128, min_tokens=1024, ttl_s=300.0,
+        price_input=1.25, read_multiplier=0.1, write_multiplier=1.0,
+        source="platform.openai.com prompt caching guide: ≥1,024 tokens, 128-token increments, "
+               "5–10 min idle (≤1 h); GPT-5 $1.25/MTok input, cached 0.1× (gpt-4o era 0.5×)"),
+    "anthropic": ProviderRules(
+        "anthropic", block_size=1, min_tokens=1024, ttl_s=300.0,
+        price_input=3.0, read_multiplier=0.1, write_multiplier=1.25,
+        max_breakpoints=4, lookback_blocks=20,
+        source="platform.claude.com prompt caching: ≤4 breakpoints, ~20-block lookback, "
+               "5 min TTL refreshed on hit (1 h: write 2×), write 1.25×, read 0.1×; Sonnet $3/MTok"),
+    "deepseek": ProviderRules(
+        "deepseek", block_size=64, min_tokens=64, ttl_s=86400.0,
+        price_input=0.14, read_multiplier=0.1, write_multiplier=1.0,
+        source="api-docs.deepseek.com context caching (2024): 64-token units, <64 tokens not cached, "
+               "hours to days retention; hit $0.014 vs miss $0.14 per MTok"),
+}
+
+#: Anthropic minimum cacheable prompt length by model-name fragment (first match wins).
+ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
+    ("opus-4-5", 4096), ("opus-4-6", 4096), ("haiku-4-5", 4096),
+    ("sonnet-4-6", 2048), ("haiku-3-5", 2048), ("3-5-haiku", 2048), ("haiku-3", 2048), ("3-haiku", 2048),
+    ("sonnet-4-5", 1024), ("sonnet-4", 1024), ("opus-4-1", 1024), ("opus-4", 1024),
+    ("sonnet-3-7", 1024), ("3-7-sonnet", 1024), ("3-5-sonnet", 1024), ("sonnet-3-5", 1024),
+    ("opus-5", 512), ("sonnet-5", 512), ("haiku-5", 512),
+)
+#: Anthropic write multiplier for the 1-hour TTL.
+ANTHROPIC_WRITE_1H = 2.0
+ANTHROPIC_TTL_1H_S = 3600.0
+
+
+#: GPT-5.6+ limits: breakpoints written per request, latest breakpoints considered, retention (s).
+OPENAI_BREAKPOINTS_WRITTEN = 4
+OPENAI_BREAKPOINTS_CONSIDERED = 80
+OPENAI_TTL_S = 1800.0
+_GPT = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+
+
+def openai_breakpoints(model: str | None) -> bool:
+    """True for the models with explicit breakpoints (GPT-5.6 and later, by name:
+    ``gpt-5.6``, ``gpt-5.7-mini``, ``gpt-6``...); False for GPT-5.5 and earlier,
+    GPT-4o/4.1, the o-series and unknown names (the automatic 128-token rule)."""
+    m = _GPT.search((model or "").lower())
+    if m is None:
+        return False
+    return (int(m.group(1)), int(m.group(2) or 0)) >= (5, 6)
+
+
+def _deepseek_stores_output(model: str | None) -> bool:
+    """``deepseek-chat`` (and V3 chat names) store prompt + generated tokens; reasoner models the prompt only."""
+    m = (model or "").lower()
+    return bool(m) and "reasoner" not in m and "r1" not in m and "thinking" not in m
+
+
+def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderRules:
+    """The rules of ``provider`` for ``model``: the model's price row (:func:`.prices.price_for`:
+    input price, read/write multipliers, retention, minimum), its rule set (OpenAI
+    GPT-5.6+ breakpoints, DeepSeek chat storing output), the model's minimum length
+    (Anthropic), then any non-None ``overrides`` (field names of :class:`ProviderRules`).
+    ConfigError for an unknown provider."""
+    if provider not in PROVIDERS:
+        raise ConfigError(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
+    rules = PROVIDERS[provider]
+    row = price_for(provider, model)
+    rules = replace(rules, price_input=row.input, read_multiplier=row.read, write_multiplier=row.write,
+                    ttl_s=row.ttl_s, min_tokens=rules.min_tokens if row.min_tokens is None else row.min_tokens,
+                    price_source=f"{row.pattern}: {row.source}", price_date=row.date,
+                    rule_set=f"{provider}-breakpoints" if provider == "anthropic" else f"{provider}-automatic")
+    if provider == "anthropic" and model:
+        for frag, n in ANTHROPIC_MIN_TOKENS:
+            if frag in model:
+                rules = replace(rules, min_tokens=n)
+                break
+    if provider == "openai" and openai_breakpoints(model):
+        rules = replace(rules, block_size=1, max_breakpoints=OPENAI_BREAKPOINTS_WRITTEN, lookback_blocks=-1,
+                        considered_breakpoints=OPENAI_BREAKPOINTS_CONSIDERED, rule_set="openai-breakpoints")
+    if provider == "deepseek" and _deepseek_stores_output(model):
+        rules = replace(rules, stores_output=True, rule_set="deepseek-prompt+output")
+    return replace(rules, **{k: v for k, v in overrides.items() if v is not None})
+
+
+class UnitPrefixCache:
+    """OpenAI / DeepSeek automatic prefix caching: a chain of ``block_size``-token units
+    with idle TTL, no last-token cap, nothing below ``min_tokens``.
+
+    ``match`` / ``insert`` hash the prompt; ``match_hashes`` / ``insert_hashes`` take
+    its unit chain already hashed (the simulator hashes each request once).
+    """
+
+    def __init__(self, rules: ProviderRules, capacity_blocks: int | None = None, policy: str = "lru") -> None:
+        self.rules = rules
+        self.block_size = rules.block_size
+        self._cache = BlockHashCache(rules.block_size, capacity_blocks, policy,
+                                     ttl_s=rules.ttl_s, cap_last_token=False, free_order="tail-first")
+
+    def match(self, tokens: Sequence[int], now: float, hidden: int = 0) -> MatchResult:
+        """Cached prefix in whole units; 0 under the minimum. ``hidden``: tokens of
+        an unlogged prefix counted toward the minimum length only."""
+        return self.match_hashes(self._cache.hashes(tokens), len(tokens), now, hidden)
+
+    def match_hashes(self, hashes: Sequence[int], num_tokens: int, now: float, hidden: int = 0) -> MatchResult:
+        """:meth:`match` for a prompt of ``num_tokens`` tokens whose unit chain is ``hashes``."""
+        if num_tokens + hidden < self.rules.min_tokens:
+            return MatchResult(0)
+        m = self._cache.match_hashes(hashes, now)
+        if m.cached_tokens + hidden < self.rules.min_tokens:
+            return MatchResult(0)
+        return m
+
+    def insert(self, tokens: Sequence[int], now: float, hidden: int = 0) -> InsertResult:
+        """Store the prompt's whole units (nothing under the minimum length)."""
+        return self.insert_hashes(self._cache.hashes(tokens), len(tokens), now, hidden)
+
+    def insert_hashes(self, hashes: Sequence[int], num_tokens: int, now: float, hidden: int = 0) -> InsertResult:
+        """:meth:`insert` for a prompt of ``num_tokens`` tokens whose unit chain is ``hashes``."""
+        if num_tokens + hidden < self.rules.min_tokens:
+            return InsertResult(evicted=self._cache.expire(now).evicted)
+        return self._cache.insert_hashes(hashes, now)
+
+    def evict(self, num_tokens: int, now: float) -> EvictResult:
+        return self._cache.evict(num_tokens, now)
+
+
+@dataclass(frozen=True, slots=True)
+class Breakpoint:
+    """A ``cache_control`` mark: the prefix up to token ``end`` is cached with ``ttl_s``."""
+
+    end: int
+    ttl_s: float = 300.0
+
+
+class AnthropicCache:
+    """Anthropic breakpoint caching over exact prefixes (see module docstring).
+
+    :meth:`step` takes the prompt ``tokens``, the token offsets of its content-block
+    boundaries (``boundaries``: ends of system / tool / message segments, sorted)
+    and its breakpoints, and returns (read tokens, written tokens). Entries are
+    keyed by a hash of the whole prefix, so any earlier change misses. ``match``
+    and ``insert`` (the ``PrefixCache`` protocol) use one breakpoint at the end.
+    ``ttl_s`` (seconds; None = each breakpoint's own 5 min / 1 h mark) is the
+    retention of every entry, refreshed on hit; the write multiplier still follows
+    the marks (2× for a 1 h mark), since that is what the request asked to pay.
+    """
+
+    block_size = 1
+
+    def __init__(self, rules: ProviderRules, ttl_s: float | None = None) -> None:
+        self.rules = rules
+        #: Retention of every entry when given (``simulate --ttl``), in place of its breakpoint's
+        #: mark (5 min, or 1 h); write prices still follow the marks.
+        self.ttl_s = ttl_s
+        self._entries: dict[tuple[int, int], tuple[float, float]] = {}  # (len, hash) -> (last use, ttl)
+        #: When each entry's write landed (the writer's response time, seconds) and its write number.
+        self._landed: dict[tuple[int, int], tuple[float, int]] = {}
+        self._writes = 0
+
+    @staticmethod
+    def prefix_hashes(tokens: Sequence[int], cuts: Sequence[int]) -> dict[int, int]:
+        """Hash of ``tokens[:c]`` for every cut ``c`` (one streaming pass)."""
+        data = int64_bytes(tokens)
+        h = xxhash.xxh3_64()
+        out, done = {}, 0
+        for c in sorted(set(cuts)):
+            h.update(data[done * 8:c * 8])
+            done = c
+            out[c] = h.intdigest()
+        return out
+
+    def _alive(self, key: tuple[int, int], now: float, sent: float | None = None) -> bool:
+        """Live at ``now``, among the latest ``considered_breakpoints`` written, and (when the
+        request's send time ``sent`` is known) written by a response that had landed by then."""
+        e = self._entries.get(key)
+        if e is None or now - e[0] > e[1]:
+            return False
+        landed, seq = self._landed.get(key, (float("-inf"), self._writes))
+        n = self.rules.considered_breakpoints
+        if n and seq <= self._writes - n:
+            return False
+        return sent is None or landed <= sent
+
+    def lookup(self, tokens: Sequence[int], boundaries: Sequence[int],
+               breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
+               hashes: Mapping[int, int] | None = None, sent: float | None = None) -> int:
+        """Tokens read from cache: the longest live entry found at a breakpoint or
+        within ``lookback_blocks`` boundaries before one (−1: any earlier boundary).
+        Read-only. ``hidden``: tokens of an unlogged prefix, counted toward the minimum
+        length only; ``hashes``: :meth:`prefix_hashes` at every boundary and breakpoint,
+        when the caller keeps them (the simulator hashes each request once); ``sent``:
+        when the request was sent (seconds, same clock as ``now``): entries whose
+        writer's response came back later are not visible yet (None: all are)."""
+        best = 0
+        bps = self._usable(breakpoints, len(tokens))
+        bounds = sorted(set(b for b in boundaries if 0 < b <= len(tokens)) | {bp.end for bp in bps})
+        hashes = hashes if hashes is not None else self.prefix_hashes(tokens, bounds)
+        back = self.rules.lookback_blocks
+        for bp in bps:
+            j = bounds.index(bp.end)
+            for c in reversed(bounds[0 if back < 0 else max(0, j - back + 1):j + 1]):
+                if c + hidden >= self.rules.min_tokens and c > best and self._alive((c, hashes[c]), now, sent):
+                    best = c
+                    break
+        return best
+
+    def _usable(self, breakpoints: Sequence[Breakpoint], n: int) -> list[Breakpoint]:
+        bps = sorted({bp.end: bp for bp in breakpoints if 0 < bp.end <= n}.values(), key=lambda b: b.end)
+        return bps[-self.rules.max_breakpoints:] if self.rules.max_breakpoints else bps
+
+    def step(self, tokens: Sequence[int], boundaries: Sequence[int],
+             breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
+             hashes: Mapping[int, int] | None = None, sent: float | None = None) -> tuple[int, int, float]:
+        """Run one request: returns (read tokens, written tokens, write price multiplier).
+
+        The read entry is refreshed; an entry is written at every breakpoint past
+        the read point whose prefix is at least ``min_tokens`` long; it lands at
+        ``now`` (the request's logged response time) for later :meth:`lookup` ``sent`` checks.
+        """
+        read = self.lookup(tokens, boundaries, breakpoints, now, hidden, hashes, sent)
+        bps = self._usable(breakpoints, len(tokens))
+        if hashes is None:
+            hashes = self.prefix_hashes(tokens, [read] + [bp.end for bp in bps])
+        if read:
+            key = (read, hashes[read])
+            self._entries[key] = (now, self._entries[key][1])
+        written, top_ttl = 0, 0.0
+        for bp in bps:
+            if bp.end + hidden < self.rules.min_tokens:
+                continue
+            key = (bp.end, hashes[bp.end])
+            if bp.end > read:
+                written = bp.end - read
+                top_ttl = max(top_ttl, bp.ttl_s)
+            old = self._entries.get(key)
+            keep = bp.ttl_s if self.ttl_s is None else self.ttl_s
+            self._entries[key] = (now, max(keep, old[1] if old else 0.0))
+            if old is None or key not in self._landed:
+                self._writes += 1
+                self._landed[key] = (now, self._writes)
+        mult = ANTHROPIC_WRITE_1H if top_ttl >= ANTHROPIC_TTL_1H_S else self.rules.write_multiplier
+        self._purge(now)
+        return read, written, mult
+
+    def _purge(self, now: float) -> None:
+        dead = [k for k, (t, ttl) in self._entries.items() if now - t > ttl]
+        for k in dead:
+            del self._entries[k]
+            self._landed.pop(k, None)
+
+    def match(self, tokens: Sequence[int], now: float) -> MatchResult:
+        return MatchResult(self.lookup(tokens, [len(tokens)], [Breakpoint(len(tokens))], now))
+
+    def insert(self, tokens: Sequence[int], now: float) -> InsertResult:
+        _, written, _ = self.step(tokens, [len(tokens)], [Breakpoint(len(tokens), self.rules.ttl_s)], now)
+        return InsertResult((BlockHash(len(tokens)),) if written else ())
+
+    def evict(self, num_tokens: int, now: float) -> EvictResult:
+        self._purge(now)
+        return EvictResult()

@@ -1,0 +1,1 @@
+"""prefixcache.analyzer.cache.simulate."""

@@ -1,0 +1,165 @@
+"""Provider rules from the log's own usage: what a call reads given the previous call of its thread.
+
+A provider's cache write lands asynchronously, and our tokens only approximate the
+provider's (Claude's tokenizer is not public), so besides the simulated prediction
+each call gets an **expected** count in the provider's own tokens from the previous
+call of the same thread (session) and a **lagged** one — what it reads if that
+previous write had not landed yet: the band ``[lagged, expected]``. The rules
+(``real-engines.md``, Providers; measured on real logs):
+
+* **Anthropic** and **OpenAI GPT-5.6+** (breakpoints): read(k) = read(k−1) +
+  write(k−1) = prompt(k−1) − input_tokens(k−1): the previous request's prefix up to
+  its last breakpoint, never its uncached tail. Lagged: read(k−1).
+* **DeepSeek**: 64·⌊(prompt(k−1) + completion(k−1))/64⌋ for ``deepseek-chat`` (it
+  stores prompt + generated tokens), 64·⌊prompt(k−1)/64⌋ for ``deepseek-reasoner``.
+  Lagged: cached(k−1) (the older write is all that is visible).
+* **OpenAI up to GPT-5.5** (automatic): prompt(k−1) in 128-token steps from 1,024.
+  Lagged: cached(k−1).
+
+A rule applies ("in-thread") only when our tokens show that the call extends the
+previous call's prompt up to its last breakpoint (DeepSeek chat: up to its prompt),
+the previous call reported its usage, and the gap is within the retention; the
+expected count is capped at the call's own reported prompt. Other calls (a thread's
+first call, a changed prefix) keep the simulated prediction as both ends of the band.
+
+**Hidden prefixes at breakpoints** (breakpoint caches; Claude Code's unlogged system
+prompt and tools, ``real-engines.md``, Providers). A hidden prefix is sized from the
+first call's usage (reported prompt minus our tokens for the logged messages), so it
+also absorbs unlogged *first-turn* content (injected context) that was never at a
+breakpoint: a later thread's first call that reads only the shared hidden prefix
+reads less than that size (on the Claude Code sample 11,381 where the size says
+11,667–11,670). Its size in provider tokens is known only from an earlier call that
+read exactly the hidden prefix — an entry at its breakpoint, written by a call whose
+write had landed — and whose own response had landed before this call was sent; never
+from the call's own usage. With such a measurement the call is
+``hidden-prefix-measured`` (the measured size at both ends); without one it is
+``hidden-prefix-unsized``: band ``[0, simulated]`` — 0 if no write had landed or all
+of the size is first-turn content, the simulated figure if none is — which holds the
+truth, rather than a confident wrong figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from prefixcache.analyzer.cache.provider.rules import ProviderRules
+from prefixcache.analyzer.cache.workload import SimRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """One call's expected cached tokens (provider tokens) and the lagged end of its band;
+    ``rule``: one of :data:`RULES` (module docstring)."""
+
+    lagged: int
+    expected: int
+    rule: str
+
+
+#: Band rules (``CallRow.rule``): the in-thread usage rule, the simulated prediction, and a
+#: thread's first call reading only a hidden prefix whose size was / was not measured earlier.
+RULES = ("in-thread", "simulated", "hidden-prefix-measured", "hidden-prefix-unsized")
+
+
+def _last_mark(r: SimRequest, rules: ProviderRules) -> int:
+    """Where the previous call's cached prefix ends in our tokens: its last breakpoint
+    (breakpoint caches), else its whole prompt."""
+    if rules.max_breakpoints and r.breakpoints:
+        return max(bp.end for bp in r.breakpoints)
+    return r.num_tokens
+
+
+def _extends(r: SimRequest, prev: SimRequest, end: int) -> bool:
+    """Whether ``r`` starts with ``prev``'s first ``end`` tokens."""
+    if r.tokens is None or prev.tokens is None or end > r.num_tokens:
+        return False
+    return r.tokens[:end] == prev.tokens[:end]
+
+
+def _expected(rules: ProviderRules, prev: SimRequest) -> int | None:
+    """The rule's count from the previous call's reported usage (None: not enough usage)."""
+    p, c = prev.reported_prompt, prev.reported_cached
+    if p is None or c is None:
+        return None
+    if rules.max_breakpoints:
+        if prev.reported_write is None:
+            return None
+        return c + prev.reported_write
+    unit = rules.block_size
+    if rules.stores_output and prev.reported_output is None:
+        return None
+    n = p + ((prev.reported_output or 0) if rules.stores_output else 0)
+    if n < rules.min_tokens:
+        return 0
+    if rules.min_tokens > unit:  # OpenAI: 1,024 then 128-token steps
+        return rules.min_tokens + (n - rules.min_tokens) // unit * unit
+    return n // unit * unit
+
+
+def hidden_end(r: SimRequest) -> int:
+    """Where ``r``'s hidden prefix (leading pseudo-token ids, negative) ends, in our tokens; 0 without one."""
+    t = r.tokens
+    if not t or t[0] >= 0:
+        return 0
+    for b in r.boundaries:
+        if t[b - 1] < 0 and (b == len(t) or t[b] >= 0):
+            return b
+    return next((i for i, x in enumerate(t) if x >= 0), len(t))
+
+
+class HiddenSizes:
+    """Sizes (provider tokens) of hidden prefixes measured by calls that read exactly their
+    hidden prefix, each visible from when its response landed (see the module docstring).
+    A hidden prefix is named by its first pseudo-token id (equal keys, equal ids)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, list[tuple[float, int, int]]] = {}  # key -> [(landed, order, size)]
+
+    def measure(self, r: SimRequest, raw: int, end: int) -> None:
+        """Record ``r``'s reported read as its hidden prefix's size when our simulation read
+        exactly the hidden prefix (``raw == end``) and the provider read part of the prompt."""
+        rep, prompt = r.reported_cached, r.reported_prompt
+        if end and raw == end and rep and (prompt is None or rep < prompt) and r.tokens:
+            self._seen.setdefault(r.tokens[0], []).append((r.now, r.order, rep))
+
+    def size(self, r: SimRequest) -> int | None:
+        """The latest size measured before ``r`` by a call whose response had landed when
+        ``r`` was sent (arrival order when its send time is not logged); None if none."""
+        if not r.tokens:
+            return None
+        got = [(o, n) for landed, o, n in self._seen.get(r.tokens[0], ())
+               if o < r.order and (r.sent is None or landed <= r.sent)]
+        return max(got)[1] if got else None
+
+
+def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderRules,
+          raw: Sequence[int] | None = None) -> list[Band]:
+    """The band of every request (arrival order) given its simulated (calibrated)
+    prediction ``simulated`` in provider tokens and ``raw``, the same in our tokens (needed
+    for the hidden-prefix rules of breakpoint caches; None: not applied). See the module
+    docstring."""
+    prev_of: dict[str, SimRequest] = {}
+    sizes = HiddenSizes()
+    out = []
+    for i, (r, sim) in enumerate(zip(reqs, simulated)):
+        prev = prev_of.get(r.session)
+        prev_of[r.session] = r
+        band = Band(sim, sim, "simulated")
+        if prev is not None and r.now - prev.now <= rules.ttl_s:
+            exp = _expected(rules, prev)
+            if exp is not None and _extends(r, prev, _last_mark(prev, rules)):
+                cap = r.reported_prompt if r.reported_prompt is not None else exp
+                exp = min(exp, cap)
+                band = Band(min(prev.reported_cached or 0, exp), exp, "in-thread")
+        if band.rule == "simulated" and raw is not None and rules.max_breakpoints:
+            end = hidden_end(r)
+            if end and raw[i] == end:
+                size = sizes.size(r)
+                if size is not None and r.reported_prompt is not None:
+                    size = min(size, r.reported_prompt)
+                band = Band(size, size, "hidden-prefix-measured") if size is not None else \
+                    Band(0, sim, "hidden-prefix-unsized")
+            sizes.measure(r, raw[i], end)
+        out.append(band)
+    return out

@@ -1,0 +1,180 @@
+"""A ``simulate`` study: its options and the policy × capacity grid → :class:`~.report.SimulateReport`.
+
+:class:`SimulateOptions` holds every choice of the command (validated on
+construction, ConfigError for nonsense, before any work). :func:`simulate_report`
+runs the prepared requests through the cache for each policy (with its TTL) and
+capacity and builds the document. The first result row's per-request figures feed
+the calls predicted vs reported, the cost and ``--per-request``. Drift causes (lint
+rule codes) come from the caller: lint sits above the cache layer
+(:func:`prefixcache.analyzer.api.simulate` composes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+from prefixcache.analyzer.cache.capacity import Capacity, KVShape
+from prefixcache.analyzer.cache.index.eviction import POLICIES, resolve_policy
+from prefixcache.analyzer.cache.simulate.figures import RequestFigures, reported_usage
+from prefixcache.analyzer.cache.models.registry import MODELS, CacheSpec
+from prefixcache.analyzer.cache.index.radix import RADIX_POLICIES
+from prefixcache.analyzer.cache.simulate.document import (
+    OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
+    cost, reported_row, offline_bound, request_row, result_row,
+)
+from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, sweep_block_cache, unique_blocks
+from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate
+from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.ingest import IngestSummary
+
+#: Every ``--policy`` name: block-cache policies, the offline optimum, the radix-only
+#: ``mru`` and the deprecated ``ttl`` (lru with a TTL).
+POLICY_NAMES = (*POLICIES, "belady", *(p for p in RADIX_POLICIES if p not in POLICIES), "ttl")
+PROVIDER_CACHES = ("openai", "anthropic", "deepseek")
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateOptions:
+    """What to simulate. ``cache``: a :data:`~.models.MODELS` name; ``policies``: run in
+    order (``ttl`` is the deprecated alias of ``lru`` with ``ttl_s``, default 300 s);
+    ``capacities``: parsed ``--capacity`` specs (empty = unbounded); ``block_size``
+    (tokens, ≥ 1; None = the cache's default); ``ttl_s``: idle expiry (seconds, ≥ 0);
+    ``kv_model`` / ``model_config`` / ``kv_dtype``: KV bytes per token for byte
+    capacities; ``min_tokens`` and prices (≥ 0) override the provider's;
+    ``in_flight`` ≥ 1; ``per_request`` adds every request's figures; ``input_format``,
+    ``tokenizer``, ``template``: how logs are read and prepared; ``slots`` (≥ 1),
+    ``slot_similarity`` (0–1) and ``cache_ram_mib`` (MiB; 0 off, −1 unbounded): the
+    llama.cpp server's ``-np``, ``-sps`` and ``--cache-ram``. ConfigError names the
+    first bad value."""
+
+    cache: str = "vllm"
+    policies: tuple[str, ...] = ("lru",)
+    capacities: tuple[Capacity, ...] = ()
+    block_size: int | None = None
+    ttl_s: float | None = None
+    kv_model: str | None = None
+    model_config: str | None = None
+    kv_dtype: str | None = None
+    min_tokens: int | None = None
+    price_input: float | None = None
+    price_read: float | None = None
+    price_write: float | None = None
+    in_flight: int = 1
+    per_request: bool = False
+    input_format: str = "auto"
+    tokenizer: str = "auto"
+    template: str = "auto"
+    slots: int = 1
+    slot_similarity: float = 0.10
+    cache_ram_mib: float = 8192.0
+
+    def __post_init__(self) -> None:
+        if self.cache not in MODELS:
+            raise ConfigError(f"unknown --cache {self.cache!r}; choose one of {', '.join(MODELS)}")
+        usable = MODELS[self.cache].policies
+        for p in self.policies or ("",):
+            if p not in POLICY_NAMES:
+                raise ConfigError(f"unknown --policy {p!r}; choose from {', '.join(POLICY_NAMES[:-1])}")
+            if resolve_policy(p, None)[0] not in usable:
+                raise ConfigError(f"--policy {p} does not apply to --cache {self.cache}; choose from {', '.join(usable)}")
+        for flag, value, least in (("--block-size", self.block_size, 1), ("--in-flight", self.in_flight, 1),
+                                   ("--ttl", self.ttl_s, 0), ("--min-tokens", self.min_tokens, 0),
+                                   ("--price-input", self.price_input, 0), ("--price-read", self.price_read, 0),
+                                   ("--price-write", self.price_write, 0)):
+            if value is not None and not value >= least:
+                raise ConfigError(f"{flag} must be at least {least}, got {value}")
+        if self.slots < 1:
+            raise ConfigError(f"--slots must be at least 1, got {self.slots}")
+        if not 0 <= self.slot_similarity <= 1:
+            raise ConfigError(f"--slot-similarity must be between 0 and 1, got {self.slot_similarity}")
+        if self.cache_ram_mib < 0 and self.cache_ram_mib != -1:
+            raise ConfigError(f"--cache-ram must be at least 0 MiB (or -1: no limit), got {self.cache_ram_mib:g}")
+        in_bytes = next((c for c in self.capacities if c.unit == "bytes"), None)
+        if in_bytes is not None and not (self.kv_model or self.model_config):
+            raise ConfigError(f"capacity {in_bytes.text!r} is in bytes: pass --kv-model or --model-config")
+
+    def runs(self) -> list[tuple[str, float | None]]:
+        """``(policy, ttl_s)`` of each result group, the ``ttl`` alias resolved; a pair
+        listed twice runs once."""
+        return list(dict.fromkeys(resolve_policy(p, self.ttl_s) for p in self.policies))
+
+    def spec(self, model: str | None) -> CacheSpec:
+        """The cache spec (first policy's settings) for requests of ``model``."""
+        overrides = {"min_tokens": self.min_tokens, "price_input": self.price_input,
+                     "read_multiplier": self.price_read, "write_multiplier": self.price_write}
+        engine = {"slots": self.slots, "slot_similarity": self.slot_similarity, "cache_ram_mib": self.cache_ram_mib}
+        return CacheSpec(self.cache, "lru", self.block_size, self.ttl_s, model,
+                         {k: v for k, v in overrides.items() if v is not None}, self.in_flight,
+                         engine if self.cache == "llamacpp" else None)
+
+
+def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, shape: KVShape | None,
+                    summary: IngestSummary, notes: Mapping[str | None, str],
+                    drift_causes: Mapping[int, str] | None = None) -> SimulateReport:
+    """The report of ``options`` over prepared ``items`` (input order) and their
+    simulator requests ``reqs`` (arrival order, :func:`~.workload.to_sim_requests`);
+    ``notes``: tokenizer notes by model; ``drift_causes``: request order → rule code."""
+    model = next((p.request.model for p in items if p.request.model), None)
+    spec = options.spec(model)
+    block_size = spec.block_size_for(reqs)
+    bpt = shape.bytes_per_token if shape else None
+    if spec.engine_options is not None and bpt:
+        spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
+    results, first, uniq = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else ([], None, 0)
+    provider = options.cache in PROVIDER_CACHES
+    rules = spec.provider_rules(model) if provider else None
+    calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules)
+    usage = reported_usage(p.request.usage for p in items)
+    if rules is not None:  # the retention the first result row applied (--ttl, or the provider's)
+        applied = results[0].ttl_s if results else spec.model_class().ttl_of(spec)
+        rules = replace(rules, ttl_s=rules.ttl_s if applied is None else applied)
+    fields = dict(
+        cache=options.cache, block_size=block_size, unique_blocks=uniq, kv_bytes_per_token=bpt, results=results,
+        calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage, reqs) if rules else None,
+        usage_only_requests=sum(p.usage_only for p in items), reported=reported_row(usage),
+        tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
+        warnings=capacity_warnings(options.cache, results, reqs),
+        summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
+    if options.per_request:
+        return SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []])
+    return SimulateReport(**fields)
+
+
+def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions, bpt: int | None,
+          causes: Mapping[int, str]) -> tuple[list[ResultRow], list[RequestFigures] | None, int]:
+    """Every policy × capacity: (result rows, the first row's per-request figures, the
+    distinct blocks — pages, units — behind ``N%`` capacities)."""
+    block_size = spec.block_size_for(reqs)
+    base = baseline(reqs)
+    uniq = base.unique_tokens // block_size if spec.cache == "sglang" else unique_blocks(reqs, block_size, base)
+    caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities] or [("unbounded", None)]
+    empty = next((text for text, b in caps if b == 0), None)
+    if empty is not None:
+        raise ConfigError(f"--capacity {empty}: 0 blocks of {block_size} tokens here ({uniq:,} distinct blocks"
+                          f"{f', {bpt:,} KV bytes per token' if bpt else ''}); a cache needs at least one")
+    blocks = [b for _, b in caps]
+    results, first = [], None
+    for policy, ttl_s in options.runs():
+        pspec = replace(spec, policy=policy, ttl_s=ttl_s)
+        swept = spec.cache in ("vllm", "blocks") and None not in blocks and spec.in_flight <= 1
+        bounds: list[OfflineBound | None] = [None] * len(blocks)
+        if swept and policy == "belady":
+            runs = belady_runs(reqs, pspec, blocks, base, drift_causes=causes)
+            prompt = sum(r.num_tokens for r in reqs)
+            total_blocks = sum(f.blocks_total for f in runs[0].rows) if runs else 0
+            bounds = [offline_bound(prompt, total_blocks, run.cached_tokens, run.hit_blocks, run.bound)
+                      for run in runs]
+            per_cap = [run.rows for run in runs]
+        elif swept and policy == "lru":
+            per_cap = sweep_block_cache(reqs, pspec, blocks, base, drift_causes=causes)
+        elif policy == "belady":
+            raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
+        else:
+            per_cap = [simulate(reqs, pspec, b, base, causes) for b in blocks]
+        ttl_shown = pspec.model_class().ttl_of(pspec)
+        for (text, b), rows, bound in zip(caps, per_cap, bounds):
+            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows, bound))
+            first = first or rows
+    return results, first, uniq

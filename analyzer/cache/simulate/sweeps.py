@@ -1,0 +1,130 @@
+"""Capacity sweeps and helpers over a simulated request stream.
+
+:func:`sweep_block_cache` gives per-request figures at many capacities: one LRU
+stack-distance pass (:mod:`.sweep`) when the policy allows it, Belady MIN replays
+(:mod:`.belady`), else one replay per capacity (:func:`.simulator.simulate`).
+Also: the block chains those passes consume and the distinct-block count behind
+``N%`` capacities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from prefixcache.analyzer.cache.base import hit_cap_tokens
+from prefixcache.analyzer.cache.simulate.bounds import belady_hits, min_plan
+from prefixcache.analyzer.cache.simulate.figures import Levels, RequestFigures, lost_by_cause
+from prefixcache.analyzer.cache.models.registry import CacheSpec, Hit, make_model
+from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, request_figures, simulate
+from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
+from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.errors import ConfigError
+
+
+def chains(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int) -> list[ChainRequest]:
+    """Block chains for the one-pass sweep and Belady (block caches only), from each
+    request's kept chain (:meth:`SimRequest.chain`)."""
+    out = []
+    for r in reqs:
+        hashes = r.chain(block_size)
+        n = r.num_tokens if r.hashes is not None else len(hashes) * block_size  # only full blocks are cached
+        cap = hit_cap_tokens(r.num_tokens, block_size) // block_size if spec.cache == "vllm" else None
+        out.append(ChainRequest(hashes, n, block_size, cap))
+    return out
+
+
+def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int],
+                      base: Baseline | None = None,
+                      progress: Callable[[int], None] | None = None,
+                      drift_causes: Mapping[int, str] | None = None) -> list[list[RequestFigures]]:
+    """Per-request figures at each capacity (blocks) for ``vllm`` / ``blocks``.
+
+    LRU without TTL: one stack-distance pass (:mod:`.sweep`) serves every capacity;
+    ``belady``: the larger of the pinned and unpinned MIN replays (:func:`belady_runs`);
+    any other policy: one replay each. ``drift_causes``: request order → rule code.
+    """
+    block_size = spec.block_size_for(reqs)
+    base = base or baseline(reqs)
+    sequential = spec.in_flight <= 1
+    if spec.policy == "lru" and spec.ttl_s is None and spec.cache in ("vllm", "blocks") and sequential:
+        prof = stack_profile(chains(reqs, spec, block_size), "tail-first" if spec.cache == "vllm" else "head-first")
+        ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1])
+        per_cap = [_ideal_tokens(reqs, prof.per_request(c)[1]) for c in capacities]
+    elif spec.policy == "belady" and sequential:
+        return [run.rows for run in belady_runs(reqs, spec, capacities, base, progress, drift_causes)]
+    else:
+        return [simulate(reqs, spec, c, base, drift_causes) for c in capacities]
+    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
+    return [_rows(model, reqs, base, cached, ideal, drift_causes) for cached in per_cap]
+
+
+@dataclass(frozen=True, slots=True)
+class BeladyRun:
+    """Belady MIN at one capacity: the per-request figures of the larger variant (``bound``:
+    ``pinned`` or ``unpinned``, by cached tokens; pinned on a tie) and both variants'
+    totals, ``(pinned, unpinned)``: cached tokens and hit blocks."""
+
+    rows: list[RequestFigures]
+    bound: str
+    cached_tokens: tuple[int, int]
+    hit_blocks: tuple[int, int]
+
+
+def belady_runs(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int],
+                base: Baseline | None = None, progress: Callable[[int], None] | None = None,
+                drift_causes: Mapping[int, str] | None = None) -> list[BeladyRun]:
+    """Belady MIN at each capacity (blocks), pinned and unpinned (:mod:`.belady`); one
+    :func:`~.belady.min_plan` and one ideal (the replay with room for every block) serve
+    every capacity, and figures are built for the larger variant only. ConfigError unless
+    the cache is ``vllm`` or ``blocks``."""
+    if spec.cache not in ("vllm", "blocks"):
+        raise ConfigError("--policy belady works with --cache vllm or blocks")
+    block_size = spec.block_size_for(reqs)
+    base = base or baseline(reqs)
+    ch = chains(reqs, spec, block_size)
+    plan = min_plan(ch)
+    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
+    ideal = np.minimum(ntok, belady_hits(ch, sum(plan.distinct), False, plan) * block_size).tolist()  # no eviction
+    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
+    out = []
+    for c in capacities:
+        hits = [belady_hits(ch, c, pinned, plan) for pinned in (True, False)]
+        cached = [np.minimum(ntok, h * block_size) for h in hits]
+        tok = (int(cached[0].sum()), int(cached[1].sum()))
+        pick = 1 if tok[1] > tok[0] else 0
+        rows = _rows(model, reqs, base, cached[pick].tolist(), ideal, drift_causes)
+        out.append(BeladyRun(rows, ("pinned", "unpinned")[pick], tok, (int(hits[0].sum()), int(hits[1].sum()))))
+        if progress:
+            progress(1)
+    return out
+
+
+def _rows(model, reqs: Sequence[SimRequest], base: Baseline, cached: Sequence[int], ideal: Sequence[int],
+          drift_causes: Mapping[int, str] | None) -> list[RequestFigures]:
+    causes = drift_causes or {}
+    return [_row(model, r, base, i, cached[i], ideal[i], causes.get(r.order)) for i, r in enumerate(reqs)]
+
+
+def _row(model, r: SimRequest, base: Baseline, i: int, cached: int, ideal: int,
+         drift_cause: str | None = None) -> RequestFigures:
+    lcp = base.lcp[i]
+    lv = Levels(r.num_tokens, lcp, base.drift_end[i], model.granular(r, lcp), ideal, ideal, cached)
+    return request_figures(r, model.block_size, Hit(cached), ideal, lost_by_cause(lv), drift_cause, lcp)
+
+
+def _ideal_tokens(reqs: Sequence[SimRequest], toks) -> list[int]:
+    return [min(r.num_tokens, int(t)) for r, t in zip(reqs, toks)]
+
+
+def unique_blocks(reqs: Sequence[SimRequest], block_size: int, base: Baseline | None = None) -> int:
+    """Distinct blocks of ``block_size`` tokens over all prompts, no salt (the base of
+    ``N%`` capacities; :meth:`~.simulator.Baseline.unique_blocks`)."""
+    return (base or baseline(reqs)).unique_blocks(block_size)
+
+
+def simulate_tokens(reqs, spec, capacity, base) -> list[int]:
+    """Cached tokens per request (convenience over :func:`simulate`)."""
+    return [f.cached_tokens for f in simulate(reqs, replace(spec, policy="lru"), capacity, base)]

@@ -1,0 +1,205 @@
+"""``prefixcache canonicalize`` as library calls, and its JSON report.
+
+:func:`canonicalize_paths` reads and canonicalizes an input (one
+:class:`~prefixcache.analyzer.canonical.rewrite.SessionMemory` per session); the
+:class:`CanonicalRun` it returns writes the canonical requests and builds the report:
+transformations (applied and reported) and reusable tokens before / after per
+session and in total (an ideal prefix cache at token granularity,
+:func:`~prefixcache.analyzer.cache.simulate.reuse.reuse`). ``orjson.dumps(report)`` is the
+``canonicalize --json`` document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO, Sequence
+
+from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse
+from prefixcache.analyzer.canonical.rewrite import (
+    APPLIED_CODES, REPORTED_CODES, CanonicalOptions, Canonicalized, canonicalize_all,
+)
+from prefixcache.analyzer.canonical.writers import write_requests
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint.rules.provider import provider_minimum
+from prefixcache.analyzer.model import Request, Skipped
+from prefixcache.analyzer.prepare import usage_only
+from prefixcache.analyzer.prepare.inspect import check_specs
+
+
+@dataclass(frozen=True, slots=True)
+class ReuseFigures:
+    """Requests, prompt tokens and reusable tokens (shared with an earlier request of the input)."""
+
+    requests: int
+    prompt_tokens: int
+    reusable_tokens: int
+
+    @property
+    def fraction(self) -> float:
+        """Reusable over prompt tokens (0.0 for no tokens)."""
+        return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BeforeAfter:
+    """Reuse of the input as logged (``before``) and canonicalized (``after``)."""
+
+    before: ReuseFigures
+    after: ReuseFigures
+
+
+@dataclass(frozen=True, slots=True)
+class SessionReuse:
+    """One session of one file: reuse before and after."""
+
+    source: str
+    session: str
+    before: ReuseFigures
+    after: ReuseFigures
+
+
+@dataclass(frozen=True, slots=True)
+class TransformationRow:
+    """One rewrite (``applied``) or reported change of one request, by rule code, with the
+    request's place (file, record, session, index) and the JSON path it concerns."""
+
+    source: str
+    record: int
+    session: str
+    index: int
+    code: str
+    applied: bool
+    description: str
+    json_path: str
+
+
+@dataclass(frozen=True, slots=True)
+class MinimumEffect:
+    """A rewrite that moved a request across its provider's minimum cacheable prompt length
+    (:func:`~prefixcache.analyzer.lint.rules.provider.provider_minimum`: OpenAI 1,024 tokens,
+    Anthropic 1,024–4,096 by model, ...): the request's place, model and provider, the
+    minimum and its prompt tokens before and after, and the ``effect`` (``below``: the
+    provider no longer caches it at all; ``above``: it becomes cacheable)."""
+
+    source: str
+    record: int
+    session: str
+    index: int
+    model: str
+    provider: str
+    minimum_tokens: int
+    before_tokens: int
+    after_tokens: int
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class CanonicalizeReport:
+    """The ``canonicalize --json`` report: where the output went (``-`` = stdout), how many
+    requests were written, every transformation, reuse per session and in total, and every
+    request the rewrite moved across its provider's minimum cacheable length."""
+
+    out: str
+    written: int
+    transformations: list[TransformationRow]
+    sessions: list[SessionReuse]
+    total: BeforeAfter
+    provider_minimum: list[MinimumEffect]
+
+
+def parse_codes(text: str | None, option: str) -> frozenset[str] | None:
+    """``"PC201,PC203"`` → codes (None for no option); ConfigError for a code canonicalize
+    does not apply (reported codes included: they are never rewritten)."""
+    if text is None:
+        return None
+    codes = frozenset(c.strip().upper() for c in text.split(",") if c.strip())
+    unknown = sorted(codes - set(APPLIED_CODES))
+    if unknown:
+        raise ConfigError(f"{option} {','.join(unknown)}: canonicalize applies only {', '.join(APPLIED_CODES)} "
+                          f"({', '.join(REPORTED_CODES)} are reported, never rewritten)")
+    return codes
+
+
+def _figures(r: Reuse) -> ReuseFigures:
+    return ReuseFigures(r.requests, r.prompt_tokens, r.reusable_tokens)
+
+
+def session_rows(results: Sequence[Canonicalized], before: Sequence[Reuse], after: Sequence[Reuse]
+                 ) -> tuple[list[SessionReuse], BeforeAfter]:
+    """Reuse before/after summed per (source, session), in first-seen order, and in total."""
+    zero = Reuse(0, 0, 0)
+    rows: dict[tuple[str, str], tuple[Reuse, Reuse]] = {}
+    for c, b, a in zip(results, before, after):
+        key = (c.original.provenance.source, c.original.session)
+        pb, pa = rows.get(key, (zero, zero))
+        rows[key] = (pb + b, pa + a)
+    sessions = [SessionReuse(src, sess, _figures(b), _figures(a)) for (src, sess), (b, a) in rows.items()]
+    return sessions, BeforeAfter(_figures(sum(before, zero)), _figures(sum(after, zero)))
+
+
+def minimum_effects(results: Sequence[Canonicalized], before: Sequence[Reuse], after: Sequence[Reuse]
+                    ) -> list[MinimumEffect]:
+    """Requests whose rewrite crossed their hosted provider's minimum cacheable prompt length
+    (self-hosted and unknown models have none)."""
+    out = []
+    for c, b, a in zip(results, before, after):
+        r = c.original
+        found = provider_minimum(r.model)
+        if found is None or (b.prompt_tokens >= found[0]) == (a.prompt_tokens >= found[0]):
+            continue
+        out.append(MinimumEffect(r.provenance.source, r.provenance.record, r.session, r.index, r.model or "",
+                                 found[1], found[0], b.prompt_tokens, a.prompt_tokens,
+                                 "below" if a.prompt_tokens < found[0] else "above"))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CanonicalRun:
+    """An input read and canonicalized: the logged requests, each one's result, the
+    skipped input records, and the template / tokenizer specs of the reuse figures."""
+
+    requests: tuple[Request, ...]
+    results: tuple[Canonicalized, ...]
+    skipped: tuple[Skipped, ...]
+    template: str = "auto"
+    tokenizer: str = "auto"
+
+    def write(self, out: IO[bytes], to: str | None = None) -> int:
+        """Write the canonical requests (input format, or OpenAI Chat with ``to="openai"``);
+        returns how many. ConfigError when the input held no request, or for a format
+        that cannot be written."""
+        if not self.requests:
+            raise ConfigError("no requests to canonicalize in the input")
+        return write_requests([c.request for c in self.results], out, to)
+
+    def report(self, out: str, written: int) -> CanonicalizeReport:
+        """The report (renders and tokenizes the input twice, before and after)."""
+        before = reuse(self.requests, self.template, self.tokenizer)
+        after = reuse([c.request for c in self.results], self.template, self.tokenizer)
+        sessions, total = session_rows(self.results, before, after)
+        rows = [TransformationRow(c.original.provenance.source, c.original.provenance.record, c.original.session,
+                                  c.original.index, t.code, t.applied, t.description, t.json_path)
+                for c in self.results for t in c.transformations]
+        return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after))
+
+
+def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = CanonicalOptions(),
+                       input_format: str = "auto", template: str = "auto", tokenizer: str = "auto",
+                       stdin: IO[bytes] | None = None) -> CanonicalRun:
+    """Read ``paths`` (``-`` reads ``stdin``) and canonicalize every request.
+
+    Explicit template / tokenizer specs are checked first, so a bad one fails before
+    anything is written. Raises ConfigError (bad spec or reader; an input whose prompts
+    were not logged, :func:`~prefixcache.analyzer.prepare.usage_only`, as block traces are
+    refused when written) and InputError (missing path).
+    """
+    check_specs(template, tokenizer)
+    ingest = Ingest(paths, format=input_format, stdin=stdin)
+    requests = tuple(ingest)
+    bare = next((r for r in requests if usage_only(r)), None)
+    if bare is not None:
+        raise ConfigError(f"{bare.provenance.source}: {bare.format} logs hold no prompt text to rewrite (the prompts "
+                          "were not logged, only the provider's token counts)")
+    return CanonicalRun(requests, tuple(canonicalize_all(requests, options)), ingest.summary.skipped, template,
+                        tokenizer)

@@ -1,0 +1,168 @@
+"""What a ``prefixcache report`` shows, gathered from the library's own reports.
+
+:func:`gather` runs :func:`~prefixcache.analyzer.lint.run.lint_paths` and
+:func:`~prefixcache.analyzer.api.simulate` over the logs (or reads a saved ``simulate
+--json`` document), reads a replay run's rows, and keeps each document exactly as its
+command's ``--json`` prints it (parsed JSON values of ``orjson.dumps(report)``), with the
+command line that reproduces it. The page (:mod:`.page`) only formats and plots those
+values, so every number in the HTML is one of the JSON's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import orjson
+
+from prefixcache.analyzer.api import SimulateOptions, simulate
+from prefixcache.analyzer.cache.capacity import parse_capacities
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.html.excerpts import DIFF_WINDOW, break_diffs
+from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simulate
+from prefixcache.analyzer.lint.config import LintConfig
+from prefixcache.analyzer.lint.run import lint_paths
+from prefixcache.analyzer.model import Skipped
+from prefixcache.analyzer.redact import redact_skipped
+
+#: The capacity sweep and policies simulated by default: the curves' points, LRU and the offline
+#: bound (belady runs on the block caches only; the others get LRU alone).
+DEFAULT_CAPACITY = "5%,10%,25%,50%,100%"
+DEFAULT_POLICIES = ("lru", "belady")
+BELADY_CACHES = ("vllm", "blocks")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOptions:
+    """What to put in the report. ``lint``: the lint settings (tokenizer, template, block size,
+    redact, rules; its ``format`` is ignored); ``config``: the config file it came from (named
+    in the reproducing command); ``input_format``: the log reader; ``cache`` / ``policies`` /
+    ``capacity`` (a ``--capacity`` spec; ``policies`` None: :data:`DEFAULT_POLICIES` on the
+    block caches, ``lru`` on the others) / ``block_size`` (tokens; None: the cache's default)
+    / ``kv_model``: the simulation, unless ``simulate_path`` names a saved ``simulate --json``
+    document (a fleet simulation's, ``simulate --replicas N --json``, fills the fleet section
+    and the capacity simulation still runs here); ``replay_path``: a ``replay --out`` JSONL
+    file for the replay section; ``diff_window``: tokens shown either side of each break's
+    first divergent token. ConfigError for a bad capacity spec or window, before any work."""
+
+    lint: LintConfig = field(default_factory=LintConfig)
+    config: str | None = None
+    input_format: str = "auto"
+    cache: str = "vllm"
+    policies: tuple[str, ...] | None = None
+    capacity: str = DEFAULT_CAPACITY
+    block_size: int | None = None
+    kv_model: str | None = None
+    simulate_path: str | None = None
+    replay_path: str | None = None
+    diff_window: int = DIFF_WINDOW
+
+    def __post_init__(self) -> None:
+        parse_capacities(self.capacity)
+        if self.diff_window < 1:
+            raise ConfigError("--window must be >= 1")
+
+    @property
+    def policy_list(self) -> tuple[str, ...]:
+        """The policies simulated."""
+        if self.policies:
+            return self.policies
+        return DEFAULT_POLICIES if self.cache in BELADY_CACHES else ("lru",)
+
+    def simulate_options(self) -> SimulateOptions:
+        """The simulation these options ask for (ConfigError for nonsense values)."""
+        return SimulateOptions(cache=self.cache, policies=self.policy_list, capacities=tuple(parse_capacities(self.capacity)),
+                               block_size=self.block_size, kv_model=self.kv_model, input_format=self.input_format,
+                               tokenizer=self.lint.tokenizer, template=self.lint.template)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportDocuments:
+    """The documents one report shows, as parsed JSON values, with the commands that print them:
+    ``lint`` (``lint --json``), ``simulate`` (``simulate --json``, None when the logs had no
+    prompts to simulate), ``replay`` (replay result rows, None without ``--replay``);
+    ``commands``: section → command line; ``skipped``: the input records lint left out;
+    ``seconds``: wall time per document (seconds); ``fleet``: a ``simulate --replicas N
+    --json`` document (None without one); ``diffs``: the break markers' ``diff --json``
+    excerpts (:func:`.excerpts.break_diffs`)."""
+
+    lint: dict[str, Any]
+    simulate: dict[str, Any] | None
+    replay: list[dict[str, Any]] | None
+    commands: dict[str, str]
+    redact: bool
+    skipped: tuple[Skipped, ...]
+    seconds: dict[str, float]
+    fleet: dict[str, Any] | None = None
+    diffs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _json(report: object) -> Any:
+    return orjson.loads(orjson.dumps(report))
+
+
+def _command(name: str, paths: Sequence[str], flags: Sequence[tuple[str, object]]) -> str:
+    args = ["prefixcache", name, *paths, "--json"]
+    for flag, value in flags:
+        if value is True:
+            args.append(flag)
+        elif value not in (None, False, ""):
+            args += [flag, str(value)]
+    return shlex.join(args)
+
+
+def commands(paths: Sequence[str], options: ReportOptions, fleet: bool = False) -> dict[str, str]:
+    """The command lines whose ``--json`` each section shows (``lint``, ``simulate``; ``fleet``
+    when the saved document is a fleet simulation's)."""
+    cfg = options.lint
+    prep = [("--input-format", options.input_format if options.input_format != "auto" else None),
+            ("--tokenizer", cfg.tokenizer), ("--template", cfg.template)]
+    lint = _command("lint", paths, [*prep, ("--block-size", cfg.block_size), ("--redact", cfg.redact),
+                                    ("--config", options.config)])
+    sim = _command("simulate", paths, [*prep, ("--cache", options.cache), ("--policy", ",".join(options.policy_list)),
+                                       ("--capacity", options.capacity), ("--block-size", options.block_size),
+                                       ("--kv-model", options.kv_model)])
+    saved = f"cat {shlex.quote(options.simulate_path)}" if options.simulate_path else None
+    if fleet:
+        return {"lint": lint, "simulate": sim, "fleet": saved or ""}
+    return {"lint": lint, "simulate": saved or sim}
+
+
+def gather(paths: Sequence[str], options: ReportOptions,
+           on_request: Callable[[], None] | None = None) -> ReportDocuments:
+    """Lint and simulate ``paths`` (or read the saved documents), read the replay rows.
+
+    ``on_request`` is called once per request prepared (twice per request when the
+    simulation runs here). Raises ConfigError for bad options or ``-`` among the paths
+    (the logs are read twice), InputError for unreadable inputs.
+    """
+    if "-" in paths:
+        raise ConfigError("report reads its logs twice (lint, then simulate): give files, not - (stdin)")
+    sim_options = options.simulate_options()  # bad values fail first
+    replay = read_replay(options.replay_path) if options.replay_path else None
+    saved = read_simulate(options.simulate_path) if options.simulate_path else None
+    fleet = saved if saved is not None and is_fleet(saved) else None
+    if fleet is not None:
+        saved = None  # the capacity curves are simulated here
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    run = lint_paths(paths, options.lint, options.input_format, None, on_request)
+    if options.lint.redact:  # skip reasons quote input
+        run = dataclasses.replace(run, skipped=redact_skipped(run.skipped))
+    lint = _json(run.report())
+    seconds["lint"] = round(time.perf_counter() - t0, 3)
+    if saved is None and lint["summary"]["prompt_tokens"]:
+        t0 = time.perf_counter()
+        saved = _json(simulate(paths, sim_options, on_prepared=on_request))
+        seconds["simulate"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    cfg = options.lint
+    diffs = break_diffs(paths, lint, options.input_format, cfg.template, cfg.tokenizer, cfg.redact, options.diff_window)
+    seconds["diff"] = round(time.perf_counter() - t0, 3)
+    if replay is not None:
+        replay = [{k: v for k, v in row.items() if k != "output_ids"} for row in replay]  # model text as ids
+    return ReportDocuments(lint, saved, replay, commands(paths, options, fleet is not None), cfg.redact,
+                           run.skipped, seconds, fleet, diffs)

@@ -1,1 +1,0 @@
-"""replay.engine package."""

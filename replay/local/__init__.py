@@ -1,0 +1,1 @@
+"""prefixcache.replay.local."""

@@ -1,0 +1,182 @@
+"""The summary of a replay through a server (``replay --server URL --json``) as a library type.
+
+:class:`ServerReport` is the document (fields = JSON keys in output order). Per pass
+(:class:`ServedPassSummary`): token sums (ours, the engine's, cached, predicted), how many
+requests reconcile (engine cached = predicted), TTFT / TPOT / ITL / end-to-end
+:class:`~prefixcache.replay.server.results.Distribution`, throughput, failures by reason, and the
+engine's ``/metrics`` counters grown during the pass with the hit rate as a ratio of sums.
+Each request whose cached tokens differ from the prediction is a
+:class:`~prefixcache.replay.server.results.Difference` naming the engine fact that explains it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+from prefixcache.replay.server.detect import EngineInfo
+from prefixcache.replay.server.metrics import VLLM_TTFT, delta
+from prefixcache.replay.server.passes import PassState
+from prefixcache.replay.server.results import Difference, Distribution, PromptMismatch, ServedResult, prompt_mismatches
+
+
+@dataclass(frozen=True, slots=True)
+class ServedPassSummary:
+    """One pass through a server. ``reset``: the cache was emptied (cold: before every
+    request; else once at the start; False = no reset endpoint, so predictions assume an
+    empty cache the engine may not have); ``refused``: why the pass did not run. Tokens are
+    sums over the requests that succeeded; ``reconciled`` / ``differing`` / ``unreported``
+    count requests whose engine cached tokens equal / differ from the prediction / were not
+    reported. Latencies in seconds; ``wall_s`` the pass's wall time; ``requests_per_s`` and
+    ``output_tok_s`` over it. ``failures``: failed requests by reason. ``metrics``: the
+    engine's counters grown during the pass (tokens / requests); ``metrics_hit_rate`` their
+    hits ÷ queries (a ratio of sums); ``metrics_equal``: the hit counter grew by exactly the
+    sum of the per-request cached tokens (None without the counter). ``engine_ttft_mean``:
+    vLLM's own TTFT histogram mean over the pass (seconds), for the harness overhead."""
+
+    pass_name: str
+    reset: bool | None
+    refused: str | None
+    requests: int
+    ok: int
+    failed: int
+    prompt_tokens: int
+    engine_prompt_tokens: int
+    cached_tokens: int
+    predicted_cached: int
+    reconciled: int
+    differing: int
+    unreported: int
+    hit_rate: float
+    ttft: Distribution
+    tpot: Distribution
+    itl: Distribution
+    e2e: Distribution
+    queue: Distribution
+    wall_s: float
+    requests_per_s: float
+    output_tok_s: float
+    evicted_blocks: int
+    failures: dict[str, int]
+    metrics: dict[str, int]
+    metrics_hit_rate: float | None
+    metrics_equal: bool | None
+    engine_ttft_mean: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerReport:
+    """The summary of one replay through a server (``prefixcache replay --server URL --json``).
+
+    ``engine``: what was detected; ``send``: ``tokens`` or ``chat``; ``load``: the load
+    shape; ``block_size`` / ``capacity_blocks``: the prediction's cache (from the engine's
+    configuration unless given); ``requests``: original prompts; ``run``: the settings
+    digest every row carries. ``passes``: one summary per pass asked for; ``differences``:
+    every request whose cached tokens differ from the prediction, with the explaining
+    engine fact; ``findings``: PC504 prompt-count mismatches (``--send chat``); ``stopped``:
+    why the run stopped early (the server went away), else None; ``interrupted``: Ctrl-C."""
+
+    engine: EngineInfo
+    send: str
+    load: str
+    block_size: int
+    capacity_blocks: int | None
+    requests: int
+    run: str
+    passes: tuple[ServedPassSummary, ...]
+    differences: tuple[Difference, ...]
+    findings: tuple[PromptMismatch, ...]
+    stopped: str | None
+    interrupted: bool
+
+
+def _metrics(kind: str, st: PassState, cached: int) -> tuple[dict[str, int], float | None, bool | None, float | None]:
+    grown = delta(kind, st.before, st.after)
+    hits = grown.get("prefix_cache_hits", grown.get("prompt_tokens_cached", grown.get("cached_tokens")))
+    queries = grown.get("prefix_cache_queries")
+    if queries is None and hits is not None and "prompt_tokens" in grown:
+        queries = grown["prompt_tokens"] + (hits if kind == "llamacpp" else 0)  # llama.cpp's excludes cached
+    rate = round(hits / queries, 6) if hits is not None and queries else None
+    ttft = None
+    if st.before is not None and st.after is not None and kind == "vllm":
+        s0, s1 = st.before.total(f"{VLLM_TTFT}_sum"), st.after.total(f"{VLLM_TTFT}_sum")
+        c0, c1 = st.before.total(f"{VLLM_TTFT}_count"), st.after.total(f"{VLLM_TTFT}_count")
+        if None not in (s0, s1, c0, c1) and c1 > c0:
+            ttft = round((s1 - s0) / (c1 - c0), 6)
+    return grown, rate, (None if hits is None else hits == cached), ttft
+
+
+def summarize_pass(info: EngineInfo, st: PassState, rows: Sequence[ServedResult]) -> ServedPassSummary:
+    """The summary of pass ``st.name`` from its ``rows``."""
+    good = [r for r in rows if r.ok]
+    cached = sum(r.cached_tokens or 0 for r in good)
+    grown, rate, equal, ttft = _metrics(info.kind, st, cached)
+    out_tokens = sum(r.completion_tokens or 0 for r in good)
+    wall = st.wall_s
+    prompt = sum(r.prompt_tokens for r in good)
+    return ServedPassSummary(
+        pass_name=st.name, reset=st.reset, refused=st.refused, requests=len(rows), ok=len(good),
+        failed=len(rows) - len(good), prompt_tokens=prompt,
+        engine_prompt_tokens=sum(r.engine_prompt_tokens or 0 for r in good), cached_tokens=cached,
+        predicted_cached=sum(r.predicted_cached or 0 for r in good),
+        reconciled=sum(r.reconciles is True for r in good), differing=sum(r.reconciles is False for r in good),
+        unreported=sum(r.cached_tokens is None for r in good),
+        hit_rate=round(cached / prompt, 6) if prompt else 0.0,
+        ttft=Distribution.of(r.ttft_s for r in good), tpot=Distribution.of(r.tpot_s for r in good),
+        itl=Distribution.of(x for r in good for x in r.itl_s), e2e=Distribution.of(r.e2e_s for r in good),
+        queue=Distribution.of(r.queue_s for r in good), wall_s=round(wall, 6),
+        requests_per_s=round(len(good) / wall, 3) if wall > 0 else 0.0,
+        output_tok_s=round(out_tokens / wall, 3) if wall > 0 else 0.0, evicted_blocks=st.evicted_blocks,
+        failures=dict(sorted(Counter(_reason(r.reason) for r in rows if not r.ok).items())),
+        metrics=grown, metrics_hit_rate=rate, metrics_equal=equal, engine_ttft_mean=ttft)
+
+
+def _reason(reason: str) -> str:
+    """A failure reason folded for counting (``HTTP 500: …`` → ``HTTP 500``)."""
+    return reason.split(":")[0].split(" (")[0]
+
+
+def explain(info: EngineInfo, r: ServedResult, st: PassState | None) -> str:
+    """The engine fact that explains why ``r``'s cached tokens differ from the prediction."""
+    if r.send == "chat" and r.engine_prompt_tokens is not None and r.engine_prompt_tokens != r.prompt_tokens:
+        return (f"the engine rendered {r.engine_prompt_tokens} prompt tokens, we {r.prompt_tokens} (PC504): "
+                "the prediction is for our tokens")
+    if st is not None and st.reset is False:
+        return "the cache was not reset before the pass: the engine held blocks of earlier requests"
+    if info.kind == "llamacpp":
+        return ("llama.cpp reuses one slot's longest common prefix and its host-RAM prompt cache (--cache-ram), "
+                "and the slot chosen (-sps) decides")
+    if r.in_flight > 0:
+        return (f"sent with {r.in_flight} request(s) in flight: the engine's scheduler order and chunked prefill "
+                "decide which blocks were registered or pinned")
+    if st is not None and st.evicted_blocks:
+        return (f"the KV capacity ({info.num_blocks} blocks) evicted: the engine's free-queue order decides "
+                "which blocks survive")
+    return "unexplained"
+
+
+def differences(info: EngineInfo, rows: Sequence[ServedResult], states: Sequence[PassState]) -> list[Difference]:
+    """Every successful request whose engine cached tokens differ from the prediction."""
+    by_name = {s.name: s for s in states}
+    out = []
+    for r in rows:
+        if r.ok and r.predicted_cached is not None and r.cached_tokens != r.predicted_cached:
+            by = None if r.cached_tokens is None else r.cached_tokens - r.predicted_cached
+            fact = ("the engine reported no cached tokens (vLLM: --enable-prompt-tokens-details; SGLang: "
+                    "--enable-cache-report)") if r.cached_tokens is None else explain(info, r, by_name.get(r.pass_name))
+            out.append(Difference(r.pass_name, r.position, r.source, r.record, r.cached_tokens, r.predicted_cached,
+                                  by, fact))
+    return out
+
+
+def build_server_report(info: EngineInfo, *, send: str, load: str, block_size: int, capacity_blocks: int | None,
+                        requests: int, run: str, rows: Sequence[ServedResult], states: Sequence[PassState],
+                        stopped: str | None, interrupted: bool) -> ServerReport:
+    """The document of a finished (or stopped / interrupted) server replay. A request recorded
+    twice (failed, then sent again by ``--resume``) counts once, by its latest row."""
+    rows = list({(r.pass_name, r.position): r for r in rows}.values())
+    passes = tuple(summarize_pass(info, st, [r for r in rows if r.pass_name == st.name]) for st in states)
+    return ServerReport(engine=info, send=send, load=load, block_size=block_size, capacity_blocks=capacity_blocks,
+                        requests=requests, run=run, passes=passes, differences=tuple(differences(info, rows, states)),
+                        findings=tuple(prompt_mismatches(rows)), stopped=stopped, interrupted=interrupted)
