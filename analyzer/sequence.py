@@ -1,5 +1,6 @@
 """Sequence helpers of the shared kernel: the one longest-common-prefix (and suffix)
-function, and the one arrival order every command walks requests in.
+function, the one arrival order every command walks requests in, and the default
+KV block size (:data:`DEFAULT_BLOCK_SIZE`) that trace readers and caches share.
 
 Both work on any sliceable sequence (``str``, tuples or lists of token ids).
 Comparisons are slice compares done in C, with a binary search only inside the
@@ -13,6 +14,12 @@ import math
 from typing import Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
+
+#: vLLM's default KV block size (tokens): ``CacheConfig.block_size`` = 16. The
+#: default of every block cache, lint's block-aligned figure, replay, and the
+#: block size of logs that do not state one (vLLM request logs). Kept here, below
+#: ingest, so trace readers use the same constant; :mod:`.cache.base` re-exports it.
+DEFAULT_BLOCK_SIZE = 16
 
 #: Below this many elements the mismatch is found by a plain scan.
 _SCAN = 32

@@ -13,18 +13,22 @@ holding real KV for those blocks can free it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NewType, Protocol, Sequence, runtime_checkable
+from typing import NewType, Protocol, Sequence, TypeVar, runtime_checkable
 
 from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.sequence import DEFAULT_BLOCK_SIZE
 
-#: vLLM's default KV block size (tokens): ``CacheConfig.block_size`` = 16. The
-#: default of every block cache, lint's block-aligned figure and replay.
-DEFAULT_BLOCK_SIZE = 16
+__all__ = [
+    "DEFAULT_BLOCK_SIZE", "BlockHash", "EvictResult", "InsertResult", "MatchResult", "PrefixCache", "floor_blocks",
+    "hit_cap_tokens", "servable_tokens",
+]
 
 #: A block's identity: a 64-bit unsigned int. Only equality matters (two equal
 #: hashes mean "same prefix up to and including this block"); the bit pattern is
 #: not vLLM's (see :mod:`.block_hash`).
 BlockHash = NewType("BlockHash", int)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +102,18 @@ def servable_tokens(shared: int, prompt_tokens: int, block_size: int = DEFAULT_B
     limit = prompt_tokens - 1 if cap_last_token else prompt_tokens
     if limit <= 0 or shared <= 0:
         return 0
-    return (min(shared, limit) // block_size) * block_size
+    return floor_blocks(min(shared, limit), block_size)
+
+
+def floor_blocks(n: T, block_size: int) -> T:
+    """``n`` tokens rounded down to whole blocks of ``block_size`` tokens: ``⌊n/B⌋·B``.
+
+    The one flooring of the cache layers (served hits, full pages, unit steps, whole
+    blocks hashed). ``n``: an int, or a numpy integer/float array (element-wise, same
+    type back); ``block_size`` ≥ 1 (not checked: callers validated it, and this runs
+    per request).
+    """
+    return n // block_size * block_size
 
 
 def hit_cap_tokens(num_tokens: int, block_size: int, cap_last_token: bool = True) -> int:

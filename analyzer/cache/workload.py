@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Sequence
 from prefixcache.analyzer.cache.base import BlockHash
 from prefixcache.analyzer.cache.index.block_hash import hash_blocks
 from prefixcache.analyzer.cache.index.compact import Shared
-from prefixcache.analyzer.cache.provider.rules import AnthropicCache, Breakpoint
+from prefixcache.analyzer.cache.provider.caches import AnthropicCache, Breakpoint
 from prefixcache.analyzer.cache.index.trace_sessions import SESSIONLESS_FORMATS
 from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.sequence import InputOrder, arrival_order

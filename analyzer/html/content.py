@@ -20,6 +20,7 @@ import orjson
 
 from prefixcache.analyzer.api import SimulateOptions, simulate
 from prefixcache.analyzer.cache.capacity import parse_capacities
+from prefixcache.analyzer.cache.models import MODELS
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.html.excerpts import DIFF_WINDOW, break_diffs
 from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simulate
@@ -29,10 +30,10 @@ from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.redact import redact_skipped
 
 #: The capacity sweep and policies simulated by default: the curves' points, LRU and the offline
-#: bound (belady runs on the block caches only; the others get LRU alone).
+#: bound (belady runs on block-chain caches only, :attr:`~.models.Traits.block_chain`; the others
+#: get LRU alone).
 DEFAULT_CAPACITY = "5%,10%,25%,50%,100%"
 DEFAULT_POLICIES = ("lru", "belady")
-BELADY_CACHES = ("vllm", "blocks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,8 @@ class ReportOptions:
         """The policies simulated."""
         if self.policies:
             return self.policies
-        return DEFAULT_POLICIES if self.cache in BELADY_CACHES else ("lru",)
+        model = MODELS.get(self.cache)  # an unknown name is SimulateOptions' error to raise
+        return DEFAULT_POLICIES if model is not None and model.traits.block_chain else ("lru",)
 
     def simulate_options(self) -> SimulateOptions:
         """The simulation these options ask for (ConfigError for nonsense values)."""

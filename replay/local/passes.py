@@ -29,7 +29,7 @@ import orjson
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
 from prefixcache.analyzer.cache.index.eviction import POLICIES
-from prefixcache.analyzer.cache.models.registry import CacheSpec
+from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.simulate.simulator import simulate
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError, EngineError, InputError

@@ -12,7 +12,8 @@ import pytest
 
 from prefixcache.analyzer.cache.capacity import parse_capacities, parse_capacity
 from prefixcache.analyzer.cache.simulate.figures import reported_usage
-from prefixcache.analyzer.cache.provider.rules import AnthropicCache, Breakpoint, rules_for
+from prefixcache.analyzer.cache.provider.caches import AnthropicCache, Breakpoint
+from prefixcache.analyzer.cache.provider.rules import rules_for
 from prefixcache.analyzer.errors import ConfigError, EngineError, InputError
 from prefixcache.analyzer.model import Usage
 from tests.helpers import CASES, EXAMPLES, SAMPLES, existing

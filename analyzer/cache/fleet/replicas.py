@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import hit_cap_tokens
-from prefixcache.analyzer.cache.models.registry import CacheSpec, SglangModel, VllmModel, make_model
+from prefixcache.analyzer.cache.models import MODELS, CacheSpec, lru_stack_order, make_model
 from prefixcache.analyzer.cache.fleet.routing import View, make_router
 from prefixcache.analyzer.cache.fleet.tiers import LowerTiers, TierSpec, plan_restore
 from prefixcache.analyzer.cache.fleet.timing import Hardware, ReplicaClock
@@ -40,7 +40,7 @@ from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 
 #: Caches a fleet can be made of (engine caches: a router cannot see provider caches).
-FLEET_CACHES = ("vllm", "blocks", "sglang")
+FLEET_CACHES = tuple(name for name, cls in MODELS.items() if cls.traits.pool is not None)
 #: Block size of the router's own chain over token prompts of a page-1 cache (SGLang).
 ROUTER_BLOCK = 16
 
@@ -77,8 +77,9 @@ class Replica:
                  tiers: Sequence[TierSpec] = (), tier_blocks: Sequence[int] = ()) -> None:
         self.model = make_model(spec, block_size, capacity_blocks)
         self.bs = block_size
-        self.blocks = isinstance(self.model, VllmModel)
-        if not self.blocks and not isinstance(self.model, SglangModel):
+        traits = self.model.traits
+        self.blocks = traits.block_chain
+        if traits.pool is None:
             raise ConfigError(f"--replicas needs an engine cache ({', '.join(FLEET_CACHES)}), not --cache {spec.cache}")
         if tiers and not self.blocks:
             raise ConfigError("--tiers needs a block cache (--cache vllm or blocks)")
@@ -86,7 +87,7 @@ class Replica:
         self.clock = ReplicaClock(hw)
 
     def _limit(self, r: SimRequest, chain: Sequence[int]) -> int:
-        cap = hit_cap_tokens(r.num_tokens, self.bs) // self.bs if self.model.cap_last_token else len(chain)
+        cap = hit_cap_tokens(r.num_tokens, self.bs) // self.bs if self.model.traits.cap_last_token else len(chain)
         return min(cap, len(chain))
 
     def held(self, r: SimRequest) -> Held:
@@ -210,8 +211,9 @@ class Arm:
 
 
 def fast_path(spec: CacheSpec, arm: Arm) -> bool:
-    """Whether :class:`PooledBlocks` serves this arm (LRU block caches, no TTL, no tiers)."""
-    return spec.cache in ("vllm", "blocks") and spec.policy == "lru" and spec.ttl_s is None and not arm.tiers
+    """Whether :class:`PooledBlocks` serves this arm: the one-pass LRU order applies
+    (:func:`~.models.lru_stack_order`: LRU block caches, no TTL) and there are no tiers."""
+    return lru_stack_order(spec) is not None and not arm.tiers
 
 
 def run_fleet(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int, arm: Arm, router: str,
@@ -226,7 +228,8 @@ def run_fleet(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int, arm:
     pool = None
     if fast_path(spec, arm) if fast is None else fast:
         m = reps[0].model
-        pool = PooledBlocks(arm.replicas, block_size, arm.capacity_blocks, m.cap_last_token, m.free_order == "tail-first")
+        pool = PooledBlocks(arm.replicas, block_size, arm.capacity_blocks, m.traits.cap_last_token,
+                            m.traits.free_order == "tail-first")
     clocks = [rep.clock for rep in reps]
     route = make_router(router, param, arm.replicas, seed)
     rbs = block_size if reps[0].blocks else ROUTER_BLOCK

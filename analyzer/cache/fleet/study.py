@@ -17,10 +17,10 @@ from prefixcache.analyzer.cache.capacity import Capacity, KVShape
 from prefixcache.analyzer.cache.fleet.replicas import FLEET_CACHES, Arm, Served, fleet_lost, run_fleet
 from prefixcache.analyzer.cache.fleet.document import CalibrationRow, FleetReport, RouterRow, TierRow
 from prefixcache.analyzer.cache.simulate.figures import CAUSES
-from prefixcache.analyzer.cache.models.registry import CacheSpec
+from prefixcache.analyzer.cache.models import CacheSpec, lru_stack_order
 from prefixcache.analyzer.cache.simulate.document import Summary, capacity_warning, r6
 from prefixcache.analyzer.cache.fleet.routing import parse_routers
-from prefixcache.analyzer.cache.simulate.sweeps import sweep_block_cache, unique_blocks
+from prefixcache.analyzer.cache.simulate.sweeps import distinct_blocks, sweep_block_cache
 from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.cache.fleet.tiers import TierSpec, parse_tiers
@@ -163,7 +163,7 @@ def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateO
     spec = _spec(items, options)
     bs = spec.block_size_for(reqs)
     base = baseline(reqs)
-    uniq = base.unique_tokens // bs if spec.cache == "sglang" else unique_blocks(reqs, bs, base)
+    uniq = distinct_blocks(reqs, spec, bs, base)
     fit = fit or (fit_replay(fleet.calibrate) if fleet.calibrate else None)
     hw = fit.apply(hardware(fleet.hardware)) if fit else hardware(fleet.hardware)
     bpt = shape.bytes_per_token if shape else hw.kv_bytes_per_token
@@ -206,8 +206,8 @@ def _oracle(greedy: RouterRow, rows: Sequence[RouterRow]) -> RouterRow:
 def _ceiling(reqs: Sequence[SimRequest], spec, bs: int, base, causes: Mapping[int, str]) -> list:
     """Per-request figures of one unbounded shared cache: for LRU block caches with no
     TTL the one-pass sweep at a capacity no stream can fill (every block of every
-    request), else the replay."""
-    if spec.cache in ("vllm", "blocks") and spec.policy == "lru" and spec.ttl_s is None:
+    request), else the replay (:func:`~.models.lru_stack_order`)."""
+    if lru_stack_order(spec) is not None:
         room = sum(len(r.chain(bs)) for r in reqs) + 1
         rows = sweep_block_cache(reqs, spec, [room], base)[0]
         return [replace(f, drift_cause=causes.get(f.order)) for f in rows]

@@ -30,7 +30,7 @@ import xxhash
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.cache.base import (
-    DEFAULT_BLOCK_SIZE, BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens,
+    DEFAULT_BLOCK_SIZE, BlockHash, EvictResult, InsertResult, MatchResult, floor_blocks, hit_cap_tokens,
 )
 from prefixcache.analyzer.cache.index.compact import Shared, int64_bytes
 from prefixcache.analyzer.cache.index.eviction import make_policy
@@ -65,7 +65,7 @@ def hash_blocks(tokens: Sequence[int], block_size: int,
     step = block_size * 8
     out: list[BlockHash] = []
     append = out.append
-    for start in range(0, (len(data) // step) * step, step):
+    for start in range(0, floor_blocks(len(data), step), step):
         if per_block is not None and (key := per_block.get(start // step)) is not None:
             h = _xxh(repr(key).encode(), h)
         h = _xxh(data[start:start + step], h)

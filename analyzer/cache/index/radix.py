@@ -49,7 +49,9 @@ from typing import Hashable, Iterator, Sequence
 
 import numpy as np
 
-from prefixcache.analyzer.cache.base import BlockHash, EvictResult, InsertResult, MatchResult, hit_cap_tokens
+from prefixcache.analyzer.cache.base import (
+    BlockHash, EvictResult, InsertResult, MatchResult, floor_blocks, hit_cap_tokens,
+)
 from prefixcache.analyzer.cache.index.compact import Shared
 from prefixcache.analyzer.cache.index.eviction import ORDERS
 from prefixcache.analyzer.errors import ConfigError
@@ -192,7 +194,7 @@ class RadixTree:
     def longest(self, tokens: Sequence[int]) -> PrefixMatch:
         """Longest stored prefix of ``tokens`` with no cap (block-aligned) and its owner."""
         tokens = self._frozen(tokens)
-        path, matched, _ = self._walk(tokens, len(tokens) // self.block_size * self.block_size)
+        path, matched, _ = self._walk(tokens, floor_blocks(len(tokens), self.block_size))
         return PrefixMatch(matched, path[-1].owner if path else None)
 
     def longest_prefix(self, tokens: Sequence[int]) -> int:
@@ -211,7 +213,7 @@ class RadixTree:
 
     def _insert(self, tokens: Sequence[int], now: float, owner: Hashable | None,
                 given: Sequence[int] = ()) -> tuple[PrefixMatch, InsertResult]:
-        lim = len(tokens) // self.block_size * self.block_size
+        lim = floor_blocks(len(tokens), self.block_size)
         path, matched, used = self._walk(tokens, lim)
         found = PrefixMatch(matched, path[-1].owner if path else None)
         if path and used < path[-1].hi - path[-1].lo:

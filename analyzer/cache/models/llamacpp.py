@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
 
 from prefixcache.analyzer.cache.base import servable_tokens
-from prefixcache.analyzer.cache.models.registry import CacheModel, CacheSpec, Hit, register
+from prefixcache.analyzer.cache.models.base import CacheModel, CacheSpec, Hit, Traits, register
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.sequence import common_prefix_len
@@ -107,6 +107,7 @@ class LlamaCppModel(CacheModel):
     ``slots``, ``slot_similarity``, ``cache_ram_mib``, ``kv_bytes_per_token``."""
 
     name = "llamacpp"
+    traits = Traits(unit="slots", cap_last_token=True, expiry="none", slots=True)
     default_block_size = 1
     policies: ClassVar[tuple[str, ...]] = ("lru",)
 
@@ -131,10 +132,6 @@ class LlamaCppModel(CacheModel):
     @classmethod
     def fixed_block_size(cls, spec: CacheSpec) -> int | None:
         return 1
-
-    @classmethod
-    def ttl_of(cls, spec: CacheSpec) -> float | None:
-        return None
 
     def _lcp(self, slot: Slot, r: SimRequest, tokens: tuple[int, ...]) -> int:
         """LCP with the slot's prompt + output (the reply the prompt renders, see the module docstring)."""
@@ -176,12 +173,3 @@ class LlamaCppModel(CacheModel):
         slot.tokens, slot.last, slot.session = tokens, r.now, r.session
         return Hit(cached)
 
-
-def _refresh_names() -> None:
-    """Keep :data:`~.models.CACHES` complete when this module is imported before :mod:`.models` finished."""
-    from prefixcache.analyzer.cache.models import registry as models
-
-    models.CACHES = tuple(models.MODELS)
-
-
-_refresh_names()

@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.provider.rules import ProviderRules
 from prefixcache.analyzer.cache.workload import SimRequest
 
@@ -93,8 +94,8 @@ def _expected(rules: ProviderRules, prev: SimRequest) -> int | None:
     if n < rules.min_tokens:
         return 0
     if rules.min_tokens > unit:  # OpenAI: 1,024 then 128-token steps
-        return rules.min_tokens + (n - rules.min_tokens) // unit * unit
-    return n // unit * unit
+        return rules.min_tokens + floor_blocks(n - rules.min_tokens, unit)
+    return floor_blocks(n, unit)
 
 
 def hidden_end(r: SimRequest) -> int:

@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from statistics import median_low
 from typing import Sequence
 
+from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.simulate.figures import (
-    Prices, ReportedUsage, RequestFigures, calibrated_cached, cost_usd, totals,
+    ReportedUsage, RequestFigures, calibrated_cached, totals,
 )
+from prefixcache.analyzer.cache.models import traits_for
+from prefixcache.analyzer.cache.provider.cost import Prices, cost_usd
 from prefixcache.analyzer.cache.provider.rules import ProviderRules
 from prefixcache.analyzer.cache.simulate.bands import Band, bands
 from prefixcache.analyzer.cache.workload import SimRequest
@@ -356,30 +359,32 @@ def capacity_warning(cache: str, text: str, pool_blocks: int, block_size: int,
     holds nothing between requests (hit 0; ``RadixCache.evict``). ``vllm`` / ``blocks``:
     pool blocks below a request's blocks (``⌈prompt/block⌉``, a trace's hash ids): an
     engine cannot schedule a request larger than its pool; the model runs it and keeps
-    what fits. Other caches (providers, llamacpp): None."""
-    if cache not in ("sglang", "vllm", "blocks") or not reqs:
+    what fits. Other caches (providers, llamacpp: no pool, :attr:`~.models.Traits.pool`): None."""
+    pool_kind = traits_for(cache).pool
+    if pool_kind is None or not reqs:
         return None
     bs = block_size
-    if cache == "sglang":
-        sizes, pool = [r.num_tokens // bs * bs for r in reqs], pool_blocks * bs
+    if pool_kind == "leaves":
+        sizes, pool = [floor_blocks(r.num_tokens, bs) for r in reqs], pool_blocks * bs
         unit = "token" if pool == 1 else "tokens"
     else:
         sizes = [len(r.hashes) if r.hashes is not None else -(-r.num_tokens // bs) for r in reqs]
         pool = pool_blocks
         unit = f"{'block' if pool == 1 else 'blocks'} of {bs} tokens"
     over = sum(n > pool for n in sizes)
-    return _capacity_line(cache, text, pool, unit, over, sizes) if over else None
+    return _capacity_line(pool_kind == "leaves", text, pool, unit, over, sizes) if over else None
 
 
-def _capacity_line(cache: str, text: str, pool: int, unit: str, over: int, sizes: Sequence[int]) -> str:
-    """The warning for ``--capacity text`` (``pool`` in ``unit``), ``over`` of ``sizes`` larger."""
+def _capacity_line(leaves: bool, text: str, pool: int, unit: str, over: int, sizes: Sequence[int]) -> str:
+    """The warning for ``--capacity text`` (``pool`` in ``unit``), ``over`` of ``sizes`` larger;
+    ``leaves``: the pool frees whole radix leaves (SGLang)."""
     med, top, n = median_low(sizes), max(sizes), len(sizes)
     head = f"--capacity {text}: {pool:,} {unit}; "
-    if cache == "sglang" and over == n:
+    if leaves and over == n:
         return (head + f"every prompt is longer (smallest {min(sizes):,}, median {med:,} tokens): SGLang evicts whole "
                 "leaves and a prompt inserted into an empty tree is one leaf, so this cache holds nothing between "
                 "requests and hits 0%")
-    if cache == "sglang":
+    if leaves:
         return (head + f"{over} of {n} prompts {'is' if over == 1 else 'are'} longer (median {med:,}, largest "
                 f"{top:,} tokens): SGLang evicts whole leaves, so what of a longer prompt does not fit is dropped "
                 "whole right after it runs: expect far fewer hits than a block cache of the same size")

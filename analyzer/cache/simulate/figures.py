@@ -38,6 +38,9 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from prefixcache.analyzer.cache.base import floor_blocks
+from prefixcache.analyzer.cache.provider.cost import Prices, reported_cost_usd
+
 CAUSES = ("cold", "drift", "granularity", "below_minimum", "ttl", "capacity")
 SEGMENT_GROUPS = ("system", "tools", "history", "newest_turn", "other")
 
@@ -189,31 +192,6 @@ def totals(rows: Iterable[RequestFigures]) -> Totals:
 
 
 @dataclass(frozen=True, slots=True)
-class Prices:
-    """USD per million input tokens and the cache-read multiplier (writes carry
-    their own multiplier per request)."""
-
-    input: float
-    read_multiplier: float
-
-
-def cost_usd(rows: Iterable[RequestFigures], prices: Prices) -> tuple[float, float]:
-    """(estimated cost with the cache, cost with no cache) in USD.
-
-    Cached tokens cost ``read_multiplier``; written tokens the request's write
-    multiplier (Anthropic 1.25× / 2×; 1× for automatic caching); the rest 1×.
-    """
-    with_cache = without = 0.0
-    for r in rows:
-        uncached = r.prompt_tokens - r.cached_tokens - r.written_tokens
-        with_cache += (r.cached_tokens * prices.read_multiplier + r.written_tokens * r.write_multiplier
-                       + max(0, uncached))
-        without += r.prompt_tokens
-    scale = prices.input / 1e6
-    return with_cache * scale, without * scale
-
-
-@dataclass(frozen=True, slots=True)
 class ReportedUsage:
     """What the log's own provider usage says, summed over the calls that report a
     prompt size (tokens): no simulation involved. ``requests`` counts those calls."""
@@ -229,13 +207,10 @@ class ReportedUsage:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
     def cost_usd(self, prices: Prices, write_multiplier: float = 1.0) -> tuple[float, float]:
-        """(cost the reported usage implies, cost with no cache) in USD: reported
-        cached tokens at ``read_multiplier``, reported cache writes at
-        ``write_multiplier``, the rest of the reported prompt at 1×."""
-        rest = max(0, self.prompt_tokens - self.cached_tokens - self.cache_write_tokens)
-        scale = prices.input / 1e6
-        with_cache = self.cached_tokens * prices.read_multiplier + self.cache_write_tokens * write_multiplier + rest
-        return with_cache * scale, self.prompt_tokens * scale
+        """(cost the reported usage implies, cost with no cache) in USD
+        (:func:`~prefixcache.analyzer.cache.provider.cost.reported_cost_usd`)."""
+        return reported_cost_usd(self.prompt_tokens, self.cached_tokens, self.cache_write_tokens, prices,
+                                 write_multiplier)
 
 
 def reported_usage(usages: Iterable) -> ReportedUsage | None:
@@ -284,7 +259,7 @@ def calibrated_cached(rows: Sequence[RequestFigures], block_size: int = 1, min_t
             continue
         full = r.lost.get("capacity", 0) + r.lost.get("ttl", 0) == 0
         raw = max(r.cached_tokens, r.shared_tokens) if full else r.cached_tokens
-        mapped = pts.interp(raw) // block_size * block_size
+        mapped = floor_blocks(pts.interp(raw), block_size)
         mapped = min(mapped, r.reported_prompt_tokens)
         out.append(mapped if mapped >= min_tokens else 0)
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.simulate.figures import Levels, RequestFigures, hits_by_segment, lost_by_cause
-from prefixcache.analyzer.cache.models.registry import CacheModel, CacheSpec, Hit, make_model
+from prefixcache.analyzer.cache.models import CacheModel, CacheSpec, Hit, make_model
 from prefixcache.analyzer.cache.index.radix import RadixTree
 from prefixcache.analyzer.cache.index.trace_sessions import TraceSessions, chain_break
 from prefixcache.analyzer.cache.workload import SimRequest

@@ -17,13 +17,13 @@ from typing import Mapping, Sequence
 from prefixcache.analyzer.cache.capacity import Capacity, KVShape
 from prefixcache.analyzer.cache.index.eviction import POLICIES, resolve_policy
 from prefixcache.analyzer.cache.simulate.figures import RequestFigures, reported_usage
-from prefixcache.analyzer.cache.models.registry import MODELS, CacheSpec
+from prefixcache.analyzer.cache.models import MODELS, CacheSpec, traits_for
 from prefixcache.analyzer.cache.index.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.simulate.document import (
     OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
     cost, reported_row, offline_bound, request_row, result_row,
 )
-from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, sweep_block_cache, unique_blocks
+from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, distinct_blocks, sweep_block_cache
 from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
@@ -32,7 +32,6 @@ from prefixcache.analyzer.ingest import IngestSummary
 #: Every ``--policy`` name: block-cache policies, the offline optimum, the radix-only
 #: ``mru`` and the deprecated ``ttl`` (lru with a TTL).
 POLICY_NAMES = (*POLICIES, "belady", *(p for p in RADIX_POLICIES if p not in POLICIES), "ttl")
-PROVIDER_CACHES = ("openai", "anthropic", "deepseek")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +106,7 @@ class SimulateOptions:
         engine = {"slots": self.slots, "slot_similarity": self.slot_similarity, "cache_ram_mib": self.cache_ram_mib}
         return CacheSpec(self.cache, "lru", self.block_size, self.ttl_s, model,
                          {k: v for k, v in overrides.items() if v is not None}, self.in_flight,
-                         engine if self.cache == "llamacpp" else None)
+                         engine if traits_for(self.cache).slots else None)
 
 
 def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, shape: KVShape | None,
@@ -123,8 +122,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     if spec.engine_options is not None and bpt:
         spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
     results, first, uniq = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else ([], None, 0)
-    provider = options.cache in PROVIDER_CACHES
-    rules = spec.provider_rules(model) if provider else None
+    rules = spec.provider_rules(model) if spec.traits.priced else None
     calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules)
     usage = reported_usage(p.request.usage for p in items)
     if rules is not None:  # the retention the first result row applied (--ttl, or the provider's)
@@ -148,7 +146,7 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
     distinct blocks — pages, units — behind ``N%`` capacities)."""
     block_size = spec.block_size_for(reqs)
     base = baseline(reqs)
-    uniq = base.unique_tokens // block_size if spec.cache == "sglang" else unique_blocks(reqs, block_size, base)
+    uniq = distinct_blocks(reqs, spec, block_size, base)
     caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities] or [("unbounded", None)]
     empty = next((text for text, b in caps if b == 0), None)
     if empty is not None:
@@ -158,7 +156,7 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
     results, first = [], None
     for policy, ttl_s in options.runs():
         pspec = replace(spec, policy=policy, ttl_s=ttl_s)
-        swept = spec.cache in ("vllm", "blocks") and None not in blocks and spec.in_flight <= 1
+        swept = spec.traits.block_chain and None not in blocks and spec.in_flight <= 1
         bounds: list[OfflineBound | None] = [None] * len(blocks)
         if swept and policy == "belady":
             runs = belady_runs(reqs, pspec, blocks, base, drift_causes=causes)

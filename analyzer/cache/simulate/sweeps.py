@@ -17,7 +17,7 @@ import numpy as np
 from prefixcache.analyzer.cache.base import hit_cap_tokens
 from prefixcache.analyzer.cache.simulate.bounds import belady_hits, min_plan
 from prefixcache.analyzer.cache.simulate.figures import Levels, RequestFigures, lost_by_cause
-from prefixcache.analyzer.cache.models.registry import CacheSpec, Hit, make_model
+from prefixcache.analyzer.cache.models import CacheSpec, Hit, lru_stack_order, make_model
 from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, request_figures, simulate
 from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
 from prefixcache.analyzer.cache.workload import SimRequest
@@ -26,12 +26,14 @@ from prefixcache.analyzer.errors import ConfigError
 
 def chains(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int) -> list[ChainRequest]:
     """Block chains for the one-pass sweep and Belady (block caches only), from each
-    request's kept chain (:meth:`SimRequest.chain`)."""
+    request's kept chain (:meth:`SimRequest.chain`), capped at n−1 tokens where the
+    model's hit cap says so (:attr:`~.models.Traits.cap_last_token`)."""
+    capped = spec.traits.cap_last_token
     out = []
     for r in reqs:
         hashes = r.chain(block_size)
         n = r.num_tokens if r.hashes is not None else len(hashes) * block_size  # only full blocks are cached
-        cap = hit_cap_tokens(r.num_tokens, block_size) // block_size if spec.cache == "vllm" else None
+        cap = hit_cap_tokens(r.num_tokens, block_size) // block_size if capped else None
         out.append(ChainRequest(hashes, n, block_size, cap))
     return out
 
@@ -49,8 +51,8 @@ def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: S
     block_size = spec.block_size_for(reqs)
     base = base or baseline(reqs)
     sequential = spec.in_flight <= 1
-    if spec.policy == "lru" and spec.ttl_s is None and spec.cache in ("vllm", "blocks") and sequential:
-        prof = stack_profile(chains(reqs, spec, block_size), "tail-first" if spec.cache == "vllm" else "head-first")
+    if (order := lru_stack_order(spec)) is not None:
+        prof = stack_profile(chains(reqs, spec, block_size), order)
         ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1])
         per_cap = [_ideal_tokens(reqs, prof.per_request(c)[1]) for c in capacities]
     elif spec.policy == "belady" and sequential:
@@ -80,7 +82,7 @@ def belady_runs(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequenc
     :func:`~.belady.min_plan` and one ideal (the replay with room for every block) serve
     every capacity, and figures are built for the larger variant only. ConfigError unless
     the cache is ``vllm`` or ``blocks``."""
-    if spec.cache not in ("vllm", "blocks"):
+    if not spec.traits.block_chain:
         raise ConfigError("--policy belady works with --cache vllm or blocks")
     block_size = spec.block_size_for(reqs)
     base = base or baseline(reqs)
@@ -123,6 +125,16 @@ def unique_blocks(reqs: Sequence[SimRequest], block_size: int, base: Baseline | 
     """Distinct blocks of ``block_size`` tokens over all prompts, no salt (the base of
     ``N%`` capacities; :meth:`~.simulator.Baseline.unique_blocks`)."""
     return (base or baseline(reqs)).unique_blocks(block_size)
+
+
+def distinct_blocks(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int, base: Baseline | None = None) -> int:
+    """The base of ``N%`` capacities for ``spec``'s model, by :attr:`~.models.Traits.distinct`:
+    distinct tokens ÷ ``block_size`` (radix pages) or distinct blocks of the prompts'
+    chains (:func:`unique_blocks`)."""
+    base = base or baseline(reqs)
+    if spec.traits.distinct == "tokens":
+        return base.unique_tokens // block_size
+    return unique_blocks(reqs, block_size, base)
 
 
 def simulate_tokens(reqs, spec, capacity, base) -> list[int]:

@@ -35,6 +35,7 @@ import xxhash
 
 from prefixcache.analyzer.model import BlockTrace, Provenance, Request, Skipped, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.sequence import DEFAULT_BLOCK_SIZE
 
 VLLM, SGLANG = "vllm-log", "sglang-log"
 _VLLM_LINE = re.compile(r"(?:Received request|Request) (\S+?):? (?:details: )?(prompt: |params: )")
@@ -77,7 +78,7 @@ class _LogReader(ABC):
     """Common loop: every non-blank line is a record; request lines become requests."""
 
     format = ""
-    block = 16
+    block = DEFAULT_BLOCK_SIZE
 
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         """Every non-blank line through :meth:`parse` (``state`` is per file), then the notes of :meth:`finish`."""
@@ -115,7 +116,7 @@ class VllmLogReader(_LogReader):
     """vLLM request logs (``--enable-log-requests``, DEBUG for prompts and ids in newer versions)."""
 
     format = VLLM
-    block = 16
+    block = DEFAULT_BLOCK_SIZE
 
     def finish(self, name: str, state: dict[str, int]) -> Iterator[Skipped]:
         """A note for every request whose DEBUG details line never came (``state``: id → line)."""

@@ -14,7 +14,7 @@ from prefixcache.analyzer.api import FleetOptions, SimulateOptions, parse_capaci
 from prefixcache.analyzer.cache.fleet.replicas import Arm, fleet_lost, run_fleet
 from prefixcache.analyzer.cache.fleet.document import FleetReport
 from prefixcache.analyzer.cache.fleet.study import FLEET_CAUSES, fleet_report
-from prefixcache.analyzer.cache.models.registry import CacheSpec
+from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.fleet.routing import ROUTERS, parse_routers
 from prefixcache.analyzer.cache.simulate.simulator import simulate
 from prefixcache.analyzer.cache.fleet.tiers import TierSpec, parse_tiers, plan_restore, restore_cost

@@ -11,7 +11,7 @@ import pytest
 
 from prefixcache.analyzer.cache.index.block_hash import BlockHashCache, hash_blocks
 from prefixcache.analyzer.cache.index.compact import MAX_DEPTH, Shared, compact
-from prefixcache.analyzer.cache.models.registry import CacheSpec
+from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.index.radix import RadixTree
 from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate
 from prefixcache.analyzer.cache.workload import SimRequest

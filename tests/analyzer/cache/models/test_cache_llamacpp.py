@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prefixcache.analyzer.cache.models.llamacpp import LlamaCppModel, PromptCache
-from prefixcache.analyzer.cache.models.registry import CACHES, CacheSpec, make_model
+from prefixcache.analyzer.cache.models import CACHES, CacheSpec, make_model
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.cli.app import app
 from tests.helpers import SAMPLES, existing

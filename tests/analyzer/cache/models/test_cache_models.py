@@ -9,8 +9,8 @@ import pytest
 from prefixcache.analyzer.cache import workload
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, hit_cap_tokens, servable_tokens
 from prefixcache.analyzer.cache.index.eviction import ORDERS, HeapPolicy, make_policy, resolve_policy
-from prefixcache.analyzer.cache.provider.rules import AnthropicCache, Breakpoint
-from prefixcache.analyzer.cache.models.registry import CACHES, MODELS, CacheModel, CacheSpec, Hit, make_model
+from prefixcache.analyzer.cache.provider.caches import AnthropicCache, Breakpoint
+from prefixcache.analyzer.cache.models import CACHES, MODELS, CacheModel, CacheSpec, Hit, make_model
 from prefixcache.analyzer.cache.simulate.simulator import simulate
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
 from prefixcache.analyzer.cache.capacity import parse_capacities
@@ -150,7 +150,8 @@ def test_each_request_is_hashed_once_per_run(swe, monkeypatch, cache):
 def test_every_structure_implements_the_prefix_cache_protocol():
     from prefixcache.analyzer.cache.base import PrefixCache
     from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
-    from prefixcache.analyzer.cache.provider.rules import UnitPrefixCache, rules_for
+    from prefixcache.analyzer.cache.provider.caches import UnitPrefixCache
+    from prefixcache.analyzer.cache.provider.rules import rules_for
     from prefixcache.analyzer.cache.index.radix import RadixTree
 
     for c in (BlockHashCache(), RadixTree(), UnitPrefixCache(rules_for("openai")), AnthropicCache(rules_for("anthropic"))):

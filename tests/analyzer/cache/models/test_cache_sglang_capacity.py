@@ -16,7 +16,7 @@ import pytest
 
 from prefixcache.analyzer.cache.base import hit_cap_tokens
 from prefixcache.analyzer.cache.index.eviction import ORDERS
-from prefixcache.analyzer.cache.models.registry import CacheSpec, make_model
+from prefixcache.analyzer.cache.models import CacheSpec, make_model
 from prefixcache.analyzer.cache.index.radix import RadixTree
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.sequence import common_prefix_len

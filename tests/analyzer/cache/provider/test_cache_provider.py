@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from prefixcache.analyzer.cache.provider.rules import (
-    ANTHROPIC_WRITE_1H, PROVIDERS, AnthropicCache, Breakpoint, UnitPrefixCache, rules_for,
-)
+from prefixcache.analyzer.cache.provider.caches import AnthropicCache, Breakpoint, UnitPrefixCache
+from prefixcache.analyzer.cache.provider.rules import ANTHROPIC_WRITE_1H, PROVIDERS, rules_for
 from prefixcache.analyzer.errors import ConfigError
 
 

@@ -5,7 +5,8 @@ usage; without such a call it gets the band [0, simulated] and says so (``rule``
 
 from __future__ import annotations
 
-from prefixcache.analyzer.cache.provider.rules import Breakpoint, rules_for
+from prefixcache.analyzer.cache.provider.caches import Breakpoint
+from prefixcache.analyzer.cache.provider.rules import rules_for
 from prefixcache.analyzer.cache.simulate.bands import RULES, bands, hidden_end
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.tokenize.session import pseudo_ids

@@ -105,7 +105,7 @@ def test_sweep_at_capacities_above_total_lookups(order):
 @pytest.mark.parametrize("cache", ["vllm", "blocks"])
 def test_swe_agent_sweep_matches_replay_above_unique_and_total(cache):
     from prefixcache.analyzer.cache.simulate.sweeps import chains, sweep_block_cache
-    from prefixcache.analyzer.cache.models.registry import CacheSpec
+    from prefixcache.analyzer.cache.models import CacheSpec
     from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate
     from prefixcache.analyzer.cache.workload import to_sim_requests
     from prefixcache.analyzer.ingest import Ingest

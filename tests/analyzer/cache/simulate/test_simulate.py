@@ -101,7 +101,7 @@ def test_vllm_on_text_logs_and_bad_options():
 
 
 def test_in_flight_window_pins_blocks():
-    from prefixcache.analyzer.cache.models.registry import CacheSpec
+    from prefixcache.analyzer.cache.models import CacheSpec
     from prefixcache.analyzer.cache.simulate.simulator import simulate
     from prefixcache.analyzer.cache.workload import SimRequest
 
