@@ -12,9 +12,11 @@ shape the run uses:
   computed are the prompt plus all output tokens but the last (the last one is sampled,
   never fed back), so those full blocks are cached too (vLLM hashes output blocks as they
   fill: ``Request.append_output_token_ids``).
-* llama.cpp: token-granular reuse of the longest common prefix with a slot's last prompt
-  and output, at most n−1 tokens; the slot chosen is the idle slot of the highest
-  similarity above 0.10 (``--slot-prompt-similarity``), else the least recently used one.
+* llama.cpp: the analyzer's :class:`~prefixcache.analyzer.cache.models.llamacpp.LlamaCppModel`
+  (token-granular reuse of the longest common prefix with a slot's last prompt and output,
+  at most n−1 tokens; the idle slot of the highest similarity above 0.10
+  (``--slot-prompt-similarity``), else the least recently used one), with the server's
+  slot count and the prompt cache off.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
-from prefixcache.analyzer.sequence import common_prefix_len
+from prefixcache.analyzer.cache.models import MODELS, CacheSpec, LlamaCppModel
 
 
 class BlockPredictor:
@@ -60,38 +62,42 @@ class BlockPredictor:
         self.evicted += len(self.index.release(hashes, now))
 
 
-class SlotPredictor:
-    """llama.cpp slot reuse over ``slots`` slots (token-granular, LCP with the slot's last sequence)."""
+class LlamaCppPredictor:
+    """llama.cpp slot reuse, predicted by the analyzer's :class:`~prefixcache.analyzer.cache.models.llamacpp.LlamaCppModel`
+    (the one implementation of ``get_available_slot`` and the n−1 cap) over ``slots`` slots.
 
-    SIMILARITY = 0.10
+    ``cache_ram_mib``: the server's host-RAM prompt cache (``--cache-ram``; 0 = off). The
+    server does not publish it (``/props`` has ``total_slots``, not ``--cache-ram``), and a
+    server replay needs ``--cache-ram 0`` for its cold pass (:data:`~.client.RESETS`), so
+    the default is off. A slot is busy from :meth:`send` to :meth:`done` and then keeps
+    the prompt plus the output the server returned."""
 
-    def __init__(self, slots: int) -> None:
-        self.slots: list[tuple[int, ...]] = [() for _ in range(max(1, slots))]
-        self.used = [0.0] * len(self.slots)
-        self.busy = [False] * len(self.slots)
+    def __init__(self, slots: int, cache_ram_mib: float = 0.0) -> None:
+        spec = CacheSpec(LlamaCppModel.name, engine_options={"slots": max(1, slots), "cache_ram_mib": cache_ram_mib})
+        self.model = LlamaCppModel(spec, 1, None)
         self.evicted = 0
         self._clock = 0.0
 
     def send(self, ids: Sequence[int]) -> tuple[int, object]:
+        """Predicted cached tokens of a request sent now, and its slot (the handle for :meth:`done`)."""
         self._clock += 1.0
-        ids = tuple(ids)
-        idle = [i for i, b in enumerate(self.busy) if not b] or list(range(len(self.slots)))
-        sims = {i: common_prefix_len(self.slots[i], ids) for i in idle}
-        best = max(idle, key=lambda i: (sims[i], -i))
-        if not self.slots[best] or sims[best] / max(1, len(ids)) <= self.SIMILARITY:
-            best = min(idle, key=lambda i: (self.used[i], i))
-        self.busy[best], self.used[best] = True, self._clock
-        return min(sims.get(best, 0), max(0, len(ids) - 1)), best
+        if not ids:
+            return 0, None
+        slot, cached = self.model.acquire(ids, self._clock)
+        return cached, slot
 
     def done(self, handle: object, ids: Sequence[int], output_ids: Sequence[int]) -> None:
-        slot = int(handle)  # type: ignore[call-overload]
-        self.slots[slot] = tuple(ids) + tuple(output_ids)
-        self.busy[slot] = False
+        """The request's response is back: its slot keeps the prompt and the output."""
+        if handle is not None:
+            self.model.release(int(handle), tuple(ids) + tuple(output_ids))  # type: ignore[call-overload]
 
 
 def make_predictor(kind: str, block_size: int, capacity_blocks: int | None, slots: int | None,
-                   policy: str = "lru") -> BlockPredictor | SlotPredictor:
-    """The predictor for an engine ``kind`` (see the module docstring)."""
-    if kind == "llamacpp":
-        return SlotPredictor(slots or 1)
+                   policy: str = "lru") -> BlockPredictor | LlamaCppPredictor:
+    """The predictor for an engine ``kind`` (:data:`~.detect.KINDS`; see the module docstring):
+    the slot model for a kind whose cache model runs slots (:attr:`~prefixcache.analyzer.cache.models.Traits.slots`),
+    else the block cache."""
+    model = MODELS.get(kind)
+    if model is not None and model.traits.slots:
+        return LlamaCppPredictor(slots or 1)
     return BlockPredictor(block_size, capacity_blocks, policy)

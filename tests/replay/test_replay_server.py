@@ -206,7 +206,7 @@ def test_server_engine_on_the_engine_protocol(stub):
 
 
 def test_predictors():
-    from prefixcache.replay.server.predict import BlockPredictor, SlotPredictor
+    from prefixcache.replay.server.predict import BlockPredictor, LlamaCppPredictor
 
     b = BlockPredictor(4, None)
     hit, h = b.send(list(range(10)))
@@ -218,7 +218,7 @@ def test_predictors():
     _, h = small.send(list(range(12)))
     small.done(h, list(range(12)), [0])
     assert small.evicted >= 1
-    s = SlotPredictor(1)
+    s = LlamaCppPredictor(1)
     assert s.send([1, 2, 3])[0] == 0
     s.done(0, [1, 2, 3], [4])
-    assert s.send([1, 2, 3, 4, 5])[0] == 4 and s.busy == [True]
+    assert s.send([1, 2, 3, 4, 5])[0] == 4 and s.model.slots[0].busy

@@ -7,11 +7,13 @@ Rules (llama.cpp ``tools/server``: ``get_available_slot``, ``server_prompt_cache
   prompt **and output**. A request reuses the longest common prefix (LCP) of its prompt
   with the chosen slot's tokens, capped at n − 1 (the last prompt token is always
   evaluated; a repeated 686-token prompt reads 685), at token granularity.
-* Slot choice: among slots holding tokens, the one with the highest similarity
+* Slot choice: among idle slots holding tokens, the one with the highest similarity
   ``LCP / prompt length`` above ``slot_similarity`` (``-sps``, default 0.10; the first
-  slot wins a tie); else the least recently used slot (the last one among equals).
-  Reusing a slot by similarity when it keeps under half its tokens
-  (``f_keep = LCP / slot tokens < 0.5``), or any LRU choice, goes through the prompt cache.
+  slot wins a tie; ``-sps 0`` skips this search); else the least recently used idle
+  slot (the last one among equals). Reusing a slot by similarity when it keeps under
+  half its tokens (``f_keep = LCP / slot tokens < 0.5``), or any LRU choice, goes
+  through the prompt cache — unless the chosen slot holds no tokens (nothing to save,
+  nothing loaded: ``update_cache && tokens.size() > 0``).
 * The prompt cache (``--cache-ram`` MiB, default 8,192; 0 disables it) is shared by all
   slots: the slot's old tokens are saved (skipped when an entry already holds them all;
   entries they contain are dropped), then the entry that keeps more of itself and
@@ -27,6 +29,11 @@ prompt extends that prompt, the LCP runs on to the end of the assistant reply th
 prompt renders right after it (``SimRequest.reply_ends``) — the measured "extension
 689 of 706". Sequential requests (one at a time), no context shift, no ``n_cache_reuse``
 chunk reuse (off by default).
+
+Two ways to drive it: :meth:`LlamaCppModel.step` (the simulator: one request at a time,
+outputs from the log as above) and :meth:`LlamaCppModel.acquire` /
+:meth:`LlamaCppModel.release` (a live server replay: a slot is busy from send to
+response, and keeps the prompt plus the output the server returned).
 """
 
 from __future__ import annotations
@@ -55,11 +62,13 @@ F_KEEP_LOAD = 0.25
 
 @dataclass(slots=True)
 class Slot:
-    """One server slot: its tokens (prompt + output), last use, and the request it served."""
+    """One server slot: its tokens (prompt + output), last use, the request's session it
+    served, and whether a request is running on it (``busy``: not available for choice)."""
 
     tokens: tuple[int, ...] = ()
     last: float = -1.0
     session: str | None = None
+    busy: bool = False
 
 
 @dataclass(slots=True)
@@ -133,43 +142,71 @@ class LlamaCppModel(CacheModel):
     def fixed_block_size(cls, spec: CacheSpec) -> int | None:
         return 1
 
-    def _lcp(self, slot: Slot, r: SimRequest, tokens: tuple[int, ...]) -> int:
+    def _lcp(self, slot: Slot, tokens: tuple[int, ...], session: str | None, reply_ends: Sequence[int]) -> int:
         """LCP with the slot's prompt + output (the reply the prompt renders, see the module docstring)."""
         k = common_prefix_len(slot.tokens, tokens)
-        if k and k == len(slot.tokens) and slot.session == r.session:
-            i = bisect_right(r.reply_ends, k)
-            if i < len(r.reply_ends):
-                k = r.reply_ends[i]
+        if k and k == len(slot.tokens) and slot.session == session:
+            i = bisect_right(reply_ends, k)
+            if i < len(reply_ends):
+                k = reply_ends[i]
         return k
 
-    def _choose(self, r: SimRequest, tokens: tuple[int, ...]) -> tuple[Slot, bool]:
-        """``get_available_slot``: (slot, whether the prompt cache is consulted)."""
+    def _choose(self, tokens: tuple[int, ...], session: str | None, reply_ends: Sequence[int]) -> tuple[int, bool]:
+        """``get_available_slot``: (slot index, whether the prompt cache is consulted).
+        Only idle slots are chosen; when every slot is busy (a live replay sending more
+        requests than slots: the server queues the request until one is free, which one
+        is not known at send time) all slots are candidates."""
+        idle = [i for i, s in enumerate(self.slots) if not s.busy] or list(range(len(self.slots)))
         best, sim_best = None, -1.0
-        for s in self.slots:
-            if s.tokens:
-                sim = self._lcp(s, r, tokens) / len(tokens)
-                if sim > sim_best and sim > self.similarity:
-                    best, sim_best = s, sim
+        if self.similarity != 0:
+            for i in idle:
+                s = self.slots[i]
+                if s.tokens:
+                    sim = self._lcp(s, tokens, session, reply_ends) / len(tokens)
+                    if sim > sim_best and sim > self.similarity:
+                        best, sim_best = i, sim
         if best is not None:
-            return best, sim_best * len(tokens) / len(best.tokens) < F_KEEP_SAVE
-        lru = None
-        for s in self.slots:
-            if lru is None or s.last <= lru.last:
-                lru = s
-        return lru, True  # type: ignore[return-value]
+            return best, sim_best * len(tokens) / len(self.slots[best].tokens) < F_KEEP_SAVE
+        lru = idle[0]
+        for i in idle:
+            if self.slots[i].last <= self.slots[lru].last:
+                lru = i
+        return lru, True
 
-    def step(self, r: SimRequest) -> Hit:
-        tokens = self._tokens(r)
+    def acquire(self, tokens: Sequence[int], now: float, session: str | None = None,
+                reply_ends: Sequence[int] = ()) -> tuple[int, int]:
+        """A request with prompt ``tokens`` starts at ``now`` (seconds, logical clock): choose
+        its slot, go through the prompt cache when the rules say so, and occupy the slot.
+        Returns (slot index, cached tokens ≤ n−1, :func:`~.base.servable_tokens` at block 1).
+        ``session`` / ``reply_ends``: the log's session and the reply ends its prompt renders
+        (:attr:`SimRequest.reply_ends`; empty when the slot's real output is known, as on a
+        live server). Release the slot with :meth:`release`. ConfigError for an empty prompt."""
+        tokens = tuple(tokens)
         if not tokens:
-            return Hit(0)
-        slot, consult = self._choose(r, tokens)
-        if consult and self.prompt_cache is not None:
+            raise ConfigError("llama.cpp: an empty prompt has no slot to choose")
+        i, consult = self._choose(tokens, session, reply_ends)
+        slot = self.slots[i]
+        if consult and self.prompt_cache is not None and slot.tokens:
             self.prompt_cache.save(slot.tokens, slot.session)
             loaded = self.prompt_cache.load(slot.tokens, tokens)
             if loaded is not None:
                 slot.tokens, slot.session = loaded
             self.prompt_cache.update()
-        cached = servable_tokens(self._lcp(slot, r, tokens), len(tokens), 1)
-        slot.tokens, slot.last, slot.session = tokens, r.now, r.session
-        return Hit(cached)
+        cached = servable_tokens(self._lcp(slot, tokens, session, reply_ends), len(tokens), 1)
+        slot.last, slot.busy = now, True
+        slot.session = session
+        return i, cached
 
+    def release(self, slot: int, tokens: Sequence[int]) -> None:
+        """The request on slot index ``slot`` finished: the slot keeps ``tokens`` (its prompt
+        and the output the engine computed) and is idle again."""
+        s = self.slots[slot]
+        s.tokens, s.busy = tuple(tokens), False
+
+    def step(self, r: SimRequest) -> Hit:
+        tokens = self._tokens(r)
+        if not tokens:
+            return Hit(0)
+        i, cached = self.acquire(tokens, r.now, r.session, r.reply_ends)
+        self.release(i, tokens)
+        return Hit(cached)

@@ -60,7 +60,9 @@ def test_slot_choice_by_similarity_then_lru():
     assert m.step(_req(3, b[:5] + _seq(7000, 95))).cached_tokens == 5  # not similar: the LRU slot, b's
     assert m.step(_req(4, b)).cached_tokens == 0  # 5% similar to b's slot: LRU again, a's slot
     c = _seq(3000, 100)
-    for sim, want in ((0.10, 0), (0.0, 5)):  # three slots: the LRU one (c's) is not the 5%-similar one (b's)
+    # three slots: the LRU one (c's) is not the 5%-similar one (b's); -sps 0 turns the similarity
+    # search off (llama.cpp get_available_slot: ``if (... && slot_prompt_similarity != 0.0f)``): LRU
+    for sim, want in ((0.10, 0), (0.01, 5), (0.0, 0)):
         three = _model(slots=3, cache_ram_mib=0, similarity=sim)
         for i, p in enumerate((a, b, c, a, b)):
             three.step(_req(i, p))
@@ -113,3 +115,29 @@ def test_capacity_is_the_prompt_cache_and_never_above_the_ideal(cap):
         r = _req(i, p)
         assert m.step(r).cached_tokens <= ideal_off.step(r).cached_tokens
         ideal.step(r)
+
+
+def test_an_empty_slot_never_goes_through_the_prompt_cache():
+    """llama.cpp ``get_available_slot``: ``update_cache = update_cache && tokens.size() > 0`` —
+    a slot with no tokens neither saves nor loads, whatever the prompt cache holds."""
+    m = _model(slots=2, similarity=0.5)
+    a = _seq(0, 100)
+    m.step(_req(0, a))                                   # LRU: slot 1
+    m.step(_req(1, a[:40] + _seq(5000, 20)))             # 67% similar, keeps 40% of a: a saved to the cache
+    assert m.prompt_cache is not None and m.prompt_cache.entries == [a]
+    assert m.step(_req(2, a)).cached_tokens == 0         # 40% similar: LRU, slot 0, still empty: cold
+    assert m.prompt_cache.entries == [a]
+
+
+def test_acquire_release_skips_busy_slots():
+    """The live protocol: a slot is not chosen while its request runs; release stores prompt + output."""
+    m = _model(slots=2, cache_ram_mib=0)
+    a = _seq(0, 100)
+    s0, c0 = m.acquire(a, 1.0)
+    s1, c1 = m.acquire(a, 2.0)                               # the same prompt, but a's slot is busy
+    assert (c0, c1) == (0, 0) and s0 != s1
+    m.release(s0, a + (7, 8))
+    m.release(s1, ())
+    s2, c2 = m.acquire(a + (7, 8, 9), 3.0)
+    assert s2 == s0 and c2 == 102
+
