@@ -147,3 +147,120 @@ def test_analyzer_import_does_not_load_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", "the lint/inspect path must not import torch"
+
+
+#: analyzer/cache's inner layers, innermost first (a sub-package or a root module of cache):
+#: the interface and its cap rule, the index structures, the provider rules and caches, what
+#: the simulator steps over (requests, capacities), the cache models, the sequential
+#: simulation, the fleet. ``cache/__init__`` counts as the top.
+CACHE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("base",),
+    ("index",),
+    ("provider",),
+    ("workload", "capacity"),
+    ("models",),
+    ("simulate",),
+    ("fleet",),
+)
+_CACHE = "prefixcache.analyzer.cache"
+
+
+def _cache_layer(mod: str) -> int | None:
+    """Index of the cache layer holding ``prefixcache.analyzer.cache.X...`` (the top for the
+    package itself; None outside cache)."""
+    if mod == _CACHE:
+        return len(CACHE_LAYERS)
+    if not mod.startswith(_CACHE + "."):
+        return None
+    head = mod.split(".")[3]
+    for i, names in enumerate(CACHE_LAYERS):
+        if head in names:
+            return i
+    raise AssertionError(f"{mod}: not in a declared cache layer (add it to CACHE_LAYERS)")
+
+
+def test_cache_inner_layers_point_inwards() -> None:
+    """A module of ``cache.X`` imports its own sub-package and earlier layers only."""
+    bad = []
+    for f in _sources("analyzer/cache"):
+        me = _module(f)
+        mine = _cache_layer(me)
+        assert mine is not None
+        for line, mod, _ in _imports(f):
+            theirs = _cache_layer(mod)
+            same_package = mod.split(".")[:4] == me.split(".")[:4]
+            if theirs is not None and not same_package and theirs >= mine:
+                bad.append(f"{f.relative_to(ROOT)}:{line} ({me}) imports {mod}")
+    assert not bad, "\n".join(bad)
+
+
+def _import_graph(*tops: str) -> dict[str, set[str]]:
+    """Module → the project modules it imports, at any depth of the file (a function-level
+    import counts: a lazy import that breaks a cycle is still a cycle). ``from P import x``
+    names the module ``P.x`` when that is a module, else ``P``; a package's ``__init__`` is
+    not implied by importing one of its modules."""
+    files = {_module(f): f for f in _sources(*tops)}
+    graph: dict[str, set[str]] = {}
+    for me, f in files.items():
+        out = set()
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                out |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                out |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module
+                        for a in node.names}
+        graph[me] = {m for m in out if m in files and m != me}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (iterative Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    """No import cycle anywhere in analyzer, replay and cli (function-level imports included)."""
+    cycles = _cycles(_import_graph("analyzer", "replay", "cli"))
+    assert not cycles, "\n".join(" → ".join(c) for c in cycles)
