@@ -1,12 +1,15 @@
 """Prefix-cache models: vLLM block hash, SGLang radix, provider rules, eviction, sweeps.
 
-The structures share :class:`~.base.PrefixCache` (``match`` / ``insert`` / ``evict``
-with typed results): :class:`~.block_hash.BlockHashCache`, :class:`~.radix.RadixTree`
-(also lint's prefix index) and the provider caches; the replay engine's KV store is
-built on ``BlockHashCache``. :mod:`.models` wraps each in a :class:`~.models.CacheModel`
-the simulator steps; :mod:`.study` and :mod:`.report` build the ``simulate`` report.
-One cap rule (:func:`~.base.servable_tokens`) and one default block size
-(:data:`~.base.DEFAULT_BLOCK_SIZE`) serve them all.
+Inner layers, innermost first (``tests/test_layout.py`` checks them): :mod:`.base` (the
+:class:`~.base.PrefixCache` interface, its typed results, the one cap rule
+:func:`~.base.servable_tokens`, the one flooring :func:`~.base.floor_blocks`, the default
+block size) < :mod:`.index` (:class:`~.index.block_hash.BlockHashCache`,
+:class:`~.index.radix.RadixTree` — also lint's prefix index —, eviction) < :mod:`.provider`
+(rules, prices, cost, provider caches) < :mod:`.workload`, :mod:`.capacity` (simulator
+requests, capacity specs) < :mod:`.models` (one :class:`~.models.CacheModel` per ``--cache``,
+its traits, the registry) < :mod:`.simulate` (the ``simulate`` study and document) <
+:mod:`.fleet` (``simulate --replicas``). The replay engine's KV store is built on
+``BlockHashCache``.
 """
 
 from prefixcache.analyzer.cache.base import (

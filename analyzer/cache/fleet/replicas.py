@@ -31,7 +31,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from prefixcache.analyzer.cache.base import hit_cap_tokens
+from prefixcache.analyzer.cache.base import PrefixCache, hit_cap_tokens
 from prefixcache.analyzer.cache.models import MODELS, CacheSpec, lru_stack_order, make_model
 from prefixcache.analyzer.cache.fleet.routing import View, make_router
 from prefixcache.analyzer.cache.fleet.tiers import LowerTiers, TierSpec, plan_restore
@@ -78,6 +78,9 @@ class Replica:
         self.model = make_model(spec, block_size, capacity_blocks)
         self.bs = block_size
         traits = self.model.traits
+        #: the model's structure through the one cache interface (a read-only ``match`` of a
+        #: token prompt; block chains use the block cache's hash-level calls below)
+        self.index: PrefixCache = self.model.cache
         self.blocks = traits.block_chain
         if traits.pool is None:
             raise ConfigError(f"--replicas needs an engine cache ({', '.join(FLEET_CACHES)}), not --cache {spec.cache}")
@@ -93,7 +96,7 @@ class Replica:
     def held(self, r: SimRequest) -> Held:
         """Tokens of ``r`` this replica holds (read-only)."""
         if not self.blocks:
-            return Held(self.model.cache.match(self.model._tokens(r), r.now).cached_tokens)
+            return Held(self.index.match(self.model._tokens(r), r.now).cached_tokens)
         chain = r.chain(self.bs)
         limit = self._limit(r, chain)
         k = self.model.cache.match_hashes(chain, r.now, limit).cached_tokens // self.bs

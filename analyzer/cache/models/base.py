@@ -141,7 +141,9 @@ class CacheModel(ABC):
 
     Subclasses set ``name`` (the ``--cache`` name), ``traits``, ``default_block_size``
     (tokens) and ``policies`` (the ``--policy`` names it evicts by; ``belady``: an
-    offline pass over blocks), and register with :func:`register`."""
+    offline pass over blocks), and register with :func:`register`. A model built on one
+    structure keeps it as ``cache`` (a :class:`~prefixcache.analyzer.cache.base.PrefixCache`:
+    the block cache, the radix tree, a provider cache); llama.cpp's slots are not one."""
 
     name: ClassVar[str] = ""
     traits: ClassVar[Traits] = Traits()
