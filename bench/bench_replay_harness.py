@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 from prefixcache.replay.server.metrics import histogram_delta, histogram_quantile  # noqa: E402
 from prefixcache.replay.server.client import ServerClient  # noqa: E402
 from prefixcache.replay.server.load import LoadShape  # noqa: E402
-from prefixcache.replay.local.passes import Prompt  # noqa: E402
+from prefixcache.replay.prompts import Prompt  # noqa: E402
 from prefixcache.replay.server.passes import ServedItem, ServedRun  # noqa: E402
-from prefixcache.replay.server.document import build_server_report  # noqa: E402
+from prefixcache.replay.server.summary import build_server_report  # noqa: E402
 
 
 _CPU: list[float] = []
@@ -76,10 +76,10 @@ def stub_bench(n: int = 3000, concurrency: int = 64) -> float:
 
 
 def _vllm(url: str) -> None:
-    from prefixcache.replay.server.session import ServerOptions, open_server_replay
+    from prefixcache.replay import ReplayOptions, open_replay
 
     cases = sorted(str(p) for p in (ROOT / "tests" / "fixtures" / "cases").glob("*.jsonl"))
-    session = open_server_replay(cases, ServerOptions(url=url, passes=("warm",)))
+    session = open_replay(cases, ReplayOptions(server=url, passes=("warm",)))
     asyncio.run(_vllm_pass(url, session))
 
 

@@ -66,7 +66,7 @@ def render_fleet(rep: FleetReport) -> None:
     tt = _table("TTFT and load (seconds)", ("router", "p50", "p95", "p99", "mean queue", "queue max/mean",
                                             "requests max/mean"))
     for r in rep.results:
-        tt.add_row(r.router, _s(r.ttft_p50_s), _s(r.ttft_p95_s), _s(r.ttft_p99_s), _s(r.mean_queue_s),
+        tt.add_row(r.router, *(_s(x) for x in r.ttft.flat()), _s(r.mean_queue_s),
                    "—" if r.queue_imbalance is None else f"{r.queue_imbalance:.2f}", f"{r.request_imbalance:.2f}")
     print_table(console, tt)
     for line in rep.warnings:

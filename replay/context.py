@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import Prepared, Preparer
-from prefixcache.replay.local.passes import Prompt, to_prompts
+from prefixcache.replay.prompts import Prompt, to_prompts
 
 
 @functools.lru_cache(maxsize=16)  # per tokenizer object (they hash by identity)
@@ -92,7 +92,7 @@ def fitting_prompts(requests: Sequence[Request], preparer: Preparer, limit: Cont
                     max_prompt_tokens: int | None = None) -> tuple[list[Prompt], list[Request], list[Skipped]]:
     """(prompts that fit, in arrival order; the requests they came from, in input order;
     a skip per request that does not fit, in input order). Prompts are
-    :func:`~prefixcache.replay.local.passes.to_prompts` of the prepared requests."""
+    :func:`~prefixcache.replay.prompts.to_prompts` of the prepared requests."""
     skipped: dict[tuple[str, int, str, int], Skipped] = {}
 
     def prepared() -> Iterator[Prepared]:

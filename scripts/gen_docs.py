@@ -44,10 +44,10 @@ SCHEMAS: dict[str, tuple[str, str]] = {
               "check --format json: one line per template (JSON Lines)"),
     "rules": ("list[prefixcache.analyzer.lint.rules.docs:RuleDoc]", "rules --json"),
     "rule": ("prefixcache.analyzer.lint.rules.docs:RuleDoc", "rule CODE --json"),
-    "replay": ("prefixcache.replay.local.document:ReplayReport", "replay --format json"),
-    "replay-result": ("prefixcache.replay.local.results:RequestResult", "replay --out FILE: one line per request and pass"),
-    "replay-server": ("prefixcache.replay.server.document:ServerReport", "replay --server URL --format json"),
-    "replay-server-result": ("prefixcache.replay.server.results:ServedResult",
+    "replay": ("prefixcache.replay.document:ReplayReport", "replay --format json"),
+    "replay-result": ("prefixcache.analyzer.replay_rows:LocalRow", "replay --out FILE: one line per request and pass"),
+    "replay-server": ("prefixcache.replay.document:ServerReport", "replay --server URL --format json"),
+    "replay-server-result": ("prefixcache.analyzer.replay_rows:ServerRow",
                              "replay --server URL --out FILE: one line per request and pass"),
 }
 

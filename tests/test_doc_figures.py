@@ -489,7 +489,7 @@ class CountingEngine:
 
 
 def _replay(engine, path: str, **options):
-    from prefixcache.replay.local.session import ReplayOptions, open_replay
+    from prefixcache.replay import ReplayOptions, open_replay
 
     session = open_replay([str(existing(ROOT / path))], ReplayOptions(**options), engine=engine)
     outcome = session.run()
@@ -509,15 +509,14 @@ def test_replay_measured_results(engine):
     ``--template chatml_tools``, cold / warm / canonical, unbounded; 16 tokens cached on 5 of the
     6 warm requests; the canonical prompts are 392 tokens longer, and compute 1,139 tokens where
     cold computes 4,587."""
-    from prefixcache.replay.local.passes import ReplayConfig
 
     _, outcome, passes = _replay(CountingEngine(engine), EX, template="chatml_tools",
-                                 config=ReplayConfig(passes=("cold", "warm", "canonical")))
+                                 passes=("cold", "warm", "canonical"))
     assert outcome.report.requests == 6 and outcome.report.truncated_prompts == 0
     assert _tokens(passes["cold"]) == (6, 4587, 0, 4587, 0.0, 0.0, 0, None)
     assert _tokens(passes["warm"]) == (6, 4587, 80, 4507, 1.7, 195.5, 2, True)
     assert _tokens(passes["canonical"]) == (6, 4979, 3840, 1139, 77.1, 47.8, 2, True)
-    warm = [r.cached_tokens for r in outcome.results if r.pass_name == "warm"]
+    warm = [r.cached_tokens for r in outcome.rows if r.pass_name == "warm"]
     assert warm == [0, 16, 16, 16, 16, 16]
     assert passes["canonical"].prompt_tokens - passes["cold"].prompt_tokens == 392
 
@@ -528,10 +527,9 @@ def test_replay_real_trajectory(engine):
     own template, ``--max-prompt-tokens 2048 --verify all``: 10 calls, cold 16,852 computed, warm
     2,132 computed and 14,720 cached (87.3%), 90 MiB KV peak, 9 hits checked; 3 of the 10
     prompts cut (17,616 tokens uncut), where a prompt could hit at most the previous one (85.9%)."""
-    from prefixcache.replay.local.passes import ReplayConfig
 
     session, outcome, passes = _replay(CountingEngine(engine), MINI_LEGACY, max_prompt_tokens=2048,
-                                       config=ReplayConfig(passes=("cold", "warm"), verify="all"))
+                                       passes=("cold", "warm"), verify="all")
     assert (outcome.report.requests, outcome.report.truncated_prompts) == (10, 3)
     assert _tokens(passes["cold"])[:4] == (10, 16852, 0, 16852)
     assert _tokens(passes["warm"]) == (10, 16852, 14720, 2132, 87.3, 90.0, 9, True)
@@ -548,15 +546,14 @@ def test_replay_real_engine_warm_hits(engine):
     With ``--max-prompt-tokens 32`` SmolLM2 computes them: both sampled hits verify, its cached
     tokens are the simulator's, and request by request it caches and holds what
     :class:`CountingEngine` does on the same prompts (7 distinct blocks × 16 tokens × 45 KiB)."""
-    from prefixcache.replay.local.passes import ReplayConfig
 
-    options = dict(template="chatml_tools", max_prompt_tokens=32, config=ReplayConfig(passes=("warm",)))
+    options = dict(template="chatml_tools", max_prompt_tokens=32, passes=("warm",))
     _, outcome, passes = _replay(engine, EX, **options)
     _, counted, _ = _replay(CountingEngine(engine), EX, **options)
     warm = passes["warm"]
-    assert [r.cached_tokens for r in outcome.results] == [0, 16, 16, 16, 16, 16]
+    assert [r.cached_tokens for r in outcome.rows] == [0, 16, 16, 16, 16, 16]
     assert (warm.cached_tokens, warm.verified, warm.mismatches, warm.simulator_equal) == (80, 2, 0, True)
     assert warm.max_abs_dlogit < 1e-3
-    assert [(r.cached_tokens, r.kv_bytes) for r in outcome.results] == \
-        [(r.cached_tokens, r.kv_bytes) for r in counted.results]
+    assert [(r.cached_tokens, r.kv_bytes) for r in outcome.rows] == \
+        [(r.cached_tokens, r.kv_bytes) for r in counted.rows]
     assert engine.kv_bytes_per_token == 45 * 1024 and warm.kv_bytes_peak == 7 * 16 * 45 * 1024

@@ -21,6 +21,8 @@ ROOTS = {"prefixcache": "prefixcache_ns", "prefixcache.cli": "cli", "prefixcache
 #: analyzer's layers, innermost first (a name is a root module or a subpackage).
 ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
+    ("stats",),  # the one Distribution (kernel: numpy only)
+    ("replay_rows",),  # replay --out rows and their reader (read by html and the fleet; replay writes them)
     ("model",),
     ("sequence",),  # the shared kernel: the one common-prefix helper,
     ("volatile", "identity", "redact"),  # ... and what builds on it
@@ -264,3 +266,43 @@ def test_no_import_cycles() -> None:
     """No import cycle anywhere in analyzer, replay and cli (function-level imports included)."""
     cycles = _cycles(_import_graph("analyzer", "replay", "cli"))
     assert not cycles, "\n".join(" → ".join(c) for c in cycles)
+
+#: replay's layers, innermost first: the shared base, then the two stacks (which never
+#: import each other), then the facade (``replay/__init__.py``, which alone knows both).
+REPLAY_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("options",),
+    ("document",),
+    ("prompts", "results"),
+    ("context",),
+    ("local", "server"),
+)
+
+
+def _replay_layer(mod: str) -> int | None:
+    """Index of the replay layer holding ``prefixcache.replay.X...`` (None outside replay;
+    ``len(REPLAY_LAYERS)`` for the facade itself)."""
+    if mod == "prefixcache.replay":
+        return len(REPLAY_LAYERS)
+    if not mod.startswith("prefixcache.replay."):
+        return None
+    head = mod.split(".")[2]
+    for i, names in enumerate(REPLAY_LAYERS):
+        if head in names:
+            return i
+    raise AssertionError(f"{mod}: not in a declared replay layer (add it to REPLAY_LAYERS)")
+
+
+def test_replay_inner_layers_point_inwards() -> None:
+    """options < document < prompts, results < context < local | server < the facade: the
+    base never imports a stack, and local and server never import each other."""
+    bad = []
+    for f in _sources("replay"):
+        me = _module(f)
+        mine = _replay_layer(me)
+        for line, mod, _ in _imports(f):
+            theirs = _replay_layer(mod)
+            same = mod.split(".")[:3] == me.split(".")[:3]
+            if theirs is not None and not same and me != "prefixcache.replay" and theirs >= mine:
+                bad.append(f"{f.relative_to(ROOT)}:{line} ({me}) imports {mod}")
+    assert not bad, "\n".join(bad)
+

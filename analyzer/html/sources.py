@@ -19,6 +19,7 @@ import orjson
 
 from prefixcache.analyzer.cache.fleet.document import FleetReport, RouterRow
 from prefixcache.analyzer.errors import InputError
+from prefixcache.analyzer.replay_rows import read_rows
 
 #: Keys every replay row must carry for the replay section (docs/schemas/replay-result.schema.json).
 REPLAY_KEYS = ("pass_name", "session", "request_index", "prompt_tokens", "cached_tokens", "ttft_s")
@@ -38,25 +39,19 @@ def _read(path: str) -> bytes:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+def _replay_row(row: Any) -> dict[str, Any]:
+    missing = [k for k in REPLAY_KEYS if not isinstance(row, dict) or k not in row]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    return row
+
+
 def read_replay(path: str) -> list[dict[str, Any]]:
-    """The rows of a ``replay --out`` JSONL file, in file order (blank lines ignored; a torn
-    last line, as an interrupted run leaves it, is dropped). InputError on bad JSON elsewhere
-    or a row that is not an object with :data:`REPLAY_KEYS`."""
-    lines = _read(path).splitlines()
-    rows: list[dict[str, Any]] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if n == len(lines):
-                break  # torn last line of an interrupted run
-            raise InputError(f"{path}:{n}: not JSON (a replay --out file has one JSON object per line)") from None
-        missing = [k for k in REPLAY_KEYS if not isinstance(row, dict) or k not in row]
-        if missing:
-            raise InputError(f"{path}:{n}: not a replay result row (missing {', '.join(missing)})")
-        rows.append(row)
+    """The rows of a ``replay --out`` JSONL file, in file order, as parsed JSON objects
+    (:func:`~prefixcache.analyzer.replay_rows.read_rows`: blank lines ignored, a torn last
+    line, as an interrupted run leaves it, dropped). InputError for an unreadable file,
+    bad JSON elsewhere, a row that is not an object with :data:`REPLAY_KEYS`, or no rows."""
+    rows = read_rows(path, _replay_row)[0]
     if not rows:
         raise InputError(f"{path}: no replay result rows")
     return rows

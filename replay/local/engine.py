@@ -8,7 +8,7 @@ served from cache; the engine then computes only the rest (the prefill suffix). 
 the store keeps is the engine's business: the in-process HF engine keeps one torch
 tensor per block (:class:`prefixcache.replay.local.kv.KVPrefixCache`); a server engine keeps
 nothing (the server holds the KV) and reports the index's figures. Every timing is a raw
-``time.perf_counter`` reading in seconds (:class:`prefixcache.replay.local.results.RequestTiming`),
+``time.perf_counter`` reading in seconds (:class:`prefixcache.analyzer.replay_rows.RequestTiming`),
 so results and summaries derive TTFT and percentiles from one source.
 """
 
@@ -20,7 +20,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
-from prefixcache.replay.local.results import RequestTiming
+from prefixcache.analyzer.replay_rows import RequestTiming
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class Generation(RequestTiming):
 
     Token counts are tokens; the raw ``perf_counter`` timestamps (seconds) and the
     TTFT / prefill / lookup times derived from them come from
-    :class:`prefixcache.replay.local.results.RequestTiming`.
+    :class:`prefixcache.analyzer.replay_rows.RequestTiming`.
 
     ``first_logits`` is the next-token logit vector after the prompt, float32, shape
     ``(vocab,)``; ``output_ids`` the greedy tokens (``max_new_tokens`` of them);

@@ -277,7 +277,7 @@ class HFEngine:
             then = "" if self.dtype == "float32" else f", then cast to {self.dtype}"
             lines.append(f"{self.loaded.gguf.name} is dequantized to float32 for replay (converted once{then}): "
                          "timings are those of an unquantized model")
-        if self.device_kind == "cuda":
+        if self.loaded.device.type == "cuda":
             peak = torch.cuda.max_memory_allocated(self.loaded.device) / 2**20
             lines.append(f"peak GPU memory allocated: {peak:,.0f} MiB")
         return tuple(lines)

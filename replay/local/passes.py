@@ -20,11 +20,10 @@ already holds that recomputation for the same token ids, so it is reused.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
-import orjson
 
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
@@ -33,14 +32,12 @@ from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.simulate.simulator import simulate
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError, EngineError, InputError
-from prefixcache.analyzer.sequence import arrival_order
+from prefixcache.analyzer.replay_rows import LocalRow
 from prefixcache.replay.local.engine import Engine, Generation, KVStore
-from prefixcache.replay.local.results import RequestResult, ResultWriter
+from prefixcache.replay.options import PASSES, at_least_one, check_passes
+from prefixcache.replay.prompts import Prompt
+from prefixcache.replay.results import ResultWriter
 
-if TYPE_CHECKING:
-    from prefixcache.analyzer.prepare import Prepared
-
-PASSES = ("cold", "warm", "canonical")
 VERIFY_MODES = ("none", "sample", "all")
 #: Default tolerance on max |Δlogit| between a cache hit and its cold recomputation:
 #: float32 measured ≤ 3.1e-5 on this project's samples. In half types a prefill split in
@@ -50,51 +47,6 @@ DEFAULT_TOL = {"float32": 1e-3, "bfloat16": 1.0, "float16": 0.25}
 HALF = ("bfloat16", "float16")
 #: Cold logits kept for verification of later passes, at most (bytes).
 REF_BUDGET_BYTES = 512 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """One request as the engine sees it: token ids (bounded by ``--max-prompt-tokens``,
-    truncated from the end so the prefix is kept), and where it came from.
-    ``original_tokens`` is the length before truncation; ``dropped_opaque`` the
-    hidden-prefix pseudo tokens (Claude Code) left out because no model can run them;
-    ``warnings`` the renderer's (content the chat template dropped, lint rule PC503)."""
-
-    session: str
-    request_index: int
-    source: str
-    record: int
-    ids: tuple[int, ...]
-    original_tokens: int
-    dropped_opaque: int = 0
-    now: float = 0.0
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def truncated(self) -> bool:
-        return len(self.ids) < self.original_tokens
-
-
-def to_prompts(prepared: Iterable["Prepared"], max_prompt_tokens: int | None = None) -> list[Prompt]:
-    """Engine prompts of prepared requests in arrival order, each with its logical clock
-    ``now`` (:func:`prefixcache.analyzer.sequence.arrival_order`); block-hash traces (no
-    tokens) are left out."""
-    staged = []
-    for p in prepared:
-        if p.tokens is None:
-            continue
-        ids = p.tokens.ids
-        opaque = 0
-        while opaque < len(ids) and ids[opaque] < 0:
-            opaque += 1
-        ids = ids[opaque:]
-        kept = ids[:max_prompt_tokens] if max_prompt_tokens else ids
-        r = p.request
-        warned = tuple(p.rendered.warnings) if p.rendered is not None else ()
-        prompt = Prompt(r.session, r.index, r.provenance.source, r.provenance.record, tuple(kept), len(ids), opaque,
-                        warnings=warned)
-        staged.append((r.timestamp, prompt))
-    return [replace(prompt, now=now) for now, (_, prompt) in arrival_order(staged, lambda item: item[0])]
 
 
 def sim_requests(prompts: Sequence[Prompt]) -> list[SimRequest]:
@@ -116,7 +68,8 @@ class ReplayConfig:
 
     ``capacity_blocks`` bounds the KV cache (blocks of ``block_size`` tokens; None =
     unbounded; :func:`prefixcache.replay.local.session.capacity_blocks` turns a ``--capacity``
-    into it). ``policy``: the index's eviction policy. ``verify``:
+    into it). Built from :class:`~prefixcache.replay.options.ReplayOptions` by
+    :func:`prefixcache.replay.local.session.replay_config`. ``policy``: the index's eviction policy. ``verify``:
     ``none``, ``sample`` (every ``verify_every``-th cache hit, starting with the
     first) or ``all`` (every hit). ``tol``: max |Δlogit| allowed (None = by dtype).
     ``repeat``: prefills timed per request (TTFT = their median). Raises ConfigError
@@ -134,12 +87,7 @@ class ReplayConfig:
     repeat: int = 1
 
     def __post_init__(self) -> None:
-        bad = [p for p in self.passes if p not in PASSES]
-        if bad or not self.passes:
-            raise ConfigError(f"--pass {','.join(bad) or '(none)'}: choose from {', '.join(PASSES)}")
-        twice = sorted({p for p in self.passes if self.passes.count(p) > 1})
-        if twice:
-            raise ConfigError(f"--pass {','.join(self.passes)}: {', '.join(twice)} listed twice; give each pass once")
+        check_passes(self.passes)
         if self.verify not in VERIFY_MODES:
             raise ConfigError(f"--verify {self.verify}: choose from {', '.join(VERIFY_MODES)}")
         if self.policy not in POLICIES:
@@ -149,21 +97,6 @@ class ReplayConfig:
                      ("--repeat", self.repeat))
         if self.tol is not None and not self.tol >= 0:
             raise ConfigError(f"--tol {self.tol}: must be ≥ 0")
-
-
-def at_least_one(*options: tuple[str, int | None]) -> None:
-    """Raise ConfigError naming the first ``(option, value)`` whose value is below 1 (None = unset)."""
-    for name, value in options:
-        if value is not None and value < 1:
-            raise ConfigError(f"{name} {value}: must be ≥ 1")
-
-
-def run_key(**settings: object) -> str:
-    """A short digest (12 hex digits) of the settings that decide a run's figures: model,
-    dtype, device kind, block size, capacity, policy, template, tokenizer, max prompt and
-    new tokens. Every result row carries it; ``--resume`` refuses rows of another run."""
-    blob = orjson.dumps({k: str(v) for k, v in sorted(settings.items())})
-    return hashlib.blake2b(blob, digest_size=6).hexdigest()
 
 
 def _digest(ids: Sequence[int]) -> bytes:
@@ -184,11 +117,11 @@ class Replay:
     """
 
     def __init__(self, engine: Engine, config: ReplayConfig, prompts: dict[str, list[Prompt]],
-                 done: Sequence[RequestResult] = (), run: str = "", results_file: str = "") -> None:
+                 done: Sequence[LocalRow] = (), run: str = "", results_file: str = "") -> None:
         self.engine, self.config, self.prompts, self.run_id = engine, config, prompts, run
         self.results_file = results_file or "the results file"
-        self.writer = ResultWriter(None)
-        self.results: list[RequestResult] = list(done)
+        self.writer = ResultWriter(None, LocalRow)
+        self.results: list[LocalRow] = list(done)
         self._done = {(r.pass_name, r.position): r for r in done}
         self._refs: dict[bytes, Generation] = {}
         self._ref_bytes = 0
@@ -232,8 +165,8 @@ class Replay:
         if first is not None:
             self.engine.generate(first.ids[:32], max_new_tokens=1)
 
-    def run(self, on_request: Callable[[str, RequestResult | None], None] | None = None,
-            writer: ResultWriter | None = None) -> list[RequestResult]:
+    def run(self, on_request: Callable[[str, LocalRow | None], None] | None = None,
+            writer: ResultWriter | None = None) -> list[LocalRow]:
         """Run every pass; each new result also goes to ``writer``; ``on_request(pass,
         result)`` after each request (result None for a replayed, already recorded one).
         Returns all results."""
@@ -305,9 +238,9 @@ class Replay:
         return top_gen == top_ref or float(ref[top_ref] - ref[top_gen]) <= 2 * delta
 
     def _result(self, name: str, pos: int, p: Prompt, gen: Generation, predicted: int | None,
-                check: tuple[float, bool, bool, bool] | None) -> RequestResult:
+                check: tuple[float, bool, bool, bool] | None) -> LocalRow:
         delta, argmax_ok, tokens_ok, ok = check if check else (None, None, None, None)
-        return RequestResult(
+        return LocalRow(
             pass_name=name, position=pos, session=p.session, request_index=p.request_index,
             source=p.source, record=p.record, prompt_tokens=gen.prompt_tokens, original_tokens=p.original_tokens,
             cached_tokens=gen.cached_tokens, predicted_cached=predicted, computed_tokens=gen.computed_tokens,

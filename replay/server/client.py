@@ -15,9 +15,8 @@ Cached tokens are read from ``usage.prompt_tokens_details.cached_tokens`` (vLLM 
 llama.cpp's ``timings.cache_n``. A failure is never raised: it is a reply with
 ``status`` = ``error`` and a ``reason`` (HTTP status and message, timeout, dropped stream,
 connection refused), so a run records it and goes on (see :mod:`prefixcache.replay.server.passes`).
-
-:class:`ServerEngine` also satisfies :class:`prefixcache.replay.local.engine.Engine` (its
-``generate`` sends one token request and waits), so the protocol stays the one seam.
+What differs between engines (reset endpoints, request body keys) is a trait of the
+detected kind (:mod:`prefixcache.replay.server.kinds`).
 """
 
 from __future__ import annotations
@@ -29,23 +28,13 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import httpx
-import numpy as np
 import orjson
 
-from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
 from prefixcache.analyzer.errors import EngineError
-from prefixcache.replay.local.engine import Generation
-from prefixcache.replay.server.detect import EngineInfo, detect, scrape
+from prefixcache.replay.document import EngineInfo
+from prefixcache.replay.server.detect import detect, scrape
+from prefixcache.replay.server.kinds import kind_of
 from prefixcache.replay.server.metrics import MetricsSnapshot, delta
-
-#: Reset endpoints by engine kind: (method path, how to start the server so it answers).
-RESETS = {
-    "vllm": ("/reset_prefix_cache", "start vLLM with VLLM_SERVER_DEV_MODE=1 (POST /reset_prefix_cache is 404 otherwise)"),
-    "sglang": ("/flush_cache", "SGLang answers POST /flush_cache only while no request runs"),
-    "llamacpp": ("/slots/{id}?action=erase", "start llama-server with --slot-save-path DIR (slot erase is 501 "
-                 "otherwise) and --cache-ram 0 (its host-RAM prompt cache survives a slot erase)"),
-}
-
 
 @dataclass(frozen=True, slots=True)
 class ServerReply:
@@ -151,11 +140,11 @@ class ServerClient:
 
     async def reset(self) -> str | None:
         """Empty the engine's prefix cache; None when done, else why it cannot be."""
-        kind = self.info.kind if self.info else "generic"
-        if kind not in RESETS:
-            return "a generic OpenAI-compatible server has no cache reset endpoint"
-        path, how = RESETS[kind]
-        paths = [path.format(id=i) for i in range(self.info.slots or 1)] if kind == "llamacpp" else [path]
+        kind = kind_of(self.info.kind if self.info else None)
+        paths = kind.reset_paths(self.info.slots if self.info else None)
+        if not paths:
+            return kind.reset_how
+        how = kind.reset_how
         for p in paths:
             try:
                 r = await self.http.post(p)
@@ -167,15 +156,12 @@ class ServerClient:
 
     def body(self, send: str, prompt: Sequence[int] | dict[str, Any], max_tokens: int) -> tuple[str, dict[str, Any]]:
         """The endpoint and JSON body of one request (greedy, ``max_tokens`` output tokens)."""
-        kind = self.info.kind if self.info else "generic"
+        kind = kind_of(self.info.kind if self.info else None)
         body: dict[str, Any] = {"model": self.info.model if self.info else "default", "max_tokens": max_tokens,
-                                "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
-        if kind != "generic":
-            body["ignore_eos"] = True
-        if kind == "llamacpp":
-            body["cache_prompt"] = True
-        if kind == "vllm" and max_tokens > 1:
-            body["return_token_ids"] = True
+                                "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
+                                **dict(kind.body)}
+        if kind.token_ids is not None and max_tokens > 1:
+            body[kind.token_ids] = True
         if send == "tokens":
             body["prompt"] = list(prompt)  # type: ignore[arg-type]
             return "/v1/completions", body
@@ -273,57 +259,3 @@ def _message(text: str) -> str:
     except (orjson.JSONDecodeError, AttributeError):
         pass
     return (text.strip().splitlines() or [""])[0][:200]
-
-
-class IndexStore:
-    """The KV store of a server engine: only the index (the server holds the KV)."""
-
-    def __init__(self, index: BlockHashCache) -> None:
-        self.index, self.kv_bytes = index, 0
-
-
-class ServerEngine:
-    """A detected server as an :class:`~prefixcache.replay.local.engine.Engine` (sync
-    ``generate`` through ``--send tokens``; the async path is :class:`ServerClient`)."""
-
-    dtype = "server"
-    device = "server"
-    device_kind = "server"
-    kv_bytes_per_token = 0
-
-    def __init__(self, client: ServerClient, info: EngineInfo, tokenizer: str) -> None:
-        self.client, self.info, self.tokenizer = client, info, tokenizer
-        self.name = f"{info.model} ({info.kind} at {info.url})"
-        self.model_id = f"{info.kind}:{info.model}"
-        self.max_context = info.max_context or 1 << 30
-
-    def kv_store(self, index: BlockHashCache) -> IndexStore:
-        return IndexStore(index)
-
-    def generate(self, ids: Sequence[int], *, max_new_tokens: int = 1, cache: Any = None, now: float = 0.0,
-                 repeat: int = 1) -> Generation:
-        """One token request, waited for (EngineError when it fails). The server decides
-        what is cached; ``cache`` is not consulted. ``first_logits`` is empty (servers do
-        not return logits)."""
-        reply = asyncio.run(self._send_once(ids, max_new_tokens))
-        if reply.status != "ok":
-            raise EngineError(f"{self.info.url}: {reply.reason}")
-        first = reply.t_first_token if reply.t_first_token is not None else reply.t_end
-        cached = reply.cached_tokens or 0
-        return Generation(t_start=reply.t_send, t_prefill_start=reply.t_send, t_first_token=first, t_end=reply.t_end,
-                          store_s=0.0, prompt_tokens=reply.prompt_tokens or len(ids), cached_tokens=cached,
-                          computed_tokens=(reply.prompt_tokens or len(ids)) - cached, output_ids=reply.output_ids,
-                          first_logits=np.zeros(0, dtype=np.float32))
-
-    async def _send_once(self, ids: Sequence[int], max_new_tokens: int) -> ServerReply:
-        """One request on a client of its own (an httpx client belongs to one event loop)."""
-        client = ServerClient(self.client.url, timeout=300.0)
-        client.info = self.info
-        try:
-            return await client.send("tokens", ids, max_new_tokens)
-        finally:
-            await client.aclose()
-
-    def notes(self) -> tuple[str, ...]:
-        return (f"engine {self.info.kind} at {self.info.url}, block size {self.info.block_size}, "
-                f"{self.info.num_blocks} KV blocks",)

@@ -6,8 +6,9 @@ figure is the difference of two snapshots taken before and after it (:func:`delt
 Hit rates are always a ratio of sums (hits summed over requests / queries summed over
 requests), never a mean of per-request ratios (ai-dynamo/dynamo#14903).
 
-Counter names per engine (vLLM 0.32 ``vllm/v1/metrics/loggers.py``; llama.cpp
-``tools/server/server.cpp`` with ``--metrics``; SGLang ``--enable-metrics``):
+The counter names of each engine (vLLM 0.32 ``vllm/v1/metrics/loggers.py``; llama.cpp
+``tools/server/server.cpp`` with ``--metrics``; SGLang ``--enable-metrics``) are its
+kind's ``counters`` trait (:mod:`prefixcache.replay.server.kinds`).
 """
 
 from __future__ import annotations
@@ -18,21 +19,7 @@ from typing import Mapping
 from prometheus_client.parser import text_string_to_metric_families
 
 from prefixcache.analyzer.errors import EngineError
-
-#: Counters per engine kind: (our name, the engine's sample name). Units: tokens / requests.
-COUNTERS: dict[str, tuple[tuple[str, str], ...]] = {
-    "vllm": (("prompt_tokens", "vllm:prompt_tokens_total"),
-             ("prefix_cache_queries", "vllm:prefix_cache_queries_total"),
-             ("prefix_cache_hits", "vllm:prefix_cache_hits_total"),
-             ("requests", "vllm:request_success_total")),
-    "llamacpp": (("prompt_tokens", "llamacpp:prompt_tokens_total"),
-                 ("prompt_tokens_cached", "llamacpp:prompt_tokens_cached_total")),
-    "sglang": (("prompt_tokens", "sglang:prompt_tokens_total"),
-               ("cached_tokens", "sglang:cached_tokens_total")),
-}
-#: vLLM's TTFT histogram (seconds): ``_sum`` and ``_count`` give the engine's own mean TTFT.
-VLLM_TTFT = "vllm:time_to_first_token_seconds"
-
+from prefixcache.replay.server.kinds import VLLM_TTFT, kind_of
 
 @dataclass(frozen=True, slots=True)
 class MetricsSnapshot:
@@ -78,7 +65,7 @@ def delta(kind: str, before: MetricsSnapshot | None, after: MetricsSnapshot | No
     if before is None or after is None:
         return {}
     out: dict[str, int] = {}
-    for ours, theirs in COUNTERS.get(kind, ()):
+    for ours, theirs in kind_of(kind).counters:
         a, b = before.total(theirs), after.total(theirs)
         if a is not None and b is not None:
             out[ours] = int(round(b - a))

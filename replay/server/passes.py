@@ -4,7 +4,7 @@
 :class:`~prefixcache.replay.server.client.ServerClient` in the load shape asked for
 (:mod:`prefixcache.replay.server.load`), predicts each request's cached tokens from our model of
 the detected engine (:mod:`prefixcache.replay.server.predict`), and streams one
-:class:`~prefixcache.replay.server.results.ServedResult` per request to the results file as it
+:class:`~prefixcache.analyzer.replay_rows.ServerRow` per request to the results file as it
 finishes. Passes:
 
 * ``cold`` — the engine's prefix cache is reset before every request (sequential), so
@@ -26,13 +26,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from prefixcache.replay.server.detect import EngineInfo
-from prefixcache.replay.server.metrics import MetricsSnapshot
+from prefixcache.analyzer.replay_rows import ServerRow
+from prefixcache.replay.document import EngineInfo
+from prefixcache.replay.prompts import Prompt
 from prefixcache.replay.server.client import ServerClient, ServerReply
 from prefixcache.replay.server.load import LoadShape
+from prefixcache.replay.server.metrics import MetricsSnapshot
 from prefixcache.replay.server.predict import make_predictor
-from prefixcache.replay.local.passes import Prompt
-from prefixcache.replay.server.results import ServedResult
 
 RETRYABLE = ("timeout", "connection refused", "dropped stream", "HTTP 5", "HTTP 429")
 
@@ -72,14 +72,14 @@ class ServedRun:
     def __init__(self, client: ServerClient, info: EngineInfo, items: dict[str, list[ServedItem]], *,
                  passes: Sequence[str], send: str, shape: LoadShape, block_size: int,
                  capacity_blocks: int | None, max_new_tokens: int = 1, retries: int = 0, run: str = "",
-                 done: Sequence[ServedResult] = (), write: Callable[[ServedResult], None] = lambda r: None,
+                 done: Sequence[ServerRow] = (), write: Callable[[ServerRow], None] = lambda r: None,
                  on_request: Callable[[str], None] | None = None) -> None:
         self.client, self.info, self.items = client, info, items
         self.passes, self.send, self.shape = tuple(passes), send, shape
         self.block_size, self.capacity_blocks = block_size, capacity_blocks
         self.max_new_tokens, self.retries, self.run_id = max_new_tokens, retries, run
         self.write, self.on_request = write, on_request
-        self.rows: list[ServedResult] = list(done)
+        self.rows: list[ServerRow] = list(done)
         self._done = {(r.pass_name, r.position) for r in done if r.ok}
         self.states: list[PassState] = []
         self.stopped: str | None = None
@@ -186,7 +186,7 @@ class ServedRun:
     def _record(self, name: str, pos: int, item: ServedItem, reply: ServerReply, predicted: int | None,
                 scheduled: float, in_flight: int, attempts: int) -> None:
         p = item.prompt
-        row = ServedResult(
+        row = ServerRow(
             pass_name=name, position=pos, session=p.session, request_index=p.request_index, source=p.source,
             record=p.record, send=self.send, prompt_tokens=len(p.ids), engine_prompt_tokens=reply.prompt_tokens,
             cached_tokens=reply.cached_tokens, predicted_cached=predicted, completion_tokens=reply.completion_tokens,

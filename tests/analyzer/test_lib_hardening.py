@@ -312,7 +312,7 @@ def test_canonicalize_refuses_usage_only_logs():
 
 
 def test_replay_refuses_usage_only_logs_before_loading_a_model():
-    from prefixcache.replay.local.session import ReplayOptions, open_replay
+    from prefixcache.replay import ReplayOptions, open_replay
 
     with pytest.raises(ConfigError, match="no replayable requests: .*usage-only logs"):
         open_replay([str(existing(OPENHANDS))], ReplayOptions(model="/no/such/model"))
@@ -332,16 +332,16 @@ def test_a_pass_listed_twice_is_a_usage_error():
 
 @pytest.mark.parametrize("content,line", [(b'{"garbage": 1}\n', 1), (b"[1]\n", 1), (b'{"garbage": 1}\n\n', 1)])
 def test_resume_refuses_a_foreign_terminated_line(tmp_path, content, line):
-    from prefixcache.replay.local.results import load_results
-    from prefixcache.replay.local.session import ReplayOptions, open_replay
+    from prefixcache.analyzer.replay_rows import LocalRow, load_rows
+    from prefixcache.replay import ReplayOptions, open_replay
 
     out = _write(tmp_path / "rg.jsonl", content)
     with pytest.raises(InputError, match=rf"rg\.jsonl:{line}: not a replay result"):
-        load_results(out)
+        load_rows(out, LocalRow)
     with pytest.raises(InputError, match=rf"rg\.jsonl:{line}: not a replay result"):  # before a model loads
         open_replay([str(EXAMPLES / "agent_session.jsonl")], ReplayOptions(model="/no/such/model", out=out,
                                                                            resume=True))
-    assert load_results(_write(tmp_path / "torn.jsonl", b'{"garbage": 1')) == []  # unterminated: torn
+    assert load_rows(_write(tmp_path / "torn.jsonl", b'{"garbage": 1'), LocalRow) == []  # unterminated: torn
 
 
 # --- 17: capacities --------------------------------------------------------------------------

@@ -264,17 +264,18 @@ def test_a_table_holding_other_renderables_is_left_to_rich():
 
 
 def test_the_replay_table_keeps_its_figures_whole():
-    from prefixcache.cli import replay as replay_cli
+    from prefixcache.cli import replay_render
     from prefixcache.cli.tables import print_table
 
     passes = [SimpleNamespace(pass_name=name, requests=1234, prompt_tokens=12_345_678, cached_tokens=9_876_543,
-                              computed_tokens=2_469_135, hit_rate=0.8, ttft_p50=1.234, ttft_p95=2.5, ttft_p99=3.75,
+                              computed_tokens=2_469_135, hit_rate=0.8,
+                              ttft=SimpleNamespace(p50=1.234, p95=2.5, p99=3.75),
                               ttft_total=1234.5, speedup=2.5, effective_tok_s=123_456.0, kv_bytes_peak=2**34,
                               verified=10, mismatches=0, max_abs_dlogit=1e-4, simulator_equal=True)
               for name in ("cold", "warm", "canonical")]
     report = SimpleNamespace(model="SmolLM2-135M-Instruct", device="cpu", dtype="float32", passes=passes)
     out = Console(file=io.StringIO(), width=60, color_system=None)
-    print_table(out, replay_cli._table(report))
+    print_table(out, replay_render.table(report))
     text = out.file.getvalue()
     assert "12,345,678" in text and "1,234 / 2,500 / 3,750" in text and "…" not in text
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from prefixcache.replay.server.session import ServerOptions, open_server_replay
+from prefixcache.replay import ReplayOptions, open_replay
 from tests.helpers import CASES
 
 pytestmark = pytest.mark.engines
@@ -16,8 +16,8 @@ CASE_FILES = sorted(p.name for p in CASES.glob("*.jsonl"))
 
 @pytest.mark.parametrize("case", CASE_FILES)
 def test_cases_send_tokens(llamacpp_url, case):
-    opts = ServerOptions(url=llamacpp_url, tokenizer="smollm2", send="tokens", passes=("cold", "warm"))
-    res = open_server_replay([str(CASES / case)], opts).run()
+    opts = ReplayOptions(server=llamacpp_url, tokenizer="smollm2", send="tokens", passes=("cold", "warm"))
+    res = open_replay([str(CASES / case)], opts).run()
     r = res.report
     assert r.engine.kind == "llamacpp" and r.stopped is None
     cold = r.passes[0]

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from prefixcache.replay.server.load import LoadShape
-from prefixcache.replay.server.session import ServerOptions, open_server_replay
+from prefixcache.replay import ReplayOptions, open_replay
 from tests.helpers import CASES
 
 pytestmark = pytest.mark.engines
@@ -15,7 +14,7 @@ CASE_FILES = sorted(p.name for p in CASES.glob("*.jsonl"))
 
 
 def _run(url: str, paths, **kw):
-    return open_server_replay([str(p) for p in paths], ServerOptions(url=url, **kw)).run()
+    return open_replay([str(p) for p in paths], ReplayOptions(server=url, **kw)).run()
 
 
 def _check(outcome):
@@ -48,7 +47,7 @@ def test_cases_send_chat(vllm_url, case):
 
 def test_all_cases_concurrency_4_evicting(vllm_url):
     res = _run(vllm_url, [CASES / c for c in CASE_FILES], send="tokens", passes=("warm",),
-               shape=LoadShape(concurrency=4))
+               concurrency=4)
     p = _check(res)
     assert p["warm"].evicted_blocks > 0  # the 255-block capacity evicted
     assert max(r.in_flight for r in res.rows) >= 1

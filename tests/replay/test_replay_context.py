@@ -15,9 +15,7 @@ from bench.openai_stub import StubState, StubThread
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.tokenize.session import SessionTokenizer
 from prefixcache.replay.context import ContextLimit, max_token_chars
-from prefixcache.replay.local.session import ReplayOptions, open_replay
-from prefixcache.replay.local.passes import ReplayConfig
-from prefixcache.replay.server.session import ServerOptions, open_server_replay
+from prefixcache.replay import ReplayOptions, open_replay
 from tests.fuzz.gen_corpus import _line, record
 from tests.helpers import CASES, EXAMPLES, cli_app
 from tests.replay.test_replay_run import FakeEngine
@@ -39,7 +37,7 @@ def _sizes(pass_name: str = "original") -> list[int]:
 def test_prompts_past_the_context_are_skipped_one_by_one() -> None:
     sizes, canonical = _sizes(), _sizes("canonical")
     context = sorted(sizes)[len(sizes) // 2] + 1  # about half fit (with the one new token)
-    options = ReplayOptions(template="chatml_tools", config=ReplayConfig(verify="all"))
+    options = ReplayOptions(template="chatml_tools", verify="all")
     session = open_replay([str(EXAMPLES / "agent_session.jsonl")], options, engine=_fake(context))
     # a request runs in every pass or none: its canonical form (values moved to the newest turn) must fit too
     fit = [n for n, c in zip(sizes, canonical) if max(n, c) + 1 <= context]
@@ -53,7 +51,7 @@ def test_prompts_past_the_context_are_skipped_one_by_one() -> None:
     assert f"of {context:,} tokens" in s.reason and "tokens + 1 new" in s.reason
     outcome = session.run()
     assert outcome.report.requests == len(fit) and outcome.report.skipped_records == len(too_long)
-    assert {r.pass_name for r in outcome.results} == {"cold", "warm", "canonical"}
+    assert {r.pass_name for r in outcome.rows} == {"cold", "warm", "canonical"}
 
 
 def test_nothing_fits_is_a_config_error() -> None:
@@ -111,14 +109,14 @@ def _log(tmp_path: Path, engine_tokens: int) -> Path:
 
 
 def test_the_test_model_skips_the_prompt_past_its_8192_tokens(engine, tmp_path: Path) -> None:
-    options = ReplayOptions(config=ReplayConfig(passes=("cold",), verify="none"))
+    options = ReplayOptions(passes=("cold",), verify="none")
     session = open_replay([str(_log(tmp_path, 12_000))], options, engine=engine)
     [skip] = session.skipped
     assert skip.record == 2 and "of 8,192 tokens" in skip.reason and "not tokenized" not in skip.reason
     tokens = int(skip.reason.split("prompt of ")[1].split(" tokens")[0].replace(",", ""))
     assert tokens > 8192
     outcome = session.run()
-    assert [r.record for r in outcome.results] == [1, 3] and outcome.report.skipped_records == 1
+    assert [r.record for r in outcome.rows] == [1, 3] and outcome.report.skipped_records == 1
 
 
 def test_cli_exit_2_when_nothing_fits_and_names_file_line_tokens_context(loaded, tmp_path: Path) -> None:
@@ -142,13 +140,13 @@ def stub_state():
 
 def test_server_replay_skips_prompts_past_the_reported_max_model_len(stub_state) -> None:
     stub, state = stub_state
-    opts = ServerOptions(url=stub.url, tokenizer="smollm2", template="chatml_tools")
+    opts = ReplayOptions(server=stub.url, tokenizer="smollm2", template="chatml_tools")
     log = [str(CASES / "clean_append_only.jsonl")]
-    wide = open_server_replay(log, opts)
+    wide = open_replay(log, opts)
     sizes = [len(i.prompt.ids) for i in wide.items["original"]]
     canonical = [len(i.prompt.ids) for i in wide.items["canonical"]]
     state.max_model_len = sorted(sizes)[len(sizes) // 2] + 1
-    session = open_server_replay(log, opts)
+    session = open_replay(log, opts)
     assert session.info.max_context == state.max_model_len
     fit = [n for n, c in zip(sizes, canonical) if max(n, c) + 1 <= state.max_model_len]
     assert [len(i.prompt.ids) for i in session.items["original"]] == fit and 0 < len(fit) < len(sizes)
@@ -162,7 +160,7 @@ def test_server_replay_skips_prompts_past_the_reported_max_model_len(stub_state)
 def test_json_report_counts_the_skipped(tmp_path: Path) -> None:
     sizes = _sizes()
     session = open_replay([str(EXAMPLES / "agent_session.jsonl")],
-                          ReplayOptions(template="chatml_tools", config=ReplayConfig(passes=("cold",))),
+                          ReplayOptions(template="chatml_tools", passes=("cold",)),
                           engine=_fake(max(sizes)))  # the longest needs one more token for the new one
     doc = json.loads(json.dumps({"skipped": session.run().report.skipped_records}))
     assert doc["skipped"] == sizes.count(max(sizes))

@@ -21,17 +21,18 @@ from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
 from prefixcache.analyzer.cache.capacity import parse_capacity
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.replay.local.engine import Generation
-from prefixcache.replay.local.document import ReplayReport
-from prefixcache.replay.local.results import PassSummary
-from prefixcache.replay.local.session import ReplayOptions, capacity_blocks, open_replay
-from prefixcache.replay.local.passes import Prompt, Replay, ReplayConfig, predict, to_prompts
+from prefixcache.replay import ReplayOptions, open_replay
+from prefixcache.replay.document import PassSummary, ReplayReport
+from prefixcache.replay.local.passes import Replay, ReplayConfig, predict
+from prefixcache.replay.local.session import capacity_blocks
+from prefixcache.replay.prompts import Prompt, to_prompts
 from tests.helpers import EXAMPLES, ROOT
 
 VOCAB = 32
 KEYS = ["model", "device", "dtype", "block_size", "policy", "requests", "run", "template", "repeat", "capacity_blocks",
         "max_prompt_tokens", "truncated_prompts", "truncated_canonical_prompts", "dropped_hidden_prefixes",
         "skipped_records", "warnings", "passes", "interrupted"]
-PASS_KEYS = ["pass_name", "requests", "prompt_tokens", "cached_tokens", "computed_tokens", "ttft_p50", "ttft_p95",
+PASS_KEYS = ["pass_name", "requests", "prompt_tokens", "cached_tokens", "computed_tokens", "ttft", "ttft_p50", "ttft_p95",
              "ttft_p99", "ttft_total", "effective_tok_s", "kv_bytes_peak", "verified", "mismatches", "max_abs_dlogit",
              "simulator_equal", "speedup", "avoided_prefill", "hit_rate"]
 
@@ -98,7 +99,7 @@ def test_a_second_engine_runs_warm_passes_through_the_runner():
 def test_the_runner_needs_no_torch_and_no_hf_engine():
     runner = (ROOT / "replay" / "local" / "passes.py").read_text()
     assert "HFEngine" not in runner and ".loaded" not in runner and ".model." not in runner
-    code = ("import sys; import prefixcache.replay.local.passes, prefixcache.replay.local.session, prefixcache.replay.local.document; "
+    code = ("import sys; import prefixcache.replay, prefixcache.replay.local.passes, prefixcache.replay.local.session; "
             "assert not {'torch', 'transformers'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -107,7 +108,7 @@ def test_the_whole_run_on_a_fake_engine_and_its_report(tmp_path):
     """ingest → prepare → cold, warm and canonical passes → the typed report, no model loaded."""
     out = tmp_path / "r.jsonl"
     options = ReplayOptions(template="chatml_tools", max_prompt_tokens=256, capacity=parse_capacity("50%"),
-                            config=ReplayConfig(verify="all"), out=out)
+                            verify="all", out=out)
     engine = FakeEngine()
     session = open_replay([str(EXAMPLES / "agent_session.jsonl")], options, engine=engine)
     assert session.total == 18

@@ -11,11 +11,12 @@ from typer.testing import CliRunner
 from bench.openai_stub import StubState, StubThread
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.cli.app import app
-from prefixcache.replay.server.detect import _kind
 from prefixcache.replay.server.metrics import delta, histogram_quantile, parse_metrics
 from prefixcache.replay.server.load import LoadShape
-from prefixcache.replay.server.results import Distribution, load_served
-from prefixcache.replay.server.session import ServerOptions, open_server_replay
+from prefixcache.analyzer.replay_rows import ServerRow, load_rows
+from prefixcache.analyzer.stats import Distribution
+from prefixcache.replay import ReplayOptions, open_replay
+from prefixcache.replay.server.kinds import recognize
 from tests.helpers import CASES
 
 TOK = "smollm2"
@@ -32,8 +33,8 @@ def stub():
 
 
 def _run(url: str, paths=(APPEND,), **kw):
-    opts = ServerOptions(url=url, tokenizer=TOK, template=TEMPLATE, **kw)
-    return open_server_replay(list(paths), opts).run()
+    opts = ReplayOptions(server=url, tokenizer=TOK, template=TEMPLATE, **kw)
+    return open_replay(list(paths), opts).run()
 
 
 def _passes(outcome) -> dict:
@@ -53,7 +54,7 @@ def test_tokens_sequential_reconciles_and_metrics_deltas(stub, tmp_path):
         assert s.metrics["prefix_cache_hits"] == s.cached_tokens and s.metrics_equal is True
         assert s.metrics["prefix_cache_queries"] == s.engine_prompt_tokens == s.prompt_tokens
         assert s.ttft.count == s.ok and s.ttft.p50 <= s.ttft.p95 <= s.ttft.p99
-    rows = load_served(out)
+    rows = load_rows(out, ServerRow)
     assert len(rows) == 18 and all(r.ok and r.run == res.report.run for r in rows)
     assert res.report.differences == () and res.report.findings == ()
     doc = orjson.loads(orjson.dumps(res.report))
@@ -61,7 +62,7 @@ def test_tokens_sequential_reconciles_and_metrics_deltas(stub, tmp_path):
 
 
 def test_concurrency_keeps_session_order_and_reconciles(stub):
-    res = _run(stub.url, paths=(APPEND, WINDOW), passes=("warm",), shape=LoadShape(concurrency=4))
+    res = _run(stub.url, paths=(APPEND, WINDOW), passes=("warm",), concurrency=4)
     rows = sorted(res.rows, key=lambda r: r.position)
     assert res.report.passes[0].differing == 0 and len(rows) == 13
     assert max(r.in_flight for r in rows) >= 1  # two sessions overlapped
@@ -117,20 +118,20 @@ def test_timeout_is_a_row():
 def test_server_dying_stops_cleanly_then_resume(tmp_path):
     out = tmp_path / "r.jsonl"
     s = StubThread()
-    session = open_server_replay([APPEND], ServerOptions(url=s.url, tokenizer=TOK, template=TEMPLATE, out=out,
-                                                         passes=("cold", "warm")))
+    session = open_replay([APPEND], ReplayOptions(server=s.url, tokenizer=TOK, template=TEMPLATE, out=out,
+                                               passes=("cold", "warm")))
     s.stop()
     res = session.run()
     assert res.report.stopped and "connection refused" in res.report.stopped
-    assert len(res.rows) == 1 and load_served(out)[0].reason.startswith("connection refused")
+    assert len(res.rows) == 1 and load_rows(out, ServerRow)[0].reason.startswith("connection refused")
     s2 = StubThread()
     try:
-        opts = ServerOptions(url=s2.url, tokenizer=TOK, template=TEMPLATE, out=out, passes=("cold", "warm"),
+        opts = ReplayOptions(server=s2.url, tokenizer=TOK, template=TEMPLATE, out=out, passes=("cold", "warm"),
                              resume=True)
-        res2 = open_server_replay([APPEND], opts).run()
+        res2 = open_replay([APPEND], opts).run()
     finally:
         s2.stop()
-    ok = [r for r in load_served(out) if r.ok]
+    ok = [r for r in load_rows(out, ServerRow) if r.ok]
     assert len(ok) == 12 and res2.report.stopped is None
 
 
@@ -160,9 +161,10 @@ def test_metrics_parsing_and_detection():
     after = parse_metrics(StubState(hits=256, queries=1000, prompt_total=1000).metrics())
     assert delta("vllm", snap, after) == {"prompt_tokens": 1000, "prefix_cache_queries": 1000, "prefix_cache_hits": 256}
     assert histogram_quantile([(0.1, 5), (0.2, 10), (float("inf"), 10)], 0.5) == pytest.approx(0.1)
-    assert _kind("", {"total_slots": 4}, None, None) == "llamacpp"
-    assert _kind("", None, {"page_size": 1}, None) == "sglang"
-    assert _kind("", None, None, snap) == "vllm" and _kind("openai", None, None, None) == "generic"
+    names = " ".join(snap.samples)
+    assert recognize("", {"/props": {"total_slots": 4}}, "").name == "llamacpp"
+    assert recognize("", {"/get_server_info": {"page_size": 1}}, "").name == "sglang"
+    assert recognize("", {}, names).name == "vllm" and recognize("openai", {}, "").name == "generic"
     d = Distribution.of([0.1, None, 0.3])
     assert d.count == 2 and d.p50 == pytest.approx(0.2) and Distribution.of([]).p50 is None
 
@@ -181,28 +183,6 @@ def test_cli_server_json_and_usage_errors(stub):
     assert res.exit_code == 2 and "no OpenAI-compatible server" in res.output
     res = runner.invoke(app, ["replay", APPEND, "--server", stub.url, "--tokenizer", TOK, "--send", "x"])
     assert res.exit_code == 2
-
-
-def test_server_engine_on_the_engine_protocol(stub):
-    import asyncio
-
-    from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
-    from prefixcache.replay.server.client import ServerClient, ServerEngine
-
-    client = ServerClient(stub.url)
-
-    async def detect():
-        try:
-            return await client.detect()
-        finally:
-            await client.aclose()
-
-    info = asyncio.run(detect())
-    eng = ServerEngine(client, info, TOK)
-    ids = list(range(100, 150))
-    assert eng.generate(ids).cached_tokens == 0
-    again = eng.generate(ids, cache=eng.kv_store(BlockHashCache(16)))
-    assert again.cached_tokens == 48 and again.computed_tokens == 2 and again.ttft_s > 0
 
 
 def test_predictors():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from prefixcache.analyzer.cache.simulate.document import Summary
 from prefixcache.analyzer.cache.fleet.timing import Hardware
+from prefixcache.analyzer.stats import Distribution
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +47,12 @@ class RouterRow:
     decomposition (``ceiling − capacity_loss − routing_loss = cached``: capacity loss =
     ceiling − a shared cache of the fleet's total size; routing loss = that − cached,
     negative when the partitioned fleet beats the pooled cache), lost tokens by cause
-    (per request, :mod:`.fleet`), TTFT percentiles and mean queue wait (seconds), load
+    (per request, :mod:`.fleet`), the TTFT distribution (``ttft``, seconds, 6 decimals:
+    :class:`~prefixcache.analyzer.stats.Distribution`) and mean queue wait (seconds), load
     imbalance (max / mean over replicas of summed queue wait, null when nobody waited;
-    and of requests), and the requests each replica served."""
+    and of requests), and the requests each replica served. ``ttft_p50_s`` /
+    ``ttft_p95_s`` / ``ttft_p99_s`` are ``ttft.p50`` / ``p95`` / ``p99`` under their old
+    flat names (0 without requests): deprecated, kept for one release."""
 
     router: str
     cached_tokens: int
@@ -57,6 +61,7 @@ class RouterRow:
     capacity_loss_tokens: int
     routing_loss_tokens: int
     lost_tokens_by_cause: dict[str, int]
+    ttft: Distribution
     ttft_p50_s: float
     ttft_p95_s: float
     ttft_p99_s: float

@@ -28,6 +28,7 @@ from prefixcache.analyzer.cache.index.trace_sessions import TraceSessions
 from prefixcache.analyzer.cache.fleet.timing import DEFAULT_HARDWARE, Fit, Hardware, ReplicaClock, fit_replay, hardware
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.stats import Distribution
 from prefixcache.analyzer.ingest import IngestSummary
 
 #: ``lost_tokens_by_cause`` keys of a fleet row, in order.
@@ -67,17 +68,6 @@ def _arrivals(reqs: Sequence[SimRequest], rate: float | None) -> list[float]:
     return [r.now - t0 for r in reqs]
 
 
-def _pct(xs: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile, linear interpolation (numpy's default); 0 when empty."""
-    if not xs:
-        return 0.0
-    s = sorted(xs)
-    k = (len(s) - 1) * q / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
 def _imbalance(xs: Sequence[float]) -> float | None:
     mean = sum(xs) / len(xs) if xs else 0.0
     return round(max(xs) / mean, 6) if mean > 0 else None
@@ -92,12 +82,11 @@ def router_row(name: str, served: Sequence[Served], clocks: Sequence[ReplicaCloc
             lost[k] += v
     cached = sum(s.cached for s in served)
     ceil = sum(f.cached_tokens for f in ceiling)
-    ttft = [s.ttft_s for s in served]
+    ttft = Distribution.of(s.ttft_s for s in served)
     n = len(served) or 1
     per = [c.requests for c in clocks]
     return RouterRow(name, cached, sum(s.restored for s in served), r6(cached / prompt if prompt else 0.0),
-                     ceil - pooled, pooled - cached, lost, round(_pct(ttft, 50), 6), round(_pct(ttft, 95), 6),
-                     round(_pct(ttft, 99), 6), round(sum(s.wait_s for s in served) / n, 6),
+                     ceil - pooled, pooled - cached, lost, ttft, *ttft.flat(), round(sum(s.wait_s for s in served) / n, 6),
                      round(sum(s.restore_s for s in served), 6), _imbalance([c.wait_s for c in clocks]),
                      _imbalance(per) or 0.0, per)
 

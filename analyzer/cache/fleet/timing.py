@@ -24,9 +24,9 @@ import heapq
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import orjson
 
 from prefixcache.analyzer.errors import ConfigError, InputError
+from prefixcache.analyzer.replay_rows import read_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,26 +94,11 @@ def _ttft(row: dict) -> float:
 def read_replay(path: str | Path) -> list[tuple[int, float]]:
     """``(computed_tokens, ttft_s)`` of every row of a replay results JSONL file
     (``docs/schemas/replay-result.schema.json``: the keys ``computed_tokens`` and
-    ``ttft_s`` or ``t_start`` / ``t_first_token``). A torn (unterminated) last line is
-    dropped as replay's ``--resume`` does; any other bad line raises InputError
+    ``ttft_s`` or ``t_start`` / ``t_first_token``), read by
+    :func:`~prefixcache.analyzer.replay_rows.read_rows`: a torn (unterminated) last line
+    is dropped as replay's ``--resume`` does; any other bad line raises InputError
     naming the file and line; a missing file raises InputError."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read replay results ({exc.strerror or exc})", str(path)) from None
-    lines = data.split(b"\n")
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-            out.append((int(row["computed_tokens"]), _ttft(row)))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            if n == len(lines):  # unterminated last line: a run killed mid-write
-                break
-            raise InputError(f"not a replay result ({type(exc).__name__}: {exc})", str(path), n) from None
-    return out
+    return read_rows(path, lambda row: (int(row["computed_tokens"]), _ttft(row)))[0]
 
 
 def fit_replay(path: str | Path) -> Fit:

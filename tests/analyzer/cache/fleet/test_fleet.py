@@ -132,7 +132,7 @@ def test_oracle_is_at_least_every_policy_and_every_row_adds_up(name, replicas, c
         assert sum(r.lost_tokens_by_cause.values()) + r.cached_tokens == rep.prompt_tokens
         assert min(r.lost_tokens_by_cause.values()) >= 0
         assert sum(r.requests_per_replica) == rep.requests
-        assert r.ttft_p50_s <= r.ttft_p95_s <= r.ttft_p99_s
+        assert r.ttft.p50 <= r.ttft.p95 <= r.ttft.p99 and (r.ttft_p50_s, r.ttft_p95_s, r.ttft_p99_s) == r.ttft.flat()
 
 
 def _tier_case(bandwidth: float, latency: float = 0.0):

@@ -1,113 +1,51 @@
-"""The summary of a replay through a server (``replay --server URL --json``) as a library type.
+"""Builds the summary of a replay through a server (``replay --server URL --json``): a :class:`~prefixcache.replay.document.ServerReport`.
 
-:class:`ServerReport` is the document (fields = JSON keys in output order). Per pass
-(:class:`ServedPassSummary`): token sums (ours, the engine's, cached, predicted), how many
-requests reconcile (engine cached = predicted), TTFT / TPOT / ITL / end-to-end
-:class:`~prefixcache.replay.server.results.Distribution`, throughput, failures by reason, and the
-engine's ``/metrics`` counters grown during the pass with the hit rate as a ratio of sums.
-Each request whose cached tokens differ from the prediction is a
-:class:`~prefixcache.replay.server.results.Difference` naming the engine fact that explains it.
+Per pass (:class:`~prefixcache.replay.document.ServerPassSummary`): token sums (ours, the
+engine's, cached, predicted), how many requests reconcile (engine cached = predicted),
+TTFT / TPOT / ITL / end-to-end / queue :class:`~prefixcache.analyzer.stats.Distribution`
+(seconds, 6 decimals), throughput, failures by reason, and the engine's ``/metrics``
+counters grown during the pass with the hit rate as a ratio of sums. Each request whose
+cached tokens differ from the prediction is a :class:`~prefixcache.replay.document.Difference`
+naming the engine fact that explains it; each ``--send chat`` prompt-count mismatch a
+:class:`~prefixcache.replay.document.PromptMismatch` (PC504).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Sequence
 
-from prefixcache.replay.server.detect import EngineInfo
-from prefixcache.replay.server.metrics import VLLM_TTFT, delta
+from prefixcache.analyzer.replay_rows import ServerRow
+from prefixcache.analyzer.stats import Distribution
+from prefixcache.replay.document import (
+    Difference, EngineInfo, PromptMismatch, ServerPassSummary, ServerReport,
+)
+from prefixcache.replay.server.kinds import kind_of
+from prefixcache.replay.server.metrics import delta
 from prefixcache.replay.server.passes import PassState
-from prefixcache.replay.server.results import Difference, Distribution, PromptMismatch, ServedResult, prompt_mismatches
-
-
-@dataclass(frozen=True, slots=True)
-class ServedPassSummary:
-    """One pass through a server. ``reset``: the cache was emptied (cold: before every
-    request; else once at the start; False = no reset endpoint, so predictions assume an
-    empty cache the engine may not have); ``refused``: why the pass did not run. Tokens are
-    sums over the requests that succeeded; ``reconciled`` / ``differing`` / ``unreported``
-    count requests whose engine cached tokens equal / differ from the prediction / were not
-    reported. Latencies in seconds; ``wall_s`` the pass's wall time; ``requests_per_s`` and
-    ``output_tok_s`` over it. ``failures``: failed requests by reason. ``metrics``: the
-    engine's counters grown during the pass (tokens / requests); ``metrics_hit_rate`` their
-    hits ÷ queries (a ratio of sums); ``metrics_equal``: the hit counter grew by exactly the
-    sum of the per-request cached tokens (None without the counter). ``engine_ttft_mean``:
-    vLLM's own TTFT histogram mean over the pass (seconds), for the harness overhead."""
-
-    pass_name: str
-    reset: bool | None
-    refused: str | None
-    requests: int
-    ok: int
-    failed: int
-    prompt_tokens: int
-    engine_prompt_tokens: int
-    cached_tokens: int
-    predicted_cached: int
-    reconciled: int
-    differing: int
-    unreported: int
-    hit_rate: float
-    ttft: Distribution
-    tpot: Distribution
-    itl: Distribution
-    e2e: Distribution
-    queue: Distribution
-    wall_s: float
-    requests_per_s: float
-    output_tok_s: float
-    evicted_blocks: int
-    failures: dict[str, int]
-    metrics: dict[str, int]
-    metrics_hit_rate: float | None
-    metrics_equal: bool | None
-    engine_ttft_mean: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class ServerReport:
-    """The summary of one replay through a server (``prefixcache replay --server URL --json``).
-
-    ``engine``: what was detected; ``send``: ``tokens`` or ``chat``; ``load``: the load
-    shape; ``block_size`` / ``capacity_blocks``: the prediction's cache (from the engine's
-    configuration unless given); ``requests``: original prompts; ``run``: the settings
-    digest every row carries. ``passes``: one summary per pass asked for; ``differences``:
-    every request whose cached tokens differ from the prediction, with the explaining
-    engine fact; ``findings``: PC504 prompt-count mismatches (``--send chat``); ``stopped``:
-    why the run stopped early (the server went away), else None; ``interrupted``: Ctrl-C."""
-
-    engine: EngineInfo
-    send: str
-    load: str
-    block_size: int
-    capacity_blocks: int | None
-    requests: int
-    run: str
-    passes: tuple[ServedPassSummary, ...]
-    differences: tuple[Difference, ...]
-    findings: tuple[PromptMismatch, ...]
-    stopped: str | None
-    interrupted: bool
 
 
 def _metrics(kind: str, st: PassState, cached: int) -> tuple[dict[str, int], float | None, bool | None, float | None]:
+    """The counters grown during the pass, their hit rate (Σ hits / Σ queries), whether the
+    hits equal ``cached`` and the engine's own mean TTFT (seconds; None without its histogram)."""
+    traits = kind_of(kind)
     grown = delta(kind, st.before, st.after)
     hits = grown.get("prefix_cache_hits", grown.get("prompt_tokens_cached", grown.get("cached_tokens")))
     queries = grown.get("prefix_cache_queries")
     if queries is None and hits is not None and "prompt_tokens" in grown:
-        queries = grown["prompt_tokens"] + (hits if kind == "llamacpp" else 0)  # llama.cpp's excludes cached
+        queries = grown["prompt_tokens"] + (hits if traits.prompt_excludes_cached else 0)
     rate = round(hits / queries, 6) if hits is not None and queries else None
     ttft = None
-    if st.before is not None and st.after is not None and kind == "vllm":
-        s0, s1 = st.before.total(f"{VLLM_TTFT}_sum"), st.after.total(f"{VLLM_TTFT}_sum")
-        c0, c1 = st.before.total(f"{VLLM_TTFT}_count"), st.after.total(f"{VLLM_TTFT}_count")
+    hist = traits.ttft_histogram
+    if st.before is not None and st.after is not None and hist is not None:
+        s0, s1 = st.before.total(f"{hist}_sum"), st.after.total(f"{hist}_sum")
+        c0, c1 = st.before.total(f"{hist}_count"), st.after.total(f"{hist}_count")
         if None not in (s0, s1, c0, c1) and c1 > c0:
             ttft = round((s1 - s0) / (c1 - c0), 6)
     return grown, rate, (None if hits is None else hits == cached), ttft
 
 
-def summarize_pass(info: EngineInfo, st: PassState, rows: Sequence[ServedResult]) -> ServedPassSummary:
+def summarize_pass(info: EngineInfo, st: PassState, rows: Sequence[ServerRow]) -> ServerPassSummary:
     """The summary of pass ``st.name`` from its ``rows``."""
     good = [r for r in rows if r.ok]
     cached = sum(r.cached_tokens or 0 for r in good)
@@ -115,7 +53,7 @@ def summarize_pass(info: EngineInfo, st: PassState, rows: Sequence[ServedResult]
     out_tokens = sum(r.completion_tokens or 0 for r in good)
     wall = st.wall_s
     prompt = sum(r.prompt_tokens for r in good)
-    return ServedPassSummary(
+    return ServerPassSummary(
         pass_name=st.name, reset=st.reset, refused=st.refused, requests=len(rows), ok=len(good),
         failed=len(rows) - len(good), prompt_tokens=prompt,
         engine_prompt_tokens=sum(r.engine_prompt_tokens or 0 for r in good), cached_tokens=cached,
@@ -137,16 +75,16 @@ def _reason(reason: str) -> str:
     return reason.split(":")[0].split(" (")[0]
 
 
-def explain(info: EngineInfo, r: ServedResult, st: PassState | None) -> str:
+def explain(info: EngineInfo, r: ServerRow, st: PassState | None) -> str:
     """The engine fact that explains why ``r``'s cached tokens differ from the prediction."""
     if r.send == "chat" and r.engine_prompt_tokens is not None and r.engine_prompt_tokens != r.prompt_tokens:
         return (f"the engine rendered {r.engine_prompt_tokens} prompt tokens, we {r.prompt_tokens} (PC504): "
                 "the prediction is for our tokens")
     if st is not None and st.reset is False:
         return "the cache was not reset before the pass: the engine held blocks of earlier requests"
-    if info.kind == "llamacpp":
-        return ("llama.cpp reuses one slot's longest common prefix and its host-RAM prompt cache (--cache-ram), "
-                "and the slot chosen (-sps) decides")
+    reuse = kind_of(info.kind).reuse
+    if reuse is not None:
+        return reuse
     if r.in_flight > 0:
         return (f"sent with {r.in_flight} request(s) in flight: the engine's scheduler order and chunked prefill "
                 "decide which blocks were registered or pinned")
@@ -156,7 +94,7 @@ def explain(info: EngineInfo, r: ServedResult, st: PassState | None) -> str:
     return "unexplained"
 
 
-def differences(info: EngineInfo, rows: Sequence[ServedResult], states: Sequence[PassState]) -> list[Difference]:
+def differences(info: EngineInfo, rows: Sequence[ServerRow], states: Sequence[PassState]) -> list[Difference]:
     """Every successful request whose engine cached tokens differ from the prediction."""
     by_name = {s.name: s for s in states}
     out = []
@@ -170,8 +108,16 @@ def differences(info: EngineInfo, rows: Sequence[ServedResult], states: Sequence
     return out
 
 
+def prompt_mismatches(rows: Sequence[ServerRow]) -> list[PromptMismatch]:
+    """PC504 findings: chat requests whose engine prompt count differs from ours."""
+    return [PromptMismatch("PC504", r.pass_name, r.position, r.source, r.record, r.prompt_tokens,
+                           r.engine_prompt_tokens, r.engine_prompt_tokens - r.prompt_tokens)
+            for r in rows if r.ok and r.send == "chat" and r.engine_prompt_tokens is not None
+            and r.engine_prompt_tokens != r.prompt_tokens]
+
+
 def build_server_report(info: EngineInfo, *, send: str, load: str, block_size: int, capacity_blocks: int | None,
-                        requests: int, run: str, rows: Sequence[ServedResult], states: Sequence[PassState],
+                        requests: int, run: str, rows: Sequence[ServerRow], states: Sequence[PassState],
                         stopped: str | None, interrupted: bool) -> ServerReport:
     """The document of a finished (or stopped / interrupted) server replay. A request recorded
     twice (failed, then sent again by ``--resume``) counts once, by its latest row."""
