@@ -5,7 +5,7 @@ Writes the same format it read (or OpenAI Chat JSONL with ``--to openai``), list
 transformation by rule code (veto with ``--only`` / ``--skip``, aliases ``--select`` /
 ``--ignore``), and prints reusable tokens before and after, per session and in total
 (``--format rich`` tables, or ``json``: the
-:class:`~prefixcache.analyzer.canonical.run.CanonicalizeReport`). ``--out`` never
+:class:`~prefixcache.analyzer.canonical.document.CanonicalizeReport`). ``--out`` never
 overwrites an input, nor an existing file without ``--force``. ``--redact`` hashes the
 quoted values of the report (moved timestamps, ids, tool names), skip reasons and errors;
 the rewritten log itself is written as is, so ``--redact`` needs ``--out`` to be a file.
