@@ -11,7 +11,7 @@ session and in total (an ideal prefix cache at token granularity,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import IO, Sequence
 
 from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse
@@ -28,6 +28,33 @@ from prefixcache.analyzer.lint.rules.provider import provider_minimum
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import usage_only
 from prefixcache.analyzer.prepare.inspect import check_specs
+from prefixcache.analyzer.redact import redact_message, redact_skipped
+
+
+@dataclass(frozen=True, slots=True)
+class CanonicalizeOptions:
+    """The options of ``canonicalize``: ``rules`` (which rewrites apply,
+    :class:`~prefixcache.analyzer.canonical.rewrite.CanonicalOptions`), the log reader,
+    template and tokenizer specs (of the reuse figures), ``out`` (where the rewritten log
+    goes, as the report names it; ``-`` = stdout), ``to`` (``openai``: write OpenAI Chat
+    JSONL; None: the input format) and ``redact``: the report's quoted values (moved
+    timestamps, ids, tool names) and the skip reasons as lengths and keyed hashes under
+    ``redact_key`` (None: a random key per run). The rewritten log itself is written as is,
+    so ``redact`` with ``out`` ``-`` raises ConfigError (it would print prompt text)."""
+
+    rules: CanonicalOptions = field(default_factory=CanonicalOptions)
+    input_format: str = "auto"
+    template: str = "auto"
+    tokenizer: str = "auto"
+    out: str = "-"
+    to: str | None = None
+    redact: bool = False
+    redact_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.out == "-" and self.redact:
+            raise ConfigError("--redact keeps prompt text off the terminal, but -o - would print the rewritten log: "
+                              "give --out a file")
 
 
 def parse_codes(text: str | None, option: str) -> frozenset[str] | None:
@@ -79,13 +106,15 @@ def minimum_effects(results: Sequence[Canonicalized], before: Sequence[Reuse], a
 @dataclass(frozen=True, slots=True)
 class CanonicalRun:
     """An input read and canonicalized: the logged requests, each one's result, the
-    skipped input records, and the template / tokenizer specs of the reuse figures."""
+    skipped input records (reasons redacted with ``redact``), the template / tokenizer specs
+    of the reuse figures, and whether the report is redacted."""
 
     requests: tuple[Request, ...]
     results: tuple[Canonicalized, ...]
     skipped: tuple[Skipped, ...]
     template: str = "auto"
     tokenizer: str = "auto"
+    redact: bool = False
 
     def write(self, out: IO[bytes], to: str | None = None) -> int:
         """Write the canonical requests (input format, or OpenAI Chat with ``to="openai"``);
@@ -96,20 +125,24 @@ class CanonicalRun:
         return write_requests([c.request for c in self.results], out, to)
 
     def report(self, out: str, written: int) -> CanonicalizeReport:
-        """The report (renders and tokenizes the input twice, before and after)."""
+        """The report (renders and tokenizes the input twice, before and after); with
+        :attr:`redact` the descriptions' quoted values are lengths and keyed hashes."""
         before = reuse(self.requests, self.template, self.tokenizer)
         after = reuse([c.request for c in self.results], self.template, self.tokenizer)
         sessions, total = session_rows(self.results, before, after)
         rows = [TransformationRow(c.original.provenance.source, c.original.provenance.record, c.original.session,
                                   c.original.index, t.code, t.applied, t.description, t.json_path)
                 for c in self.results for t in c.transformations]
+        if self.redact:
+            rows = [replace(row, description=redact_message(row.description)) for row in rows]
         return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after))
 
 
 def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = CanonicalOptions(),
                        input_format: str = "auto", template: str = "auto", tokenizer: str = "auto",
-                       stdin: IO[bytes] | None = None) -> CanonicalRun:
-    """Read ``paths`` (``-`` reads ``stdin``) and canonicalize every request.
+                       stdin: IO[bytes] | None = None, redact: bool = False) -> CanonicalRun:
+    """Read ``paths`` (``-`` reads ``stdin``) and canonicalize every request (``redact``: the
+    run's skip reasons and report redacted, see :attr:`CanonicalRun.redact`).
 
     Explicit template / tokenizer specs are checked first, so a bad one fails before
     anything is written. Raises ConfigError (bad spec or reader; an input whose prompts
@@ -123,5 +156,5 @@ def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = Canonic
     if bare is not None:
         raise ConfigError(f"{bare.provenance.source}: {bare.format} logs hold no prompt text to rewrite (the prompts "
                           "were not logged, only the provider's token counts)")
-    return CanonicalRun(requests, tuple(canonicalize_all(requests, options)), ingest.summary.skipped, template,
-                        tokenizer)
+    skipped = redact_skipped(ingest.summary.skipped) if redact else ingest.summary.skipped
+    return CanonicalRun(requests, tuple(canonicalize_all(requests, options)), skipped, template, tokenizer, redact)

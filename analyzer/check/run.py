@@ -8,6 +8,7 @@ per template (one JSON object a line; ``orjson.dumps(record)`` is the line).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -43,6 +44,25 @@ def _turn_record(t: TurnResult | None) -> TurnRecord | None:
         return None
     return TurnRecord(t.next, t.derived, t.prefix_tokens, t.shared_tokens, t.first_diff_char,
                       t.location.file if t.location else None, t.location.line if t.location else None)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOptions:
+    """The options of ``check``: the JSON ``contexts`` (files, at least one), the tokenizer
+    spec, the thresholds (``min_stable_tokens``: tokens; ``min_stable_fraction``: of the
+    prompt, in [0, 1]), the variations (``vary``: ``all`` or comma-separated names of
+    :data:`~prefixcache.analyzer.check.vary.VARIATIONS`), extra ``search_path`` folders for
+    ``{% include %}``, the ``seed`` of regenerated ids, and ``first_line`` (False: a variation
+    of the prompt's first line does not fail on its own). Checked by :func:`check_templates`."""
+
+    contexts: tuple[str, ...] = ()
+    tokenizer: str = "auto"
+    min_stable_tokens: int = 0
+    min_stable_fraction: float = 0.0
+    vary: str = "all"
+    search_path: tuple[str, ...] = ()
+    seed: int = 0
+    first_line: bool = True
 
 
 def parse_variations(vary: str) -> list[str]:
