@@ -74,10 +74,16 @@ RedactKey = Annotated[Optional[str], typer.Option(
     help="Key for --redact hashes, to compare them across runs and commands (default: a random key per run).")]
 
 
-def format_option(help: str, *short: str):
-    """``--format NAME`` (the output format; ``short``: e.g. ``-f``), None when not given:
-    :func:`output_format` resolves it with ``--json``."""
-    return Annotated[Optional[str], typer.Option("--format", *short, help=help)]
+def format_option(help: str, *short: str, metavar: str | None = None):
+    """``--format NAME`` (the output format; ``short``: e.g. ``-f``; ``metavar``: the value's
+    name in ``--help``, default FORMAT), None when not given: :func:`output_format` resolves
+    it with ``--json``."""
+    return Annotated[Optional[str], typer.Option("--format", *short, help=help, metavar=metavar)]
+
+
+def rate_option(help: str, minimum: float | None = None):
+    """``--rate R`` (requests/s; ``minimum``: the least value click accepts), None when not given."""
+    return Annotated[Optional[float], typer.Option("--rate", min=minimum, help=help)]
 
 
 def policy_option(help: str, optional: bool = False):
