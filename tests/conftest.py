@@ -51,8 +51,9 @@ def text_ids(loaded) -> list[int]:
     return loaded.tokenizer(text)["input_ids"]
 
 
-#: Fixtures that load the torch replay model: a test that uses one is ``slow``.
-MODEL_FIXTURES = frozenset({"loaded", "engine", "text_ids"})
+#: Fixtures that load the torch replay model, or transformers' tokenizers (the render parity
+#: tests' reference): a test that uses one is ``slow``.
+MODEL_FIXTURES = frozenset({"loaded", "engine", "text_ids", "hf_smollm2", "hf_deepseek"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -74,7 +74,6 @@ CASES = [
 ]
 
 
-@pytest.mark.slow  # imports transformers and loads two HF tokenizers
 @pytest.mark.parametrize("spec,template,hf_template,tools", CASES)
 def test_ids_match_transformers(spec, template, hf_template, tools, requests, hf_smollm2, hf_deepseek) -> None:
     hf = hf_smollm2 if spec == "smollm2" else hf_deepseek
