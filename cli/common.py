@@ -1,4 +1,4 @@
-"""What every command shares: consoles, error handling, progress, input options.
+"""What every command shares: consoles, error handling, skip reports, output checks, progress.
 
 Exit codes (all commands): 0 clean, 1 findings at or above the threshold, 2 usage
 or input error. Library errors (:class:`PrefixcacheError`) become one red line on
