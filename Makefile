@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test bench docs clean engine-vllm engine-llamacpp test-engines
+.PHONY: setup demo test test-fast bench docs clean engine-vllm engine-llamacpp test-engines
 
 setup: $(STAMP)
 
@@ -33,7 +33,13 @@ demo: setup
 test: setup
 	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider
 
-# Rule pages and JSON Schemas under docs/ are generated from the code; tests/test_docs.py fails when they drift.
+# Everything but the `slow` marker (tests that load the torch model, or run long integration paths and
+# doc transcripts): under 3 minutes on 2 cores. `make test` stays the full suite.
+test-fast: setup
+	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "not slow"
+
+# Rule pages, JSON Schemas, the --help blocks of docs/commands/, the package map of docs/architecture.md and
+# the fleet.md transcripts are generated from the code; tests/test_docs.py fails when they drift.
 docs: setup
 	$(PY) scripts/gen_docs.py
 

@@ -4,128 +4,112 @@
 >>> report = simulate(["logs/"], SimulateOptions(cache="sglang", capacities=parse_capacities("5%,20%")))
 >>> orjson.dumps(report)          # the ``simulate --json`` document, byte for byte
 
-One name per command (each returns the typed report its ``--json`` prints; see
-docs/schemas): ``Inspection`` (inspect), ``lint_paths`` (lint), ``simulate``,
-``canonicalize_paths`` (canonicalize), ``check_templates`` (check); below them the
-stages ``Ingest`` (logs → requests) and ``Preparer`` (requests → rendered, tokenized
-prompts). Replay lives one layer up, in :mod:`prefixcache.replay.local.session` (it needs torch).
+One function per command, each taking the inputs and one ``*Options`` value, returning
+the typed report its ``--json`` prints (see docs/schemas): :func:`inspect`,
+:func:`lint` (and :func:`fixed_copies` for ``lint --fix``), :func:`diff`,
+:func:`simulate`, :func:`simulate_fleet`, :func:`canonicalize`, :func:`check`,
+:func:`report`. The commands call only these (replay lives one layer up,
+:func:`prefixcache.replay.open_replay`: it needs torch). Below them are the stages
+``Ingest`` (logs → requests) and ``Preparer`` (requests → rendered, tokenized prompts).
 
-This facade is also the one layer that composes features: ``simulate`` names each
-request's drift with lint's rule codes (:func:`prefixcache.analyzer.lint.engine.drift_causes`),
-which the cache layer below lint cannot import. Errors are :class:`~prefixcache.analyzer.errors.PrefixcacheError`
-subclasses: ConfigError for bad options, InputError for unreadable inputs.
+This module only composes: the work stays in the feature packages. Redaction is decided
+here for every command: an entry point whose options say ``redact`` turns it on for the
+process with the options' ``redact_key`` (:func:`prefixcache.analyzer.redact.use`: the
+hashes of one run compare), and the report it returns is already redacted by the feature.
+Errors are :class:`~prefixcache.analyzer.errors.PrefixcacheError` subclasses: ConfigError
+for bad options, InputError for unreadable inputs.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Callable, Sequence
+from typing import IO, Callable, Sequence
 
-from prefixcache.analyzer.cache.capacity import kv_shape, parse_capacities
+from prefixcache.analyzer import redact
+from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.cache.fleet.document import FleetReport
-from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
-from prefixcache.analyzer.cache.fleet.timing import fit_replay
+from prefixcache.analyzer.cache.fleet.study import FleetOptions
 from prefixcache.analyzer.cache.simulate.document import SimulateReport, SimulateReportWithRequests
-from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
-from prefixcache.analyzer.cache.workload import Kept, SimStream
-from prefixcache.analyzer.canonical.run import canonicalize_paths
+from prefixcache.analyzer.cache.simulate.study import SimulateOptions
+from prefixcache.analyzer.canonical.fix import FixedCopy
+from prefixcache.analyzer.canonical.fix import fixed_copies as _fixed_copies
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
-from prefixcache.analyzer.check.run import check_templates
-from prefixcache.analyzer.errors import PrefixcacheError
+from prefixcache.analyzer.canonical.run import CanonicalizeOptions, CanonicalRun, canonicalize_paths
+from prefixcache.analyzer.check.checker import TemplateReport
+from prefixcache.analyzer.check.run import CheckOptions, check_templates
+from prefixcache.analyzer.html import ReportDocuments, ReportOptions, gather
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.config import LintConfig
-from prefixcache.analyzer.lint.engine import DriftCauses
-from prefixcache.analyzer.lint.run import lint_paths
+from prefixcache.analyzer.lint.diff import DiffOptions, DiffReport, diff_requests
+from prefixcache.analyzer.lint.run import LintOptions, LintRun, lint_paths
+from prefixcache.analyzer.lint.simulated import simulate, simulate_fleet
 from prefixcache.analyzer.prepare import Preparer
-from prefixcache.analyzer.prepare.inspect import Inspection
-from prefixcache.analyzer.sequence import arrival_order
+from prefixcache.analyzer.prepare.inspect import InspectOptions, Inspection, check_specs
 
-__all__ = ["CanonicalOptions", "FleetOptions", "FleetReport", "Ingest", "Inspection", "LintConfig", "Preparer", "SimulateOptions", "SimulateReport",
-           "SimulateReportWithRequests", "canonicalize_paths", "check_templates", "lint_paths", "parse_capacities",
-           "simulate", "simulate_fleet"]
+__all__ = ["CanonicalOptions", "CanonicalizeOptions", "CheckOptions", "DiffOptions", "FleetOptions", "FleetReport",
+           "Ingest", "InspectOptions", "LintConfig", "LintOptions", "Preparer", "ReportOptions", "SimulateOptions",
+           "SimulateReport", "SimulateReportWithRequests", "canonicalize", "check", "diff", "fixed_copies", "inspect",
+           "lint", "parse_capacities", "report", "simulate", "simulate_fleet"]
 
-
-def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None, *,
-             on_prepared: Callable[[], None] | None = None) -> SimulateReport:
-    """Simulate a prefix cache over logs: hit tokens, avoided prefill, lost tokens by cause.
-
-    ``inputs``: log paths (files, directories, globs, ``-``), read with
-    ``options.input_format``; or an :class:`~prefixcache.analyzer.ingest.Ingest` the
-    caller made, whose ``summary.skipped`` then lists the records left out.
-    ``on_prepared`` is called once per request prepared (progress). Returns a
-    :class:`SimulateReportWithRequests` when ``options.per_request``. The KV shape
-    (byte capacities) is resolved before any input is read.
-    """
-    options = options or SimulateOptions()
-    shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
-    ingest, preparer, items, reqs, causes = _simulated(inputs, options, on_prepared)
-    return simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes)
+#: ``on_request`` callbacks: called once per request read (a progress bar).
+Progress = Callable[[], None]
 
 
-def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None,
-                   fleet: FleetOptions | None = None, *,
-                   on_prepared: Callable[[], None] | None = None) -> FleetReport:
-    """Simulate a fleet of replicas behind routers over logs (``simulate --replicas``):
-    the workload ceiling, the pooled cache and each router's hits, lost tokens by
-    cause (``routing``, ``tier_restore_slower`` included) and TTFT. ``options`` give
-    the cache, one policy and one per-replica capacity; ``inputs`` and
-    ``on_prepared`` as :func:`simulate`. The KV shape and the calibration file are
-    read before the logs."""
-    options = options or SimulateOptions()
-    fleet = fleet or FleetOptions()
-    shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
-    fit = fit_replay(fleet.calibrate) if fleet.calibrate else None
-    ingest, preparer, items, reqs, causes = _simulated(inputs, options, on_prepared)
-    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit)
+def inspect(paths: Sequence[str], options: InspectOptions = InspectOptions(), *,
+            stdin: IO[bytes] | None = None) -> Inspection:
+    """The ``inspect`` pass over ``paths`` (``-`` reads ``stdin``): iterate it for one
+    :class:`~prefixcache.analyzer.prepare.inspect.InspectRecord` per request (streamed), then
+    read its ``summary``. Raises ConfigError for a bad reader or spec, InputError for a
+    missing path."""
+    redact.use(options.redact, options.redact_key)
+    return Inspection(paths, options.input_format, options.tokenizer, options.template, stdin, options.redact)
 
 
-def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared: Callable[[], None] | None):
-    """The inputs read and prepared for the simulator: (ingest, preparer, the prepared items
-    in input order — :class:`~.cache.workload.Kept` parts once their prompts are dropped —,
-    simulator requests in arrival order, lint's drift cause per request order).
-
-    Streamed: each request is prepared, its drift linted (in arrival order while that is
-    the input order) and reduced to a compact simulator request before the next is read.
-    When the logged times turn out not to be in input order, drift is linted on a second
-    pass in arrival order (inputs that cannot be read twice, stdin or FIFOs, are held
-    whole instead). A log lint cannot name causes for still has its drift counted, only
-    not named."""
-    ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
-    preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
-    hold = not _rereadable(ingest)
-    stream, items, held = SimStream(), [], []
-    lint: DriftCauses | None = DriftCauses()
-    for request in ingest:
-        p = preparer.prepare(request)
-        stream.add(p)
-        items.append(p if hold else Kept.of(p))
-        if hold:
-            held.append(p)
-        elif lint is not None and stream.in_input_order:
-            lint = _fed(lint, p)
-        if on_prepared is not None:
-            on_prepared()
-    reqs = stream.requests()
-    if not reqs:
-        return ingest, preparer, items, reqs, {}
-    if hold or not stream.in_input_order:
-        lint = DriftCauses()
-        again = held or map(Preparer(template=options.template, tokenizer=options.tokenizer).prepare, ingest)
-        for _, p in arrival_order(again, lambda p: p.request.timestamp):
-            if (lint := _fed(lint, p)) is None:
-                break
-    return ingest, preparer, items, reqs, lint.of(reqs) if lint is not None else {}
+def lint(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin: IO[bytes] | None = None,
+         on_request: Progress | None = None) -> LintRun:
+    """Lint ``paths`` (:func:`~prefixcache.analyzer.lint.run.lint_paths`): the run whose
+    documents ``lint`` prints, redacted when ``options.redact``."""
+    redact.use(options.redact, options.redact_key)
+    return lint_paths(paths, options.config, options.input_format, stdin, on_request)
 
 
-def _fed(lint: DriftCauses, p) -> DriftCauses | None:
-    """``lint`` after feeding it ``p``; None once lint cannot name causes for this log."""
-    try:
-        lint.feed(p)
-    except (ImportError, PrefixcacheError, ValueError):
-        return None
-    return lint
+def fixed_copies(paths: Sequence[str], options: LintOptions = LintOptions()) -> list[FixedCopy]:
+    """``lint --fix``: the cache-stable copy of every input (``NAME.fixed.EXT``,
+    :func:`~prefixcache.analyzer.canonical.fix.fixed_copies`), to write before linting them.
+    The template and tokenizer specs of ``options`` are checked first, so a bad one fails
+    before any copy is written."""
+    redact.use(options.redact, options.redact_key)
+    check_specs(options.config.template, options.config.tokenizer)
+    return _fixed_copies(paths, options.input_format)
 
 
-def _rereadable(ingest: Ingest) -> bool:
-    """True when every input of ``ingest`` is a regular file (a second pass reads the same)."""
-    return all(s.name != "-" and os.path.isfile(s.name) for s in ingest.sources)
+def diff(paths: Sequence[str], options: DiffOptions, *, stdin: IO[bytes] | None = None) -> DiffReport:
+    """Both rendered prompts of ``options.request`` and ``options.against`` around their first
+    differing token (:func:`~prefixcache.analyzer.lint.diff.diff_requests`)."""
+    redact.use(options.redact, options.redact_key)
+    return diff_requests(paths, options.request, options.against, options.input_format, options.template,
+                         options.tokenizer, options.window, options.width, stdin, options.redact)
+
+
+def canonicalize(paths: Sequence[str], options: CanonicalizeOptions = CanonicalizeOptions(), *,
+                 stdin: IO[bytes] | None = None) -> CanonicalRun:
+    """Read and canonicalize ``paths``; the run writes the rewritten log
+    (``run.write(fh, options.to)``) and builds the report (``run.report(options.out, n)``)."""
+    redact.use(options.redact, options.redact_key)
+    return canonicalize_paths(paths, options.rules, options.input_format, options.template, options.tokenizer,
+                              stdin, options.redact)
+
+
+def check(templates: Sequence[str], options: CheckOptions) -> list[TemplateReport]:
+    """Check every Jinja2 template against every context of ``options``
+    (:func:`~prefixcache.analyzer.check.run.check_templates`): one report per template."""
+    return check_templates(templates, options.contexts, options.tokenizer, options.min_stable_tokens,
+                           options.min_stable_fraction, options.vary, options.search_path, options.seed,
+                           options.first_line)
+
+
+def report(paths: Sequence[str], options: ReportOptions = ReportOptions(), *,
+           on_request: Progress | None = None) -> ReportDocuments:
+    """The documents of one HTML report (:func:`~prefixcache.analyzer.html.gather`); render
+    them with :func:`~prefixcache.analyzer.html.render_html`."""
+    redact.use(options.redact, options.redact_key)
+    return gather(paths, options, on_request)

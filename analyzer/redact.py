@@ -72,8 +72,20 @@ def redact_skipped(skipped) -> tuple:
 def enable(on: bool = True, key: str | None = None) -> None:
     """Redact every message the CLI prints from now on (``on``), with ``key`` (see :func:`set_key`)."""
     _state["on"] = on
+    _state["spec"] = None
     if on:
         set_key(key)
+
+
+def use(on: bool, key: str | None = None) -> None:
+    """Turn redaction on for a library entry point called with ``redact`` (``on``) and
+    ``redact_key`` (``key``); nothing when ``on`` is False. The key in use is kept when it is
+    already on with the same ``key`` (an entry point that calls another, or a second call of
+    one run: one key, so hashes compare within the run)."""
+    if not on or (_state["on"] and _state.get("spec") == key):
+        return
+    enable(True, key)
+    _state["spec"] = key
 
 
 def active() -> bool:

@@ -1,25 +1,24 @@
 """``prefixcache canonicalize``: rewrite logged requests into a cache-stable form.
 
-Parse → :func:`~prefixcache.analyzer.canonical.run.canonicalize_paths` → write → render.
+Parse → :func:`prefixcache.analyzer.api.canonicalize` → write → render.
 Writes the same format it read (or OpenAI Chat JSONL with ``--to openai``), lists every
 transformation by rule code (veto with ``--only`` / ``--skip``, aliases ``--select`` /
 ``--ignore``), and prints reusable tokens before and after, per session and in total
 (``--format rich`` tables, or ``json``: the
-:class:`~prefixcache.analyzer.canonical.run.CanonicalizeReport`). ``--out`` never
+:class:`~prefixcache.analyzer.canonical.document.CanonicalizeReport`). ``--out`` never
 overwrites an input, nor an existing file without ``--force``. ``--redact`` hashes the
-quoted values of the report (moved timestamps, ids, tool names), skip reasons and errors;
-the rewritten log itself is written as is, so ``--redact`` needs ``--out`` to be a file.
+quoted values of the report (moved timestamps, ids, tool names), skip reasons and errors
+(in the library: :class:`~prefixcache.analyzer.canonical.run.CanonicalizeOptions`); the
+rewritten log itself is written as is, so ``--redact`` needs ``--out`` to be a file.
 Exit codes: 0 written, 2 usage or input error (nothing is written then).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Optional
 
 import orjson
 import typer
@@ -27,19 +26,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from prefixcache.analyzer import redact as redact_module
-from prefixcache.analyzer.canonical.run import (
-    CanonicalizeReport, CanonicalRun, ReuseFigures, canonicalize_paths, parse_codes,
-)
-from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
-from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer import api
+from prefixcache.analyzer.api import CanonicalizeOptions, CanonicalOptions
+from prefixcache.analyzer.canonical.document import CanonicalizeReport, ReuseFigures
+from prefixcache.analyzer.canonical.run import CanonicalRun, parse_codes
 
-from prefixcache.cli.common import (
-    EXIT_ERROR, EXIT_OK, atomic_output, check_output, console, err, handle_errors, start_redaction, plural, report_skipped,
-)
+from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, check_output, console, err, handle_errors, plural, report_skipped
 from prefixcache.cli.options import (
-    AsJson, Force, InputFormat, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, output_format,
+    AsJson, Force, InputFormat, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, format_option, implied_redact,
+    out_option, output_format,
 )
+from prefixcache.cli.output import atomic_output
 from prefixcache.cli.tables import print_table
 
 MAX_ROWS = 40
@@ -57,33 +54,22 @@ def _pct(r: ReuseFigures) -> str:
     return f"{r.fraction:.1%}"
 
 
-def _clean(text: str) -> str:
-    """``text`` with its quoted input hashed under ``--redact``."""
-    return redact_module.redact_message(text) if redact_module.active() else text
-
-
-def _clean_report(report: CanonicalizeReport) -> CanonicalizeReport:
-    if not redact_module.active():
-        return report
-    rows = [dataclasses.replace(t, description=_clean(t.description)) for t in report.transformations]
-    return dataclasses.replace(report, transformations=rows)
-
-
 def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -> None:
     groups: Counter = Counter()
     first: dict = {}
+    rows = iter(report.transformations)  # the report's rows (redacted under --redact), in the same order
     for c in run.results:
         for t in c.transformations:
-            key = (t.code, t.applied, _QUOTED.sub("'…'", t.description))
+            key, shown = (t.code, t.applied, _QUOTED.sub("'…'", t.description)), next(rows).description
             groups[key] += 1
-            first.setdefault(key, (t.description, f"{_where(c.original)} {t.json_path}"))
+            first.setdefault(key, (shown, f"{_where(c.original)} {t.json_path}"))
     table = Table(title="Transformations (veto with --skip CODE)", title_justify="left", box=None, pad_edge=False)
     for col in ("code", "", "what (first)", "times", "first at"):  # fold, never cut, file:line
         table.add_column(col, justify="right" if col == "times" else "left", overflow="fold")
     for key, n in sorted(groups.items(), key=lambda kv: (kv[0][0], not kv[0][1]))[:MAX_ROWS]:
         code, applied, _ = key
         desc, where = first[key]
-        table.add_row(code, "applied" if applied else "[yellow]reported[/]", escape(_clean(desc)), str(n), escape(where))
+        table.add_row(code, "applied" if applied else "[yellow]reported[/]", escape(desc), str(n), escape(where))
     if groups:
         print_table(out, table)
     else:
@@ -114,16 +100,12 @@ def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -
                   f"{e.minimum_tokens:,}: {what}", highlight=False)
 
 
-def run_canonicalize(paths: list[str], out: str, to: str | None, options: CanonicalOptions, input_format: str,
-                     tokenizer: str, template: str, fmt: str, skip_bad: bool, force: bool) -> int:
+def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, skip_bad: bool, force: bool) -> int:
     """Read, canonicalize, write, report; returns the exit code."""
-    if out == "-" and redact_module.active():
-        raise ConfigError("--redact keeps prompt text off the terminal, but -o - would print the rewritten log: "
-                          "give --out a file")
+    out, to = options.out, options.to
     if out != "-":
         check_output(out, paths, force)
-    run = canonicalize_paths(paths, options, input_format, template, tokenizer,
-                             sys.stdin.buffer if "-" in paths else None)
+    run = api.canonicalize(paths, options, stdin=sys.stdin.buffer if "-" in paths else None)
     if report_skipped(run.skipped, skip_bad):
         return EXIT_ERROR
     if out == "-":
@@ -132,7 +114,7 @@ def run_canonicalize(paths: list[str], out: str, to: str | None, options: Canoni
     else:
         with atomic_output(Path(out)) as fh:
             n = run.write(fh, to)
-    report = _clean_report(run.report(out, n))
+    report = run.report(out, n)
     report_to = err if out == "-" else console
     if fmt == "json":
         report_to.out(orjson.dumps(report).decode(), highlight=False)
@@ -150,13 +132,13 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def canonicalize(
         paths: Paths,
-        out: str = typer.Option(..., "--out", "-o", help="Output JSONL file (- for stdout; the report then goes to stderr)."),
+        out: out_option("Output JSONL file (- for stdout; the report then goes to stderr).", "-o", required=True),
         to: str = typer.Option(None, "--to", help="Write OpenAI Chat JSONL instead of the input format: 'openai'."),
         only: str = typer.Option(None, "--only", "--select", help="Apply only these rule codes (comma-separated, e.g. PC201,PC203); --select is an alias."),
         skip: str = typer.Option(None, "--skip", "--ignore", help="Do not apply these rule codes (comma-separated); --ignore is an alias."),
         strip_volatile: bool = typer.Option(False, "--strip-volatile", help="Remove volatile values instead of moving them to the newest user turn."),
         normalize: bool = typer.Option(False, "--normalize", help="Write canonical forms everywhere (tools sorted, schema keys sorted, compact arguments) instead of restoring only what drifted from the form first sent."),
-        fmt: Optional[str] = typer.Option(None, "--format", help="Report format: rich (tables, default) or json (one object)."),
+        fmt: format_option("Report format: rich (tables, default) or json (one object).") = None,
         as_json: AsJson = False,
         input_format: InputFormat = "auto",
         tokenizer: Tokenizer = "auto",
@@ -167,9 +149,9 @@ def register(app: typer.Typer) -> None:
         redact_key: RedactKey = None,
     ) -> None:
         """Rewrite logged requests into a cache-stable form and show the reusable tokens before and after."""
-        redact = start_redaction(redact or None, redact_key)  # a flag: False = not given
         report = output_format(fmt, as_json, ("rich", "json"), "rich")
-        options = CanonicalOptions(parse_codes(only, "--only/--select"),
-                                   parse_codes(skip, "--skip/--ignore") or frozenset(), strip_volatile, normalize)
-        raise typer.Exit(run_canonicalize(paths, out, to, options, input_format, tokenizer, template, report,
-                                          skip_bad, force))
+        rules = CanonicalOptions(parse_codes(only, "--only/--select"),
+                                 parse_codes(skip, "--skip/--ignore") or frozenset(), strip_volatile, normalize)
+        options = CanonicalizeOptions(rules, input_format, template, tokenizer, out, to,
+                                      bool(implied_redact(redact or None, redact_key)), redact_key)  # flag: False = not given
+        raise typer.Exit(run_canonicalize(paths, options, report, skip_bad, force))

@@ -10,19 +10,20 @@ Exit codes: 0 every template passes, 1 a template fails, 2 usage or input error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import orjson
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from prefixcache.analyzer import api
+from prefixcache.analyzer.api import CheckOptions
 from prefixcache.analyzer.check.checker import TemplateReport
-from prefixcache.analyzer.check.run import check_templates, template_record
+from prefixcache.analyzer.check.run import template_record
 from prefixcache.analyzer.check.vary import VARIATIONS
 
 from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors
-from prefixcache.cli.options import AsJson, Tokenizer, output_format
+from prefixcache.cli.options import AsJson, Tokenizer, format_option, output_format, seed_option
 
 
 def _print(r: TemplateReport) -> None:
@@ -60,11 +61,9 @@ def _print(r: TemplateReport) -> None:
             console.print(f"  [dim]{s.code} {escape(s.file)}:{s.line}: {escape(s.message)} (below the boundary: ok)[/]", soft_wrap=True)
 
 
-def run_check(templates: list[str], contexts: list[str], tokenizer: str, min_tokens: int, min_fraction: float,
-              vary: str, search_path: list[str], fmt: str, seed: int, first_line: bool = True) -> int:
+def run_check(templates: list[str], options: CheckOptions, fmt: str) -> int:
     """Check every template against every context, print each report; returns the exit code."""
-    reports = check_templates(templates, contexts, tokenizer, min_tokens, min_fraction, vary, search_path, seed,
-                              first_line)
+    reports = api.check(templates, options)
     code = EXIT_OK if all(r.passed for r in reports) else EXIT_FINDINGS
     exit_code_if_stopped(code)
     for r in reports:
@@ -88,12 +87,13 @@ def register(app: typer.Typer) -> None:
         min_stable_fraction: float = typer.Option(0.0, "--min-stable-fraction", help="Fail when the stable prefix is a smaller share of the prompt (0-1)."),
         vary: str = typer.Option("all", "--vary", help=f"Variations to apply, comma-separated: {','.join(VARIATIONS)} (default all)."),
         search_path: list[str] = typer.Option([], "--search-path", help="Extra folder for {% include %} (the template's folder is always searched)."),
-        fmt: Optional[str] = typer.Option(None, "--format", help="text (default) or json (one JSON object per template)."),
+        fmt: format_option("text (default) or json (one JSON object per template).") = None,
         as_json: AsJson = False,
-        seed: int = typer.Option(0, "--seed", help="Seed for regenerated ids."),
+        seed: seed_option("Seed for regenerated ids.") = 0,
         allow_first_line: bool = typer.Option(False, "--allow-first-line-changes", help="Do not fail when a variation (a date, an id) changes the prompt's first line on its own (default: it fails, boundary or not)."),
     ) -> None:
         """CI gate for prompt templates: fail when the cache-stable prefix shrinks or a varying value renders early."""
         out = output_format(fmt, as_json, ("text", "json"), "text")
-        raise typer.Exit(run_check(templates, context, tokenizer, min_stable_tokens, min_stable_fraction, vary,
-                                   search_path, out, seed, not allow_first_line))
+        options = CheckOptions(tuple(context), tokenizer, min_stable_tokens, min_stable_fraction, vary,
+                               tuple(search_path), seed, not allow_first_line)
+        raise typer.Exit(run_check(templates, options, out))

@@ -1,4 +1,4 @@
-"""What every command shares: consoles, error handling, progress, input options.
+"""What every command shares: consoles, error handling, skip reports, output checks, progress.
 
 Exit codes (all commands): 0 clean, 1 findings at or above the threshold, 2 usage
 or input error. Library errors (:class:`PrefixcacheError`) become one red line on
@@ -14,7 +14,7 @@ import stat
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import typer
 from rich.console import Console
@@ -63,8 +63,9 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 def fail(message: str) -> typer.Exit:
-    """Print ``message`` as an error (quoted input redacted under ``--redact``) and return the exit-2
-    exception to raise."""
+    """Print ``message`` as an error and return the exit-2 exception to raise. Quoted input in
+    it is hashed when the library turned redaction on for the command (rendering: errors are
+    raised before any report exists)."""
     message = redact.redact_message(message) if redact.active() else message
     err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
     return typer.Exit(EXIT_ERROR)
@@ -105,7 +106,7 @@ def handle_errors(fn: F) -> F:
         console.width = _width()  # per command: $COLUMNS as it is now, not at import
         console.quiet = err.quiet = False
         exit_code_if_stopped(EXIT_OK)
-        redact.enable(False)  # a command turns it on (lint --redact)
+        redact.enable(False)  # the library turns it on for a command run with redact (lint --redact)
         try:
             return fn(*args, **kwargs)
         except PrefixcacheError as exc:
@@ -140,7 +141,8 @@ def report_skipped(skipped: Iterable[Skipped], skip_bad: bool) -> bool:
     """Print every skipped input record on stderr (``file:line field F: reason``).
 
     Unreadable records (``bad``) print as errors unless ``skip_bad``; returns True
-    when there were such records and the command must exit 2.
+    when there were such records and the command must exit 2. Under ``--redact`` the
+    library's run already holds redacted reasons.
     """
     fatal = False
     for s in skipped:
@@ -148,7 +150,7 @@ def report_skipped(skipped: Iterable[Skipped], skip_bad: bool) -> bool:
         fatal |= is_error
         label = "[red]error:[/]" if is_error else "[yellow]skipped:[/]"
         line = skipped_message(s)
-        err.print(f"{label} {escape(redact.redact_message(line) if redact.active() else line)}", highlight=False)
+        err.print(f"{label} {escape(line)}", highlight=False)
     return fatal
 
 
@@ -193,38 +195,6 @@ def _check_folder(path: Path, make_parents: bool) -> None:
 
 
 @contextmanager
-def atomic_output(path: Path) -> Iterator[IO[bytes]]:
-    """A binary file that appears at ``path`` only once fully written (``path.part`` until then),
-    so an error midway never leaves a half-written output, nor a ``.part`` file, behind.
-    An OSError while creating, writing or renaming it raises ConfigError naming ``path``."""
-    tmp = path.with_name(path.name + ".part")
-    try:
-        fh = open(tmp, "wb", opener=_no_follow)
-    except OSError as exc:
-        raise _write_error(path, exc) from None
-    try:
-        with fh:
-            yield fh
-        tmp.replace(path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError) and exc.filename in (None, str(tmp)):
-            raise _write_error(path, exc) from None
-        raise
-
-
-def _write_error(path: Path, exc: OSError) -> ConfigError:
-    """One line for an OSError on ``path`` or its ``.part`` file (named when it is the culprit)."""
-    culprit = f" ({exc.filename})" if exc.filename and exc.filename != str(path) else ""
-    return ConfigError(f"{path}: cannot write{culprit}: {exc.strerror or exc}")
-
-
-def _no_follow(name: str, flags: int) -> int:
-    """``os.open`` that refuses a symbolic link at ``name`` (a planted ``.part`` link)."""
-    return os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)
-
-
-@contextmanager
 def progress(description: str, total: int | None = None, enabled: bool | None = None) -> Iterator[Tracker]:
     """A rich progress bar on stderr that turns itself off when stderr is not a terminal."""
     on = err.is_terminal if enabled is None else enabled
@@ -237,23 +207,3 @@ def progress(description: str, total: int | None = None, enabled: bool | None = 
     )
     with bar:
         yield Tracker(bar, bar.add_task(description, total=total))
-
-
-def implied_redact(on: bool | None, key: str | None) -> bool | None:
-    """``--redact`` as given (``on``: None when not given), or True when a ``--redact-key``
-    was given without it (a key means hashes are wanted). An explicit ``--no-redact``
-    (False) wins, and a key that only comes from ``$PREFIXCACHE_REDACT_KEY`` turns nothing
-    on (it only keys the hashes)."""
-    if on is not None or not key or key == os.environ.get(redact.KEY_ENV):
-        return on
-    return True
-
-
-def start_redaction(on: bool | None, key: str | None) -> bool:
-    """Turn ``--redact`` on for this command when given or implied (:func:`implied_redact`;
-    ``on`` None = not given, False = ``--no-redact``), with ``key`` for the hashes; returns
-    whether it is on."""
-    on = bool(implied_redact(on, key))
-    if on:
-        redact.enable(True, key)
-    return on

@@ -1,11 +1,12 @@
 """``prefixcache diff``: both rendered prompts around their first differing token.
 
-Parse → :func:`~prefixcache.analyzer.lint.diff.diff_requests` → render: the part and JSON
+Parse → :func:`prefixcache.analyzer.api.diff` → render: the part and JSON
 path of each side, the text just before and after the first differing character, and the
 tokens of the window side by side (position, id, text). ``--json`` prints the
-:class:`~prefixcache.analyzer.lint.diff.DiffReport`. ``--redact`` prints no prompt text:
-texts as lengths and keyed hashes, tokens as ids only, and errors with quoted input hashed. Exit codes: 0 the prompts are
-identical, 1 they differ, 2 usage or input error.
+:class:`~prefixcache.analyzer.lint.diff.DiffReport`. ``--redact`` prints no prompt text (the
+library's report comes redacted): texts as lengths and keyed hashes, tokens as ids only, and
+errors with quoted input hashed. Exit codes: 0 the prompts are identical, 1 they differ, 2
+usage or input error.
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from prefixcache.analyzer.lint.diff import DiffReport, PromptSide, diff_requests
-from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors, start_redaction
-from prefixcache.cli.options import AsJson, InputFormat, Paths, Redact, RedactKey, Template, Tokenizer, output_format
+from prefixcache.analyzer import api
+from prefixcache.analyzer.api import DiffOptions
+from prefixcache.analyzer.lint.diff import DiffReport, PromptSide
+from prefixcache.cli.common import EXIT_FINDINGS, EXIT_OK, console, exit_code_if_stopped, handle_errors
+from prefixcache.cli.options import (
+    AsJson, InputFormat, Paths, Redact, RedactKey, Template, Tokenizer, format_option, implied_redact, output_format,
+)
 
 
 def _name(side: PromptSide) -> str:
@@ -80,7 +85,7 @@ def register(app: typer.Typer) -> None:
         against: Optional[str] = typer.Option(None, "--against", help="Compare with this request: K' or SESSION:K' (default: the previous request of the session)."),
         window: int = typer.Option(8, "--window", min=1, help="Tokens shown either side of the first difference."),
         width: int = typer.Option(80, "--width", min=1, help="Characters of text shown either side."),
-        fmt: Optional[str] = typer.Option(None, "--format", "-f", help="text (default) or json."),
+        fmt: format_option("text (default) or json.", "-f") = None,
         as_json: AsJson = False,
         input_format: InputFormat = "auto",
         tokenizer: Tokenizer = "auto",
@@ -89,10 +94,10 @@ def register(app: typer.Typer) -> None:
         redact_key: RedactKey = None,
     ) -> None:
         """Show two rendered prompts of a log around their first differing token."""
-        redact = start_redaction(redact or None, redact_key)  # a flag: False = not given
         out = output_format(fmt, as_json, ("text", "json"), "text")
-        report = diff_requests(paths, request, against, input_format, template, tokenizer, window, width,
-                               sys.stdin.buffer if "-" in paths else None, redact)
+        options = DiffOptions(request, against, input_format, template, tokenizer, window, width,
+                              bool(implied_redact(redact or None, redact_key)), redact_key)  # a flag: False = not given
+        report = api.diff(paths, options, stdin=sys.stdin.buffer if "-" in paths else None)
         code = EXIT_OK if report.identical else EXIT_FINDINGS
         exit_code_if_stopped(code)
         if out == "json":

@@ -6,12 +6,12 @@ Formats: ``rich`` (tables, default) or ``json`` (JSON Lines: one
 summary line). ``--format`` with a log reader's name is the deprecated spelling of
 ``--input-format`` (reader names and output formats never overlap). ``--redact``
 hashes every quoted input in notes, warnings, skip reasons and errors (inspect prints
-counts, never prompt text).
+counts, never prompt text): the library's records come redacted
+(:class:`~prefixcache.analyzer.prepare.inspect.InspectOptions`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import Optional
 
@@ -20,15 +20,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from prefixcache.analyzer import redact as redact_module
+from prefixcache.analyzer import api
+from prefixcache.analyzer.api import InspectOptions
 from prefixcache.analyzer.ingest import formats
 from prefixcache.analyzer.render import fold_warnings
-from prefixcache.analyzer.prepare.inspect import InspectRecord, Inspection, InspectSummaryLine
+from prefixcache.analyzer.prepare.inspect import InspectRecord
 
-from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, console, handle_errors, start_redaction, progress, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, console, handle_errors, progress, report_skipped
 from prefixcache.cli.options import (
     AsJson, InputFormat, ModelAsTokenizer, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, deprecated_alias,
-    output_format,
+    format_option, implied_redact, output_format,
 )
 from prefixcache.cli.tables import print_table
 
@@ -56,25 +57,6 @@ def _legend(rows: list[InspectRecord]) -> str:
     return f" [dim]{'; '.join(keys)}[/]" if keys else ""
 
 
-def _clean(text: str) -> str:
-    """``text`` with its quoted input hashed under ``--redact``."""
-    return redact_module.redact_message(text) if redact_module.active() else text
-
-
-def _clean_record(rec: InspectRecord) -> InspectRecord:
-    if not redact_module.active():
-        return rec
-    return dataclasses.replace(rec, notes=[_clean(n) for n in rec.notes], warnings=[_clean(w) for w in rec.warnings])
-
-
-def _clean_summary(line: InspectSummaryLine) -> InspectSummaryLine:
-    if not redact_module.active():
-        return line
-    s = line.summary
-    return InspectSummaryLine(dataclasses.replace(s, skipped=[dataclasses.replace(k, reason=_clean(k.reason))
-                                                              for k in s.skipped]))
-
-
 def _print_tables(rows: list[InspectRecord]) -> None:
     by_session: dict[tuple[str, str], list[InspectRecord]] = {}
     for rec in rows:
@@ -88,23 +70,23 @@ def _print_tables(rows: list[InspectRecord]) -> None:
         print_table(console, table)
 
 
-def run_inspect(paths: list[str], input_format: str, tokenizer: str, template: str, fmt: str, skip_bad: bool) -> int:
+def run_inspect(paths: list[str], options: InspectOptions, fmt: str, skip_bad: bool) -> int:
     """Inspect ``paths``; print tables or JSON Lines; return the exit code."""
-    inspection = Inspection(paths, input_format, tokenizer, template, sys.stdin.buffer if "-" in paths else None)
+    inspection = api.inspect(paths, options, stdin=sys.stdin.buffer if "-" in paths else None)
     rows: list[InspectRecord] = []
     with progress("inspect", enabled=None if fmt == "rich" else False) as bar:
-        for rec in map(_clean_record, inspection):
+        for rec in inspection:
             bar.advance()
             if fmt == "json":
                 sys.stdout.write(orjson.dumps(rec).decode() + "\n")
             else:
                 rows.append(rec)
     if fmt == "json":
-        sys.stdout.write(orjson.dumps(_clean_summary(inspection.summary)).decode() + "\n")
+        sys.stdout.write(orjson.dumps(inspection.summary).decode() + "\n")
     else:
         _print_tables(rows)
         for note in inspection.notes.values():
-            console.print(f"[dim]{escape(_clean(note))}[/]")
+            console.print(f"[dim]{escape(note)}[/]")
         for w in fold_warnings(w for rec in rows for w in rec.warnings):
             console.print(f"[yellow]warning:[/] {escape(w)} (latest instance; lint rule PC503)")
         s = inspection.summary.summary
@@ -120,8 +102,8 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def inspect(
         paths: Paths,
-        fmt: Optional[str] = typer.Option(None, "--format", help="Output: rich (tables, default) or json "
-                                          "(JSON Lines: one object per request, then a summary line)."),
+        fmt: format_option("Output: rich (tables, default) or json "
+                           "(JSON Lines: one object per request, then a summary line).") = None,
         as_json: AsJson = False,
         input_format: InputFormat = "auto",
         tokenizer: Tokenizer = "auto",
@@ -132,10 +114,11 @@ def register(app: typer.Typer) -> None:
         redact_key: RedactKey = None,
     ) -> None:
         """Show each request's prompt tokens, tokens per segment, and reported usage."""
-        redact = start_redaction(redact or None, redact_key)  # a flag: False = not given
         if fmt is not None and (fmt == "auto" or fmt in formats()):  # the old meaning: the log reader
             input_format = deprecated_alias(f"--format {fmt}", f"--input-format {fmt}", fmt, input_format)
             fmt = None
         out = output_format(fmt, as_json, OUTPUTS, "rich")
         tokenizer = deprecated_alias("--model", "--tokenizer", model, tokenizer)
-        raise typer.Exit(run_inspect(paths, input_format, tokenizer, template, out, skip_bad))
+        options = InspectOptions(input_format, tokenizer, template, bool(implied_redact(redact or None, redact_key)),
+                                 redact_key)
+        raise typer.Exit(run_inspect(paths, options, out, skip_bad))

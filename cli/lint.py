@@ -1,6 +1,6 @@
 """``prefixcache lint``: reusable prefix per request, where reuse broke, and why.
 
-Parse → :func:`~prefixcache.analyzer.lint.run.lint_paths` → render. Streams: requests
+Parse → :func:`prefixcache.analyzer.api.lint` → render. Streams: requests
 are ingested, rendered, tokenized and linted one at a time; the report is printed at the
 end (one ordering for every format keeps outputs comparable). Formats: ``rich``
 (terminal report), ``text``, ``json`` (:class:`~prefixcache.analyzer.lint.document.LintReport`),
@@ -10,7 +10,6 @@ above ``--fail-on`` or reusable fraction below ``--fail-under``, 2 usage or inpu
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import Optional
 
@@ -18,21 +17,21 @@ import orjson
 import typer
 from rich.markup import escape
 
-from prefixcache.analyzer import redact as redact_module
-from prefixcache.analyzer.canonical.fix import fixed_copies
+from prefixcache.analyzer import api
+from prefixcache.analyzer.api import LintOptions
 from prefixcache.analyzer.lint.config import FORMATS, load_config, parse_fraction
-from prefixcache.analyzer.lint.run import LintRun, lint_paths
-from prefixcache.analyzer.prepare.inspect import check_specs
+from prefixcache.analyzer.lint.run import LintRun
 
 from prefixcache.cli.common import (
-    EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, atomic_output, check_output, console, err, exit_code_if_stopped,
-    handle_errors, implied_redact, progress, start_redaction, report_skipped,
+    EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, check_output, console, err, exit_code_if_stopped, handle_errors, progress,
+    report_skipped,
 )
 from prefixcache.cli.lint_render import print_rich
 from prefixcache.cli.options import (
-    AsJson, Force, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, deprecated_alias,
-    output_format,
+    AsJson, Config, Force, InputFormat, LintBlockSize, ModelAsTokenizer, Paths, RedactKey, RedactOrNot, SkipBad,
+    Template, Tokenizer, deprecated_alias, format_option, implied_redact, output_format,
 )
+from prefixcache.cli.output import atomic_output
 
 
 def _split(values: Optional[list[str]]) -> Optional[tuple[str, ...]]:
@@ -56,10 +55,10 @@ def emit(run: LintRun) -> None:
         print_rich(console, run)
 
 
-def write_fixed(paths: list[str], input_format: str, force: bool) -> list[str]:
+def write_fixed(paths: list[str], options: LintOptions, force: bool) -> list[str]:
     """``--fix``: write every input's cache-stable copy (refusing to overwrite an earlier copy
     without ``--force``); returns the copies' paths."""
-    copies = fixed_copies(paths, input_format)
+    copies = api.fixed_copies(paths, options)
     for copy in copies:
         check_output(copy.target, paths, force)
     for copy in copies:
@@ -76,20 +75,20 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def lint(
         paths: Paths,
-        fmt: Optional[str] = typer.Option(None, "--format", "-f", help=f"Report format: {', '.join(FORMATS)} (default rich)."),
+        fmt: format_option(f"Report format: {', '.join(FORMATS)} (default rich).", "-f") = None,
         as_json: AsJson = False,
         input_format: InputFormat = "auto",
         select: Optional[list[str]] = typer.Option(None, "--select", help="Only these rules: codes (PC101), prefixes (PC1), names or groups (volatile); comma-separated, repeatable."),
         ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Skip these rules (codes, prefixes, names or groups)."),
-        block_size: Optional[int] = typer.Option(None, "--block-size", min=1, help="Block size for the block-aligned figure (tokens, default 16)."),
+        block_size: LintBlockSize = None,
         fail_under: Optional[str] = typer.Option(None, "--fail-under", help="Exit 1 when reusable/prompt tokens is below this: a fraction (0.8) or a percentage (80%)."),
         fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that exits 1: info, warning (default), error."),
-        redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Show lengths and keyed hashes instead of prompt text, in findings, errors and skip reasons."),
-        redact_key: Optional[str] = typer.Option(None, "--redact-key", envvar="PREFIXCACHE_REDACT_KEY", show_envvar=True, help="Key for --redact hashes, to compare them across runs (default: a random key per run)."),
+        redact: RedactOrNot = None,
+        redact_key: RedactKey = None,
         tokenizer: Tokenizer = None,  # type: ignore[assignment]  # None: the config file's, else auto
         model: ModelAsTokenizer = None,
         template: Template = None,  # type: ignore[assignment]
-        config: Optional[str] = typer.Option(None, "--config", help="Config file (default: prefixcache.toml or [tool.prefixcache] in pyproject.toml)."),
+        config: Config = None,
         skip_bad: SkipBad = False,
         fix: bool = typer.Option(False, "--fix", help="Write a cache-stable copy of each input beside it (NAME.fixed.EXT, the canonicalize engine), then lint the copies."),
         force: Force = False,
@@ -101,14 +100,11 @@ def register(app: typer.Typer) -> None:
             fail_on=fail_on, redact=implied_redact(redact, redact_key), tokenizer=deprecated_alias("--model", "--tokenizer", model, tokenizer),
             template=template,
         )
+        options = LintOptions(cfg, input_format, redact_key)
         if fix:
-            check_specs(cfg.template, cfg.tokenizer)  # a bad spec fails before any copy is written
-            paths, input_format = write_fixed(paths, input_format, force), "auto"
-        start_redaction(cfg.redact, redact_key)
+            paths, options = write_fixed(paths, options, force), LintOptions(cfg, "auto", redact_key)
         with progress("lint", enabled=None if cfg.format == "rich" else False) as bar:
-            run = lint_paths(paths, cfg, input_format, sys.stdin.buffer if "-" in paths else None, bar.advance)
-        if cfg.redact:  # skip reasons quote input (``starts with '{"api_key": ...'``)
-            run = dataclasses.replace(run, skipped=redact_module.redact_skipped(run.skipped))
+            run = api.lint(paths, options, stdin=sys.stdin.buffer if "-" in paths else None, on_request=bar.advance)
         verdict = run.verdict()
         bad_records = not skip_bad and any(s.bad for s in run.skipped)
         exit_code_if_stopped(EXIT_ERROR if bad_records else EXIT_FINDINGS if verdict.failed else EXIT_OK)

@@ -9,14 +9,24 @@ before any work, as usage errors (exit 2).
 
 Old spellings stay for one release as hidden options (:func:`deprecated_alias`):
 they still work and print one warning naming the new spelling.
+
+Every flag that two commands share is declared here, once; where its help must say
+something per command (``--format``'s choices, ``--policy``'s default), a small factory
+builds the declaration. Commands map the flags to their library ``*Options``
+(:mod:`prefixcache.analyzer.api`) and nothing else: redaction, for one, is decided in the
+library from ``redact`` / ``redact_key`` (:func:`implied_redact` only reads the flags).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Optional, TypeVar
 
+import os
+
 import typer
 
+from prefixcache.analyzer.cache.models import CACHES
+from prefixcache.analyzer.redact import KEY_ENV
 from prefixcache.cli.common import err
 from prefixcache.cli.usage import UsageError, get_current_context
 
@@ -33,17 +43,73 @@ Template = Annotated[str, typer.Option(
 SkipBad = Annotated[bool, typer.Option(
     "--skip-bad", help="Report unreadable records and go on instead of exit 2.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")]
-BlockSize = Annotated[Optional[int], typer.Option(
-    "--block-size", min=1, help="Block (page) size in tokens; default per cache: vLLM 16, SGLang 1.")]
+
+
+def block_size_option(help: str, default_note: bool = True):
+    """``--block-size N`` (tokens, ≥ 1): optional (None = the command's default) unless
+    ``default_note`` is False, where the command gives an int default of its own."""
+    return Annotated[Optional[int] if default_note else int, typer.Option("--block-size", min=1, help=help)]
+
+
+BlockSize = block_size_option("Block (page) size in tokens; default per cache: vLLM 16, SGLang 1.")
+LintBlockSize = block_size_option("Block size for the block-aligned figure (tokens, default 16).")
+ReplayBlockSize = block_size_option("KV block size in tokens (vLLM's default).", default_note=False)
 Capacity = Annotated[Optional[str], typer.Option(
     "--capacity", help="Cache capacity: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
                        "comma-separated for a sweep. Default: unbounded.")]
+Cache = Annotated[str, typer.Option("--cache", help=f"Cache model: {', '.join(CACHES)}.")]
+KvModel = Annotated[Optional[str], typer.Option(
+    "--kv-model", help="KV size preset for byte capacities (llama-3-8b, llama-3-70b, qwen2.5-7b, ...).")]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
+Config = Annotated[Optional[str], typer.Option(
+    "--config", help="Lint config file (default: prefixcache.toml or [tool.prefixcache] in pyproject.toml).")]
 Redact = Annotated[bool, typer.Option(
     "--redact", help="Show lengths and keyed hashes instead of prompt text, in the output, errors and skip reasons.")]
+#: ``--redact/--no-redact`` for the commands a config file configures (``redact = true``): None = not given.
+RedactOrNot = Annotated[Optional[bool], typer.Option(
+    "--redact/--no-redact",
+    help="Show lengths and keyed hashes instead of prompt text, in the output, errors and skip reasons.")]
 RedactKey = Annotated[Optional[str], typer.Option(
-    "--redact-key", envvar="PREFIXCACHE_REDACT_KEY", show_envvar=True,
+    "--redact-key", envvar=KEY_ENV, show_envvar=True,
     help="Key for --redact hashes, to compare them across runs and commands (default: a random key per run).")]
+
+
+def format_option(help: str, *short: str, metavar: str | None = None):
+    """``--format NAME`` (the output format; ``short``: e.g. ``-f``; ``metavar``: the value's
+    name in ``--help``, default FORMAT), None when not given: :func:`output_format` resolves
+    it with ``--json``."""
+    return Annotated[Optional[str], typer.Option("--format", *short, help=help, metavar=metavar)]
+
+
+def rate_option(help: str, minimum: float | None = None):
+    """``--rate R`` (requests/s; ``minimum``: the least value click accepts), None when not given."""
+    return Annotated[Optional[float], typer.Option("--rate", min=minimum, help=help)]
+
+
+def policy_option(help: str, optional: bool = False):
+    """``--policy`` (eviction policies, comma-separated); ``optional``: None when not given."""
+    return Annotated[Optional[str] if optional else str, typer.Option("--policy", help=help)]
+
+
+def seed_option(help: str):
+    """``--seed N``: the seed of a command's one random choice, named in ``help``."""
+    return Annotated[int, typer.Option("--seed", help=help)]
+
+
+def out_option(help: str, *short: str, required: bool = False):
+    """``--out FILE`` (``short``: e.g. ``-o``): required, or None when not given."""
+    return Annotated[str if required else Optional[str], typer.Option("--out", *short, help=help)]
+
+
+def implied_redact(on: bool | None, key: str | None) -> bool | None:
+    """``--redact`` as given (``on``: None when not given), or True when a ``--redact-key``
+    was given without it (a key means hashes are wanted). An explicit ``--no-redact``
+    (False) wins, and a key that only comes from ``$PREFIXCACHE_REDACT_KEY`` turns nothing
+    on (it only keys the hashes)."""
+    if on is not None or not key or key == os.environ.get(KEY_ENV):
+        return on
+    return True
+
 
 # Hidden, deprecated spellings (one release): see deprecated_alias.
 ModelAsTokenizer = Annotated[Optional[str], typer.Option("--model", hidden=True)]

@@ -8,7 +8,6 @@ The documents come from the library (:mod:`prefixcache.analyzer.lint.rules.docs`
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import orjson
 import typer
@@ -20,7 +19,7 @@ from rich.text import Text
 from prefixcache.analyzer.lint.rules import RULES, get_rule, rule_doc, rule_markdown, rules_plain
 
 from prefixcache.cli.common import console, fail, handle_errors
-from prefixcache.cli.options import AsJson, output_format
+from prefixcache.cli.options import AsJson, format_option, output_format
 
 
 def register(app: typer.Typer) -> None:
@@ -29,8 +28,7 @@ def register(app: typer.Typer) -> None:
     @app.command("rules")
     @handle_errors
     def rules(
-        fmt: Optional[str] = typer.Option(None, "--format", metavar="FMT",
-                                          help="Output: rich (a table; plain lines on a pipe, the default) or json."),
+        fmt: format_option("Output: rich (a table; plain lines on a pipe, the default) or json.", metavar="FMT") = None,
         as_json: AsJson = False,
     ) -> None:
         """List every lint rule: code, name, group, severity, what it finds."""
@@ -60,8 +58,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def rule(
         code: str = typer.Argument(..., help="A rule code (PC101) or name (volatile-timestamp)."),
-        fmt: Optional[str] = typer.Option(None, "--format", metavar="FMT",
-                                          help="Output: rich (the rule's page, default) or json."),
+        fmt: format_option("Output: rich (the rule's page, default) or json.", metavar="FMT") = None,
         as_json: AsJson = False,
     ) -> None:
         """Show one rule's documentation."""

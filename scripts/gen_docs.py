@@ -1,21 +1,34 @@
-"""Generate the docs that come from the code: rule pages and JSON Schemas.
+"""Generate the docs that come from the code: rule pages, JSON Schemas, help blocks, package map.
 
 * ``docs/rules/index.md`` and ``docs/rules/PCnnn.md``: every lint rule's documentation,
   from the rule classes (``prefixcache.analyzer.lint.rules``).
 * ``docs/schemas/<name>.schema.json``: a JSON Schema (draft 2020-12) per machine-readable
   output, derived from the typed report dataclass that produces it (pydantic's
   ``TypeAdapter``; every property required, no others allowed), and ``index.md``.
+* Generated blocks inside hand-written pages (the prose around them is kept): a block
+  opens with ``<!-- generated: WHAT -->`` and closes with ``<!-- end generated -->``.
+  ``WHAT`` is ``prefixcache ARGS`` (a command's output, run in-process on the typer app
+  with :data:`COLUMNS` columns and no colour: the ``--help`` blocks of ``docs/commands/``;
+  ``COLUMNS=N prefixcache ARGS`` sets the width, and stdout and stderr are shown as a
+  terminal interleaves them: the transcripts of ``docs/methods/fleet.md``) or
+  ``package map`` (every package and module under ``analyzer/``, ``replay/`` and ``cli/``
+  with the first line of its docstring, read from the source: ``docs/architecture.md``).
 
 ``python scripts/gen_docs.py`` writes them; ``--check`` writes nothing and exits 1
 naming every file that differs from what the code generates (``tests/test_docs.py``
-runs the check, so pages and schemas cannot drift from the code).
+runs the check, so pages, schemas and blocks cannot drift from the code; ``--fast``
+leaves out the blocks that run a simulation, which a slow test checks).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import json
+import os
+import re
+import shlex
 import sys
 import typing
 from pathlib import Path
@@ -38,9 +51,9 @@ SCHEMAS: dict[str, tuple[str, str]] = {
                              "simulate --format json --per-request"),
     "simulate-fleet": ("prefixcache.analyzer.cache.fleet.document:FleetReport",
                        "simulate --replicas N --format json"),
-    "canonicalize": ("prefixcache.analyzer.canonical.run:CanonicalizeReport",
+    "canonicalize": ("prefixcache.analyzer.canonical.document:CanonicalizeReport",
                      "canonicalize --format json (the report; stderr when --out -)"),
-    "check": ("prefixcache.analyzer.check.run:TemplateRecord",
+    "check": ("prefixcache.analyzer.check.document:TemplateRecord",
               "check --format json: one line per template (JSON Lines)"),
     "rules": ("list[prefixcache.analyzer.lint.rules.docs:RuleDoc]", "rules --json"),
     "rule": ("prefixcache.analyzer.lint.rules.docs:RuleDoc", "rule CODE --json"),
@@ -131,12 +144,129 @@ def schema_index() -> str:
     return "\n".join(rows) + "\n"
 
 
-def outputs() -> dict[Path, str]:
-    """Every generated file and its text."""
+#: Terminal width of the generated ``--help`` blocks (click wraps help at 80 columns at most).
+COLUMNS = 100
+#: The folders whose Python packages the package map lists (the import roots of pyproject.toml).
+PACKAGES = ("analyzer", "replay", "cli")
+#: Pages that hold generated blocks (every ``*.md`` under docs/ is searched for markers).
+BLOCK = re.compile(r"(<!-- generated: (?P<what>[^>]+?) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL)
+#: Width of the package map's lines; longer docstring lines are cut at a word with "…".
+MAP_WIDTH = 118
+
+
+def run_command(what: str) -> str:
+    """The terminal output of ``[COLUMNS=N] prefixcache ARGS``, run in-process (click's
+    runner: stdout and stderr interleaved as written), from the repository root."""
+    from click.testing import CliRunner
+
+    from prefixcache.cli.app import command
+
+    words = shlex.split(what)
+    env = {"COLUMNS": str(COLUMNS), "NO_COLOR": "1", "TERM": "dumb"}
+    while "=" in words[0]:
+        key, value = words.pop(0).split("=", 1)
+        env[key] = value
+    assert words[0] == "prefixcache", what
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        result = CliRunner(env=env).invoke(command(), words[1:], prog_name="prefixcache")
+    finally:
+        os.chdir(cwd)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise RuntimeError(f"{what}: {result.exception!r}")
+    return result.output
+
+
+def _first_line(path: Path) -> str:
+    """The first sentence of a module's docstring (its first paragraph up to a full stop
+    followed by a capital), read from the source (no import), without markup; "" when the
+    docstring is missing or only repeats the module's dotted name."""
+    doc = ast.get_docstring(ast.parse(path.read_text(), str(path))) or ""
+    para = " ".join(doc.strip().split("\n\n", 1)[0].split()) if doc.strip() else ""
+    if re.fullmatch(r"[\w.]+", para):
+        return ""
+    para = re.sub(r":[a-z]+:`~?\.?([^`]+)`", r"\1", para).replace("``", "`")
+    return re.split(r"(?<=[a-z0-9)`])\. (?=[A-Z])", para, maxsplit=1)[0].rstrip(".")
+
+
+def _cut(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    return text[:width - 1].rsplit(" ", 1)[0].rstrip(",;:(") + "…"
+
+
+def _tree(folder: Path, depth: int) -> list[tuple[str, str]]:
+    """(indented name, first docstring line) of every module and subpackage of ``folder``:
+    modules first, then subpackages (each followed by its own tree), alphabetically."""
+    rows = []
+    modules = sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
+    packages = sorted(p for p in folder.iterdir() if (p / "__init__.py").is_file())
+    for p in modules:
+        rows.append(("  " * depth + p.name, _first_line(p)))
+    for p in packages:
+        rows.append(("  " * depth + p.name + "/", _first_line(p / "__init__.py")))
+        rows += _tree(p, depth + 1)
+    return rows
+
+
+def package_map() -> str:
+    """The package map of ``docs/architecture.md``: every package and module of :data:`PACKAGES`."""
+    rows = []
+    for top in PACKAGES:
+        rows.append((top + "/", _first_line(ROOT / top / "__init__.py")))
+        rows += _tree(ROOT / top, 1)
+    width = max(len(name) for name, _ in rows) + 2
+    lines = [f"{name:<{width}}{_cut(line, MAP_WIDTH - width)}".rstrip() for name, line in rows]
+    return "```text\n" + "\n".join(lines) + "\n```\n"
+
+
+def _block(what: str) -> str:
+    """The text between a block's markers."""
+    if what == "package map":
+        return package_map()
+    out = "".join(line.rstrip() + "\n" for line in run_command(what).splitlines())  # rich pads lines
+    shown = what.split(" ", 1)[1] if what.startswith("COLUMNS=") else what
+    return "```text\n$ " + shown + "\n" + out + "```\n"
+
+
+def slow_block(what: str) -> bool:
+    """Blocks that run a simulation (seconds each): all but ``--help`` and the package map."""
+    return what != "package map" and not what.endswith("--help")
+
+
+def generated_pages(fast: bool = False) -> dict[Path, str]:
+    """Every page under docs/ that holds generated blocks, with its blocks regenerated
+    (``fast``: the :func:`slow_block` ones kept as they are)."""
+    pages = {}
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text()
+        if "<!-- generated: " not in text:
+            continue
+
+        def fill(m: re.Match) -> str:
+            what = m.group("what")
+            body = m.group("body") if fast and slow_block(what) else _block(what)
+            return m.group(1) + body + m.group(4)
+
+        pages[page] = BLOCK.sub(fill, text)
+    return pages
+
+
+def help_commands() -> list[str]:
+    """Every command of the typer app as ``prefixcache NAME`` (each must have a ``--help`` block)."""
+    from prefixcache.cli.app import command
+
+    return [f"prefixcache {name}" for name in sorted(command().commands)]
+
+
+def outputs(fast: bool = False) -> dict[Path, str]:
+    """Every generated file and its text (``fast``: see :func:`generated_pages`)."""
     files = rule_pages()
     for name in SCHEMAS:
         files[DOCS / "schemas" / f"{name}.schema.json"] = json.dumps(schema(name), indent=2, ensure_ascii=False) + "\n"
     files[DOCS / "schemas" / "index.md"] = schema_index()
+    files.update(generated_pages(fast))
     return files
 
 
@@ -151,12 +281,13 @@ def stale(files: dict[Path, str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file drifted")
+    parser.add_argument("--fast", action="store_true", help="leave the blocks that run a simulation as they are")
     args = parser.parse_args(argv)
-    files = outputs()
+    files = outputs(args.fast)
     if args.check:
         drift = stale(files)
         for path in drift:
-            print(f"out of date: {path} (run python scripts/gen_docs.py)", file=sys.stderr)
+            print(f"out of date: {path} (run make docs)", file=sys.stderr)
         return 1 if drift else 0
     for folder in (DOCS / "rules", DOCS / "schemas"):
         for p in folder.glob("*"):

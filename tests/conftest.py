@@ -1,5 +1,6 @@
 """pytest wiring only (helpers live in :mod:`tests.helpers`): the fixture paths as
-fixtures, the one replay model per test session, and strict skips.
+fixtures, the one replay model per test session, strict skips, and the ``slow`` marker
+on every test that uses that model (``make test-fast`` leaves them out).
 
 With ``PREFIXCACHE_STRICT_SKIPS=1`` (set by ``make test`` and therefore CI) a skipped
 test fails: every input the suite needs is in the repository, so a skip means a
@@ -48,6 +49,17 @@ def text_ids(loaded) -> list[int]:
     path = existing(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")
     text = path.read_text()[:6000]
     return loaded.tokenizer(text)["input_ids"]
+
+
+#: Fixtures that load the torch replay model, or transformers' tokenizers (the render parity
+#: tests' reference): a test that uses one is ``slow``.
+MODEL_FIXTURES = frozenset({"loaded", "engine", "text_ids", "hf_smollm2", "hf_deepseek"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(hookwrapper=True)

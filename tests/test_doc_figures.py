@@ -338,7 +338,7 @@ def test_canonicalize_session_reuse_and_the_moved_clock():
     whole previous prompt after canonicalization (the 77.6% of the table's 6-request rows);
     ``session_id_in_system``'s second session reuses 1,030 tokens instead of 558; moving the
     example's clock adds 392 prompt tokens."""
-    from prefixcache.analyzer.api import canonicalize_paths
+    from prefixcache.analyzer.api import canonicalize
     from prefixcache.analyzer.cache.simulate.reuse import reuse
 
     cwd = os.getcwd()
@@ -347,14 +347,14 @@ def test_canonicalize_session_reuse_and_the_moved_clock():
         fixable = ["timestamp_in_system", "session_id_in_system", "tool_order_shuffle", "schema_property_order",
                    "toolcall_args_reserialized", "whitespace_drift"]
         for name in fixable:
-            run_ = canonicalize_paths([C + name + ".jsonl"])
+            run_ = canonicalize([C + name + ".jsonl"])
             after = reuse([c.request for c in run_.results])
             last: dict[str, int] = {}
             for c, r in zip(run_.results, after):
                 if c.request.index:  # a first request may share only with another session
                     assert r.reusable_tokens == last[c.request.session], (name, c.request.index)
                 last[c.request.session] = r.prompt_tokens
-        run_ = canonicalize_paths([C + "session_id_in_system.jsonl"])
+        run_ = canonicalize([C + "session_id_in_system.jsonl"])
         firsts = [(b.reusable_tokens, a.reusable_tokens)
                   for c, b, a in zip(run_.results, reuse(run_.requests), reuse([c.request for c in run_.results]))
                   if c.request.index == 0]

@@ -1,8 +1,10 @@
 """The docs that come from the code cannot drift, and every machine-readable output
 matches its published JSON Schema.
 
-* ``scripts/gen_docs.py --check``: the rule pages and schemas in docs/ are what the code
-  generates now.
+* ``scripts/gen_docs.py --check``: the rule pages, schemas, ``--help`` blocks of
+  docs/commands/ and the package map of docs/architecture.md are what the code generates
+  now (the fleet transcripts of docs/methods/fleet.md, which run simulations, in a slow test);
+  every command has its ``--help`` block.
 * Every snapshot output of ``tests/test_snapshots.py`` (each ``--json`` document on the
   examples and fixtures) validates against its schema in docs/schemas/ (replay's
   outputs are validated where the replay tests run the model).
@@ -37,7 +39,24 @@ GEN = _gen()
 
 
 def test_generated_docs_are_up_to_date() -> None:
-    assert GEN.main(["--check"]) == 0, "run: .venv/bin/python scripts/gen_docs.py"
+    assert GEN.main(["--check", "--fast"]) == 0, "generated docs drifted from the code: run make docs"
+
+
+@pytest.mark.slow
+def test_generated_transcripts_are_up_to_date() -> None:
+    """The command transcripts (``docs/methods/fleet.md``) are what the commands print now."""
+    pages = GEN.generated_pages()
+    slow = {p for p, text in pages.items() for what in GEN.BLOCK.findall(text) if GEN.slow_block(what[1])}
+    assert slow, "no transcript blocks found"
+    drift = [str(p.relative_to(ROOT)) for p in sorted(slow) if p.read_text() != pages[p]]
+    assert not drift, f"{drift}: transcripts drifted from the commands' output: run make docs"
+
+
+def test_every_command_has_its_generated_help_block() -> None:
+    blocks = {m.group("what") for page in (ROOT / "docs" / "commands").glob("*.md")
+              for m in GEN.BLOCK.finditer(page.read_text())}
+    missing = [c for c in GEN.help_commands() if f"{c} --help" not in blocks]
+    assert not missing, f"add a <!-- generated: ... --help --> block to docs/commands/ for {missing}"
 
 
 def _schema_of(argv: list[str]) -> list[tuple[str, slice]]:

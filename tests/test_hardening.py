@@ -188,6 +188,7 @@ def test_time_and_size_limits_are_clean_errors(corpus: dict[str, Case]) -> None:
         assert res.exit_code == 2 and words in res.stderr, (name, res.stderr)
 
 
+@pytest.mark.slow  # loads the torch model (replay)
 def test_replay_refuses_hostile_input_cleanly(corpus: dict[str, Case]) -> None:
     for name in ("deep_tool_schema.jsonl", "truncated_object.json"):
         res = CliRunner().invoke(cli_app(), ["replay", corpus[name].path, "--json", "--pass", "cold",

@@ -34,8 +34,8 @@ ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("lint",),
     ("canonical",),
     ("check",),
-    ("api",),  # the facade the CLI calls
-    ("html",),  # the HTML report, built from the facade's report objects
+    ("html",),  # the HTML report, built from the features' report objects
+    ("api",),  # the facade the CLI calls: one entry point per command, above every feature
 )
 
 

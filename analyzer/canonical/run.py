@@ -11,10 +11,13 @@ session and in total (an ideal prefix cache at token granularity,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import IO, Sequence
 
 from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse
+from prefixcache.analyzer.canonical.document import (
+    BeforeAfter, CanonicalizeReport, MinimumEffect, ReuseFigures, SessionReuse, TransformationRow,
+)
 from prefixcache.analyzer.canonical.rewrite import (
     APPLIED_CODES, REPORTED_CODES, CanonicalOptions, Canonicalized, canonicalize_all,
 )
@@ -25,87 +28,33 @@ from prefixcache.analyzer.lint.rules.provider import provider_minimum
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import usage_only
 from prefixcache.analyzer.prepare.inspect import check_specs
+from prefixcache.analyzer.redact import redact_message, redact_skipped
 
 
 @dataclass(frozen=True, slots=True)
-class ReuseFigures:
-    """Requests, prompt tokens and reusable tokens (shared with an earlier request of the input)."""
+class CanonicalizeOptions:
+    """The options of ``canonicalize``: ``rules`` (which rewrites apply,
+    :class:`~prefixcache.analyzer.canonical.rewrite.CanonicalOptions`), the log reader,
+    template and tokenizer specs (of the reuse figures), ``out`` (where the rewritten log
+    goes, as the report names it; ``-`` = stdout), ``to`` (``openai``: write OpenAI Chat
+    JSONL; None: the input format) and ``redact``: the report's quoted values (moved
+    timestamps, ids, tool names) and the skip reasons as lengths and keyed hashes under
+    ``redact_key`` (None: a random key per run). The rewritten log itself is written as is,
+    so ``redact`` with ``out`` ``-`` raises ConfigError (it would print prompt text)."""
 
-    requests: int
-    prompt_tokens: int
-    reusable_tokens: int
+    rules: CanonicalOptions = field(default_factory=CanonicalOptions)
+    input_format: str = "auto"
+    template: str = "auto"
+    tokenizer: str = "auto"
+    out: str = "-"
+    to: str | None = None
+    redact: bool = False
+    redact_key: str | None = None
 
-    @property
-    def fraction(self) -> float:
-        """Reusable over prompt tokens (0.0 for no tokens)."""
-        return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class BeforeAfter:
-    """Reuse of the input as logged (``before``) and canonicalized (``after``)."""
-
-    before: ReuseFigures
-    after: ReuseFigures
-
-
-@dataclass(frozen=True, slots=True)
-class SessionReuse:
-    """One session of one file: reuse before and after."""
-
-    source: str
-    session: str
-    before: ReuseFigures
-    after: ReuseFigures
-
-
-@dataclass(frozen=True, slots=True)
-class TransformationRow:
-    """One rewrite (``applied``) or reported change of one request, by rule code, with the
-    request's place (file, record, session, index) and the JSON path it concerns."""
-
-    source: str
-    record: int
-    session: str
-    index: int
-    code: str
-    applied: bool
-    description: str
-    json_path: str
-
-
-@dataclass(frozen=True, slots=True)
-class MinimumEffect:
-    """A rewrite that moved a request across its provider's minimum cacheable prompt length
-    (:func:`~prefixcache.analyzer.lint.rules.provider.provider_minimum`: OpenAI 1,024 tokens,
-    Anthropic 1,024–4,096 by model, ...): the request's place, model and provider, the
-    minimum and its prompt tokens before and after, and the ``effect`` (``below``: the
-    provider no longer caches it at all; ``above``: it becomes cacheable)."""
-
-    source: str
-    record: int
-    session: str
-    index: int
-    model: str
-    provider: str
-    minimum_tokens: int
-    before_tokens: int
-    after_tokens: int
-    effect: str
-
-
-@dataclass(frozen=True, slots=True)
-class CanonicalizeReport:
-    """The ``canonicalize --json`` report: where the output went (``-`` = stdout), how many
-    requests were written, every transformation, reuse per session and in total, and every
-    request the rewrite moved across its provider's minimum cacheable length."""
-
-    out: str
-    written: int
-    transformations: list[TransformationRow]
-    sessions: list[SessionReuse]
-    total: BeforeAfter
-    provider_minimum: list[MinimumEffect]
+    def __post_init__(self) -> None:
+        if self.out == "-" and self.redact:
+            raise ConfigError("--redact keeps prompt text off the terminal, but -o - would print the rewritten log: "
+                              "give --out a file")
 
 
 def parse_codes(text: str | None, option: str) -> frozenset[str] | None:
@@ -157,13 +106,15 @@ def minimum_effects(results: Sequence[Canonicalized], before: Sequence[Reuse], a
 @dataclass(frozen=True, slots=True)
 class CanonicalRun:
     """An input read and canonicalized: the logged requests, each one's result, the
-    skipped input records, and the template / tokenizer specs of the reuse figures."""
+    skipped input records (reasons redacted with ``redact``), the template / tokenizer specs
+    of the reuse figures, and whether the report is redacted."""
 
     requests: tuple[Request, ...]
     results: tuple[Canonicalized, ...]
     skipped: tuple[Skipped, ...]
     template: str = "auto"
     tokenizer: str = "auto"
+    redact: bool = False
 
     def write(self, out: IO[bytes], to: str | None = None) -> int:
         """Write the canonical requests (input format, or OpenAI Chat with ``to="openai"``);
@@ -174,20 +125,24 @@ class CanonicalRun:
         return write_requests([c.request for c in self.results], out, to)
 
     def report(self, out: str, written: int) -> CanonicalizeReport:
-        """The report (renders and tokenizes the input twice, before and after)."""
+        """The report (renders and tokenizes the input twice, before and after); with
+        :attr:`redact` the descriptions' quoted values are lengths and keyed hashes."""
         before = reuse(self.requests, self.template, self.tokenizer)
         after = reuse([c.request for c in self.results], self.template, self.tokenizer)
         sessions, total = session_rows(self.results, before, after)
         rows = [TransformationRow(c.original.provenance.source, c.original.provenance.record, c.original.session,
                                   c.original.index, t.code, t.applied, t.description, t.json_path)
                 for c in self.results for t in c.transformations]
+        if self.redact:
+            rows = [replace(row, description=redact_message(row.description)) for row in rows]
         return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after))
 
 
 def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = CanonicalOptions(),
                        input_format: str = "auto", template: str = "auto", tokenizer: str = "auto",
-                       stdin: IO[bytes] | None = None) -> CanonicalRun:
-    """Read ``paths`` (``-`` reads ``stdin``) and canonicalize every request.
+                       stdin: IO[bytes] | None = None, redact: bool = False) -> CanonicalRun:
+    """Read ``paths`` (``-`` reads ``stdin``) and canonicalize every request (``redact``: the
+    run's skip reasons and report redacted, see :attr:`CanonicalRun.redact`).
 
     Explicit template / tokenizer specs are checked first, so a bad one fails before
     anything is written. Raises ConfigError (bad spec or reader; an input whose prompts
@@ -201,5 +156,5 @@ def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = Canonic
     if bare is not None:
         raise ConfigError(f"{bare.provenance.source}: {bare.format} logs hold no prompt text to rewrite (the prompts "
                           "were not logged, only the provider's token counts)")
-    return CanonicalRun(requests, tuple(canonicalize_all(requests, options)), ingest.summary.skipped, template,
-                        tokenizer)
+    skipped = redact_skipped(ingest.summary.skipped) if redact else ingest.summary.skipped
+    return CanonicalRun(requests, tuple(canonicalize_all(requests, options)), skipped, template, tokenizer, redact)

@@ -13,82 +13,15 @@ from pathlib import Path
 from typing import Sequence
 
 from prefixcache.analyzer.check.checker import TemplateChecker, TemplateReport, TurnResult, load_context
+from prefixcache.analyzer.check.document import (
+    CheckFinding, ContextRecord, TemplateRecord, TurnRecord, VariationRecord,
+)
 from prefixcache.analyzer.check.vary import VARIATIONS
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.tokenize import get_tokenizer
 
 #: Decimals of ``stable_fraction``.
 DIGITS = 4
-
-
-@dataclass(frozen=True, slots=True)
-class VariationRecord:
-    """One variation of one context: values it changed, the stable prefix it leaves
-    (tokens), the first differing character of the base render (None: identical) and the
-    template ``file`` / ``line`` that produced it."""
-
-    variation: str
-    changed_values: int
-    stable_tokens: int
-    first_diff_char: int | None
-    file: str | None
-    line: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRecord:
-    """Turn N (the context) against turn N+1 (``next``: the next given context, or the
-    context with a turn appended when ``derived``): turn N's tokens that must survive
-    (above the boundary; all without one), the token prefix both share, and the first
-    character of turn N that turn N+1 does not repeat (None: turn N is a prefix) with the
-    template ``file`` / ``line`` that produced it."""
-
-    next: str
-    derived: bool
-    prefix_tokens: int
-    shared_tokens: int
-    first_diff_char: int | None
-    file: str | None
-    line: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ContextRecord:
-    """One context: prompt and stable-prefix length (tokens), their ratio, the tokens before
-    the ``dynamic-below`` boundary (None without one), every variation, and the turn N /
-    N+1 comparison (None for a context without ``messages``)."""
-
-    context: str
-    prompt_tokens: int
-    stable_tokens: int
-    stable_fraction: float
-    boundary_tokens: int | None
-    variations: list[VariationRecord]
-    turn: TurnRecord | None
-
-
-@dataclass(frozen=True, slots=True)
-class CheckFinding:
-    """A static finding or a failure: rule ``code``, ``message``, template ``file`` and line."""
-
-    code: str
-    message: str
-    file: str
-    line: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class TemplateRecord:
-    """One template of ``check --format json``: verdict, tokenizer, the boundary's line,
-    every context, the static findings (failing or not) and the failures."""
-
-    template: str
-    passed: bool
-    tokenizer: str
-    boundary_line: int | None
-    contexts: list[ContextRecord]
-    static: list[CheckFinding]
-    failures: list[CheckFinding]
 
 
 def template_record(r: TemplateReport) -> TemplateRecord:
@@ -111,6 +44,25 @@ def _turn_record(t: TurnResult | None) -> TurnRecord | None:
         return None
     return TurnRecord(t.next, t.derived, t.prefix_tokens, t.shared_tokens, t.first_diff_char,
                       t.location.file if t.location else None, t.location.line if t.location else None)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOptions:
+    """The options of ``check``: the JSON ``contexts`` (files, at least one), the tokenizer
+    spec, the thresholds (``min_stable_tokens``: tokens; ``min_stable_fraction``: of the
+    prompt, in [0, 1]), the variations (``vary``: ``all`` or comma-separated names of
+    :data:`~prefixcache.analyzer.check.vary.VARIATIONS`), extra ``search_path`` folders for
+    ``{% include %}``, the ``seed`` of regenerated ids, and ``first_line`` (False: a variation
+    of the prompt's first line does not fail on its own). Checked by :func:`check_templates`."""
+
+    contexts: tuple[str, ...] = ()
+    tokenizer: str = "auto"
+    min_stable_tokens: int = 0
+    min_stable_fraction: float = 0.0
+    vary: str = "all"
+    search_path: tuple[str, ...] = ()
+    seed: int = 0
+    first_line: bool = True
 
 
 def parse_variations(vary: str) -> list[str]:

@@ -1,7 +1,7 @@
 """``prefixcache report``: one self-contained, offline HTML file from the library's reports.
 
-The top layer of analyzer (above :mod:`prefixcache.analyzer.api`): :func:`gather` runs lint
-and simulate (or reads a saved ``simulate --json`` document and a replay run's JSONL rows)
+The last feature layer of analyzer (below :mod:`prefixcache.analyzer.api`, whose ``report``
+calls it): :func:`gather` runs lint and simulate (or reads a saved ``simulate --json`` document and a replay run's JSONL rows)
 and keeps each document as its command's ``--json`` prints it; :func:`render_html` lays them
 out with Jinja2 templates (``templates/``, package data) and plotly figures, plotly.js
 inlined. No number is computed here that the documents do not hold.

@@ -1,7 +1,7 @@
 """What a ``prefixcache report`` shows, gathered from the library's own reports.
 
 :func:`gather` runs :func:`~prefixcache.analyzer.lint.run.lint_paths` and
-:func:`~prefixcache.analyzer.api.simulate` over the logs (or reads a saved ``simulate
+:func:`~prefixcache.analyzer.lint.simulated.simulate` over the logs (or reads a saved ``simulate
 --json`` document), reads a replay run's rows, and keeps each document exactly as its
 command's ``--json`` prints it (parsed JSON values of ``orjson.dumps(report)``), with the
 command line that reproduces it. The page (:mod:`.page`) only formats and plots those
@@ -10,7 +10,6 @@ values, so every number in the HTML is one of the JSON's.
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -18,16 +17,16 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
-from prefixcache.analyzer.api import SimulateOptions, simulate
 from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.cache.models import MODELS
+from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.html.excerpts import DIFF_WINDOW, break_diffs
 from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simulate
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.run import lint_paths
+from prefixcache.analyzer.lint.simulated import simulate
 from prefixcache.analyzer.model import Skipped
-from prefixcache.analyzer.redact import redact_skipped
 
 #: The capacity sweep and policies simulated by default: the curves' points, LRU and the offline
 #: bound (belady runs on block-chain caches only, :attr:`~.models.Traits.block_chain`; the others
@@ -47,7 +46,8 @@ class ReportOptions:
     document (a fleet simulation's, ``simulate --replicas N --json``, fills the fleet section
     and the capacity simulation still runs here); ``replay_path``: a ``replay --out`` JSONL
     file for the replay section; ``diff_window``: tokens shown either side of each break's
-    first divergent token. ConfigError for a bad capacity spec or window, before any work."""
+    first divergent token; ``redact_key``: the key of ``lint.redact``'s hashes (None: a random
+    key per run). ConfigError for a bad capacity spec or window, before any work."""
 
     lint: LintConfig = field(default_factory=LintConfig)
     config: str | None = None
@@ -60,6 +60,7 @@ class ReportOptions:
     simulate_path: str | None = None
     replay_path: str | None = None
     diff_window: int = DIFF_WINDOW
+    redact_key: str | None = None
 
     def __post_init__(self) -> None:
         parse_capacities(self.capacity)
@@ -73,6 +74,11 @@ class ReportOptions:
             return self.policies
         model = MODELS.get(self.cache)  # an unknown name is SimulateOptions' error to raise
         return DEFAULT_POLICIES if model is not None and model.traits.block_chain else ("lru",)
+
+    @property
+    def redact(self) -> bool:
+        """Whether the page holds no prompt text (the lint settings' ``redact``)."""
+        return self.lint.redact
 
     def simulate_options(self) -> SimulateOptions:
         """The simulation these options ask for (ConfigError for nonsense values)."""
@@ -151,9 +157,7 @@ def gather(paths: Sequence[str], options: ReportOptions,
         saved = None  # the capacity curves are simulated here
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    run = lint_paths(paths, options.lint, options.input_format, None, on_request)
-    if options.lint.redact:  # skip reasons quote input
-        run = dataclasses.replace(run, skipped=redact_skipped(run.skipped))
+    run = lint_paths(paths, options.lint, options.input_format, None, on_request)  # skip reasons redacted there
     lint = _json(run.report())
     seconds["lint"] = round(time.perf_counter() - t0, 3)
     if saved is None and lint["summary"]["prompt_tokens"]:

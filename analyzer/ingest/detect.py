@@ -1,10 +1,13 @@
 """The reader registry and format auto-detection.
 
-Every reader module in :data:`READER_MODULES` exports ``READERS``; the registry
-maps each reader's ``format`` name to it. Detection asks every reader's
+Each reader class under :mod:`prefixcache.analyzer.ingest.readers` (one module per format
+family) registers itself with the :func:`reader` decorator and a ``priority``; the
+registry imports every module of that folder (walked, never listed) and maps each
+reader's ``format`` name to it, in priority order. Detection asks every reader's
 ``sniff(head, name)`` for a confidence in [0, 1] on the first 64 KiB of the file
-and takes the highest (ties go to the earlier module in the list); 0 everywhere
-means "unknown format". ``--input-format NAME`` skips detection.
+and takes the highest (ties go to the lower priority: more specific formats are
+given lower numbers); 0 everywhere means "unknown format". ``--input-format NAME``
+skips detection.
 
 :func:`first_object` gives sniffers the first JSON object of the head whatever
 the layout (JSONL line, single document, first item of a JSON list), when the
@@ -16,33 +19,66 @@ from __future__ import annotations
 
 import importlib
 import json
+import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.ingest.base import Reader, Source
 from prefixcache.analyzer.ingest.compressed import strip_suffix
 
-#: Reader modules, in tie-break order (more specific formats first).
-READER_MODULES = (
-    "openhands", "litellm", "codex", "claude_code", "swe_agent", "mini_swe_agent", "traces",
-    "otel", "openinference", "aider", "gemini_cli", "cline", "opencode", "server_logs", "openai_responses", "anthropic", "openai_chat",
-)
-
 _DECODER = json.JSONDecoder()
+_READERS_PACKAGE = f"{__package__}.readers"
+
+R = TypeVar("R", bound=type)
+
+#: (module, class name) → (priority, reader instance), filled by :func:`reader` at import.
+_registered: dict[tuple[str, str], tuple[int, Reader]] = {}
+
+
+def reader(priority: int) -> Callable[[R], R]:
+    """Class decorator registering one instance of a reader class (made without arguments)
+    for detection and ``--input-format``; returns the class unchanged.
+
+    ``priority`` (an int, unique among readers) orders the registry: sniffing ties go to
+    the lower number, and :func:`formats` lists readers by it. The readers number in tens
+    by module (more specific formats first), a module's second reader adding one.
+    """
+
+    def register(cls: R) -> R:
+        _registered[(cls.__module__, cls.__qualname__)] = (priority, cls())
+        return cls
+
+    return register
+
+
+def reader_modules() -> list[str]:
+    """Every module of the readers folder (dotted names, alphabetical), imported: importing
+    is what registers their readers."""
+    package = importlib.import_module(_READERS_PACKAGE)
+    names = sorted(f"{_READERS_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(package.__path__))
+    for name in names:
+        importlib.import_module(name)
+    return names
 
 
 @lru_cache(maxsize=1)
 def registry() -> dict[str, Reader]:
-    """Format name → reader, from every module's ``READERS`` (imported on first use)."""
+    """Format name → reader, in priority order (every reader module imported on first use).
+
+    Raises ConfigError when two readers claim one format or one priority (the tie-break
+    order must be explicit)."""
+    reader_modules()
     out: dict[str, Reader] = {}
-    for mod in READER_MODULES:
-        module = importlib.import_module(f"{__package__}.readers.{mod}")
-        for reader in module.READERS:
-            if reader.format in out:
-                raise ConfigError(f"two readers claim format {reader.format!r}")
-            out[reader.format] = reader
+    seen: dict[int, str] = {}
+    for priority, found in sorted(_registered.values(), key=lambda pr: pr[0]):
+        if found.format in out:
+            raise ConfigError(f"two readers claim format {found.format!r}")
+        if priority in seen:
+            raise ConfigError(f"readers {seen[priority]!r} and {found.format!r} share priority {priority}")
+        seen[priority] = found.format
+        out[found.format] = found
     return out
 
 

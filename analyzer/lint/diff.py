@@ -128,6 +128,26 @@ def _side(p: Prepared, other: Prepared, token: int, preparer: Preparer, window: 
                       div.json_path, div.before, div.after, cells)
 
 
+@dataclass(frozen=True, slots=True)
+class DiffOptions:
+    """The options of ``diff``: ``request`` (``SESSION:K``, or ``K`` when the log has one
+    session), ``against`` (``K'`` or ``SESSION:K'``; None: the previous request of the
+    session), the log reader, template and tokenizer specs, ``window`` (tokens listed either
+    side of the first difference) and ``width`` (characters of text either side), and
+    ``redact``: the :func:`redacted` report, hashed with ``redact_key`` (None: a random key
+    per run)."""
+
+    request: str
+    against: str | None = None
+    input_format: str = "auto"
+    template: str = "auto"
+    tokenizer: str = "auto"
+    window: int = 8
+    width: int = 80
+    redact: bool = False
+    redact_key: str | None = None
+
+
 def diff_requests(paths: Sequence[str], request: str, against: str | None = None, input_format: str = "auto",
                   template: str = "auto", tokenizer: str = "auto", window: int = 8, width: int = 80,
                   stdin: IO[bytes] | None = None, redact: bool = False) -> DiffReport:

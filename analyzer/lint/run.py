@@ -11,7 +11,7 @@ the CLI maps it to the exit code). Every report names a request ``session S requ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import IO, Callable, Iterator, Sequence
 from urllib.parse import quote
@@ -28,11 +28,30 @@ from prefixcache.analyzer.lint.spill import ResultStore
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.prepare.inspect import check_specs, skipped_records, tokenizer_notes
+from prefixcache.analyzer.redact import redact_skipped
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/prefixcache/prefixcache"
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 _GITHUB_COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+@dataclass(frozen=True, slots=True)
+class LintOptions:
+    """The options of ``lint``: the effective settings (``config``: the config file merged
+    with the command line, :meth:`LintConfig.merged`; its ``redact`` says whether findings,
+    skip reasons and errors show lengths and keyed hashes instead of prompt text), the log
+    reader (``input_format``, ``auto`` = detect per file) and ``redact_key``, the key of
+    those hashes (:func:`~prefixcache.analyzer.redact.set_key`; None: a random key per run)."""
+
+    config: LintConfig = field(default_factory=LintConfig)
+    input_format: str = "auto"
+    redact_key: str | None = None
+
+    @property
+    def redact(self) -> bool:
+        """Whether the run is redacted (the config's ``redact``)."""
+        return self.config.redact
 
 
 def request_name(session: str, index: int) -> str:
@@ -255,7 +274,8 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
 
     ``input_format`` is the log reader (``auto`` = detect per file); ``stdin`` what ``-``
     reads (default the process's stdin); ``on_request`` is called after each request (a
-    progress bar). Raises ConfigError for unknown selectors or readers and for a bad
+    progress bar). With ``cfg.redact`` the findings and the skip reasons carry no prompt
+    text (lengths and keyed hashes). Raises ConfigError for unknown selectors or readers and for a bad
     tokenizer or template (explicit specs are checked before any work), InputError for
     a missing path.
     """
@@ -275,7 +295,8 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
         if on_request is not None:
             on_request()
     summary = ingest.summary
-    return LintRun(cfg, store, linter.total, linter.sessions, summary.skipped, summary.files, preparer.notes)
+    skipped = redact_skipped(summary.skipped) if cfg.redact else summary.skipped  # reasons quote input
+    return LintRun(cfg, store, linter.total, linter.sessions, skipped, summary.files, preparer.notes)
 
 
 def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, ResultStore]:

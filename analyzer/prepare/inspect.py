@@ -8,6 +8,7 @@ what ``auto`` chose per model) are defined here, the first layer that knows both
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator, Mapping, Sequence
 
@@ -15,6 +16,7 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.prepare.prepared import Prepared, Preparer
 from prefixcache.analyzer.prepare.resolve import resolve
+from prefixcache.analyzer.redact import redact_message, redact_skipped
 from prefixcache.analyzer.tokenize import get_tokenizer
 
 #: How the tokenizer notes name requests that log no model.
@@ -130,39 +132,61 @@ def inspect_record(p: Prepared) -> InspectRecord:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class InspectOptions:
+    """The options of ``inspect``: the log reader (``input_format``, ``auto`` = detect per
+    file), the ``tokenizer`` and ``template`` specs of :class:`Preparer`, and ``redact``:
+    quoted input in notes, warnings and skip reasons as lengths and keyed hashes
+    (:func:`~prefixcache.analyzer.redact.redact_message`, keyed by ``redact_key``; inspect
+    prints counts, never prompt text)."""
+
+    input_format: str = "auto"
+    tokenizer: str = "auto"
+    template: str = "auto"
+    redact: bool = False
+    redact_key: str | None = None
+
+
 class Inspection:
     """One ``inspect`` pass over log ``paths``: iterate it for the records (streaming, in
     input order), then read :attr:`summary` and :attr:`skipped`.
 
     ``input_format`` is the log reader (``auto`` = detect per file), ``tokenizer`` and
     ``template`` the specs of :class:`Preparer` (explicit ones checked at once,
-    :func:`check_specs`); ``stdin`` is what ``-`` reads. Raises ConfigError (unknown
-    reader, bad tokenizer or template) and InputError (missing path).
+    :func:`check_specs`); ``stdin`` is what ``-`` reads; with ``redact`` the records'
+    notes and warnings, the tokenizer notes and the skip reasons have their quoted input
+    redacted (:func:`~prefixcache.analyzer.redact.redact_message`). Raises ConfigError
+    (unknown reader, bad tokenizer or template) and InputError (missing path).
     """
 
     def __init__(self, paths: Sequence[str], input_format: str = "auto", tokenizer: str = "auto",
-                 template: str = "auto", stdin: IO[bytes] | None = None) -> None:
+                 template: str = "auto", stdin: IO[bytes] | None = None, redact: bool = False) -> None:
         check_specs(template, tokenizer)
         self._ingest = Ingest(paths, format=input_format, stdin=stdin)
         self._preparer = Preparer(template=template, tokenizer=tokenizer)
+        self._redact = redact
 
     def __iter__(self) -> Iterator[InspectRecord]:
         for request in self._ingest:
-            yield inspect_record(self._preparer.prepare(request))
+            rec = inspect_record(self._preparer.prepare(request))
+            yield dataclasses.replace(rec, notes=[redact_message(n) for n in rec.notes],
+                                      warnings=[redact_message(w) for w in rec.warnings]) if self._redact else rec
 
     @property
     def skipped(self) -> tuple[Skipped, ...]:
         """Every input record of the last pass not turned into a request."""
-        return self._ingest.summary.skipped
+        skipped = self._ingest.summary.skipped
+        return redact_skipped(skipped) if self._redact else skipped
 
     @property
     def notes(self) -> dict[str | None, str]:
         """Per logged model name: what was chosen and whether counts are exact."""
-        return self._preparer.notes
+        notes = self._preparer.notes
+        return {k: redact_message(v) for k, v in notes.items()} if self._redact else notes
 
     @property
     def summary(self) -> InspectSummaryLine:
-        """The summary line of the last pass."""
+        """The summary line of the last pass (skip reasons redacted with ``redact``)."""
         s = self._ingest.summary
         return InspectSummaryLine(InspectSummary(s.files, s.records, s.requests, s.sessions,
-                                                 skipped_records(s.skipped), tokenizer_notes(self._preparer.notes)))
+                                                 skipped_records(self.skipped), tokenizer_notes(self._preparer.notes)))

@@ -24,7 +24,8 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.lint.config import from_mapping
 from prefixcache.analyzer.tokenize.registry import choose_auto
 from prefixcache.cli.app import app, main
-from prefixcache.cli.common import atomic_output, check_output, handle_errors
+from prefixcache.cli.common import check_output, handle_errors
+from prefixcache.cli.output import atomic_output
 
 CLEAN = CASES / "clean_append_only.jsonl"
 CLOCK = CASES / "timestamp_in_system.jsonl"

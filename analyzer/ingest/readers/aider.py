@@ -26,6 +26,7 @@ from typing import Iterator
 
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, parse_time
 
 FORMAT = "aider"
@@ -45,6 +46,7 @@ class _Block:
         self.stray = 0  # lines without a role prefix
 
 
+@reader(priority=100)
 class AiderHistoryReader:
     """Aider ``.aider.llm.history`` files: one request per ``TO LLM`` block."""
 
@@ -145,6 +147,3 @@ def _add(block: _Block, text: str, line_no: int) -> None:
     if not r:
         block.messages[-1] = (mapped, lines, first)
     lines.append(rest)
-
-
-READERS = [AiderHistoryReader()]

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall, ToolDef
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import head_fields, is_array
+from prefixcache.analyzer.ingest.detect import head_fields, is_array, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, digest, expect, field, read_records
 from prefixcache.analyzer.ingest.readers.openai_chat import common, sniff_body, ttl, unwrap
 
@@ -132,6 +132,7 @@ def tool_of(tool: Any, path: str) -> ToolDef:
                    ttl(tool.get("cache_control"), f"{path}.cache_control"), path)
 
 
+@reader(priority=160)
 class AnthropicReader:
     """Reader for Anthropic Messages bodies (and request/response pairs)."""
 
@@ -167,6 +168,3 @@ class AnthropicReader:
 
     def read(self, source: Source) -> Iterator[Request | RecordsSeen]:
         return read_records(source, self.parse)
-
-
-READERS = [AnthropicReader()]

@@ -53,7 +53,7 @@ from typing import Any, Iterator
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, Usage
 from prefixcache.analyzer.ingest.readers.anthropic import message_of
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, field, parse_time, parse_usage, read_lines, skip
 
 #: Line types that are records but never a model call nor prompt content (docs/formats.md).
@@ -165,6 +165,7 @@ class _Call:
     usage: Usage | None = None
 
 
+@reader(priority=40)
 class ClaudeCodeReader:
     """Claude Code ``projects/*.jsonl`` session logs (and subagent files)."""
 
@@ -328,6 +329,3 @@ def _time(value: Any) -> float | None:
         return parse_time(value)
     except FieldError:
         return None
-
-
-READERS = [ClaudeCodeReader()]

@@ -37,7 +37,7 @@ import orjson
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, Usage
 from prefixcache.analyzer.ingest.readers.anthropic import message_of
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import is_list_document
+from prefixcache.analyzer.ingest.detect import is_list_document, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, load_json, parse_time, type_name
 
 FORMAT = "cline-task"
@@ -88,6 +88,7 @@ def _model(meta: Any, ts: float | None) -> str | None:
     return best
 
 
+@reader(priority=120)
 class ClineTaskReader:
     """A Cline / Roo / Kilo task folder, read through its three JSON files."""
 
@@ -163,6 +164,3 @@ class ClineTaskReader:
         return Request(f"cline:{task}", k, FORMAT, Provenance(name, i + 1, f"[{i}]"), messages=history,
                        model=model, timestamp=ts, usage=usage, observed=frozenset(observed), notes=tuple(notes),
                        extra=extra)
-
-
-READERS = [ClineTaskReader()]

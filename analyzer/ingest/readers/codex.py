@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, Skipped, ToolCall, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, digest, expect, field, parse_time, read_lines, skip
 
 _OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
@@ -148,6 +148,7 @@ def _token_usage(payload: dict[str, Any]) -> Usage | None:
                  output_tokens=field(last, "output_tokens", int, path))
 
 
+@reader(priority=30)
 class CodexReader:
     """Codex CLI rollout JSONL."""
 
@@ -266,6 +267,3 @@ class _Rollout:
                       model=p["model"], timestamp=p["timestamp"], usage=p["usage"], observed=frozenset(observed),
                       notes=notes, extra=dict(self.extra))
         self.index += 1
-
-
-READERS = [CodexReader()]

@@ -30,7 +30,7 @@ import orjson
 
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, ToolCall, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import head_fields, is_array
+from prefixcache.analyzer.ingest.detect import head_fields, is_array, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, load_json, parse_time, type_name
 
 FORMAT = "gemini-cli"
@@ -75,6 +75,7 @@ def _response(msg: dict[str, Any], path: str) -> list[Message]:
     return [Message("assistant", _text(msg.get("content")), tool_calls=tuple(calls), path=path), *results]
 
 
+@reader(priority=110)
 class GeminiCliReader:
     """Gemini CLI ``chats/session-*.json`` recordings: one request per model response."""
 
@@ -124,6 +125,3 @@ class GeminiCliReader:
         return Request(sid, index, FORMAT, Provenance(name, i + 1, path), messages=history, model=model,
                        timestamp=ts, usage=usage, observed=frozenset(observed), notes=notes,
                        extra={"message_id": msg.get("id"), **({"opaque_prefix_key": "gemini-cli"} if usage else {})})
-
-
-READERS = [GeminiCliReader()]

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, Usage
 from prefixcache.analyzer.ingest.readers.anthropic import system_of
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import head_fields
+from prefixcache.analyzer.ingest.detect import head_fields, reader
 from prefixcache.analyzer.ingest.jsonio import expect, field, parse_time, parse_usage, read_records, skip
 from prefixcache.analyzer.ingest.readers.openai_chat import EXTRA_KEYS, messages_of, notes_for, tool_of
 
@@ -33,6 +33,7 @@ _LITELLM_KEYS = {"model_parameters", "model_group", "model_id", "custom_llm_prov
 _CHAT_CALLS = {"completion", "acompletion", "anthropic_messages", "responses", "aresponses", "", None}
 
 
+@reader(priority=20)
 class LiteLLMReader:
     """Reader for LiteLLM StandardLoggingPayload JSONL."""
 
@@ -87,6 +88,3 @@ class LiteLLMReader:
 
 def _repath(m: Message, prefix: str) -> Message:
     return replace(m, path=prefix + m.path)
-
-
-READERS = [LiteLLMReader()]

@@ -33,7 +33,7 @@ from typing import Any, Iterator
 from prefixcache.analyzer.errors import InputError
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, ToolDef
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, load_json, parse_usage, skip
 from prefixcache.analyzer.ingest.readers.swe_agent import api_calls_unread, chat_message
 
@@ -52,6 +52,7 @@ NOTE_TEXT = "text-based actions (no tool calls in the log): no tools sent"
 NOTE_LEGACY = "legacy mini-swe-agent list: text-based actions, no tools, no usage"
 
 
+@reader(priority=60)
 class MiniSweAgentReader:
     """mini-swe-agent ``.traj.json`` (v1.x object or legacy message list)."""
 
@@ -161,6 +162,3 @@ def _exit_reason(m: dict[str, Any], raw: list[Any], info: dict[str, Any]) -> str
         reason += (f"; info.model_stats.api_calls={calls} but {answered} responses were logged: the last "
                    f"{calls - answered} call(s) failed with no response ({error})")
     return reason
-
-
-READERS = [MiniSweAgentReader()]

@@ -20,7 +20,7 @@ import orjson
 
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall, ToolDef
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import head_fields, is_array
+from prefixcache.analyzer.ingest.detect import head_fields, is_array, reader
 from prefixcache.analyzer.ingest.diagnostics import verdict
 from prefixcache.analyzer.ingest.jsonio import FieldError, decode_error, digest, expect, field, parse_time, parse_usage, read_records
 
@@ -214,6 +214,7 @@ def notes_for(messages: tuple[Message, ...]) -> tuple[str, ...]:
                  for m in messages for j, tc in enumerate(m.tool_calls) if tc.arguments_inferred)
 
 
+@reader(priority=170)
 class OpenAIChatReader:
     """Reader for OpenAI Chat Completions bodies (and request/response pairs)."""
 
@@ -238,6 +239,3 @@ class OpenAIChatReader:
 
     def read(self, source: Source) -> Iterator[Request | RecordsSeen]:
         return read_records(source, self.parse)
-
-
-READERS = [OpenAIChatReader()]

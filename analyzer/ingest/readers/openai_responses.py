@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import head_fields, is_array
+from prefixcache.analyzer.ingest.detect import head_fields, is_array, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, digest, expect, field, read_records
 from prefixcache.analyzer.ingest.readers.openai_chat import EXTRA_KEYS, common, content_of, sniff_body, tool_of, unwrap
 
@@ -138,6 +138,7 @@ def messages_of(body: dict) -> tuple[tuple[Message, ...], tuple[str, ...]]:
     return tuple(b.out), tuple(b.notes)
 
 
+@reader(priority=150)
 class OpenAIResponsesReader:
     """Reader for OpenAI Responses API bodies (and request/response pairs)."""
 
@@ -161,6 +162,3 @@ class OpenAIResponsesReader:
 
     def read(self, source: Source) -> Iterator[Request | RecordsSeen]:
         return read_records(source, self.parse)
-
-
-READERS = [OpenAIResponsesReader()]

@@ -35,7 +35,7 @@ import orjson
 
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, ToolCall, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, load_json, parse_time
 
 FORMAT = "opencode"
@@ -84,6 +84,7 @@ def usage_of(tokens: Any) -> Usage | None:
     return Usage(inp + read + write, read, write, tokens.get("output"))
 
 
+@reader(priority=130)
 class OpencodeReader:
     """opencode storage: one request per model call (``step-finish``) of a session."""
 
@@ -193,6 +194,3 @@ class _Step:
         out += self.results
         self.texts, self.calls, self.results, self.path = [], [], [], ""
         return out
-
-
-READERS = [OpencodeReader()]

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from prefixcache.analyzer.model import Provenance, Request, Skipped
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import Cut, first_object, head_fields, is_array, is_list_document
+from prefixcache.analyzer.ingest.detect import Cut, first_object, head_fields, is_array, is_list_document, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, load_json, parse_time, parse_usage, read_records, type_name
 from prefixcache.analyzer.ingest.readers.openai_chat import EXTRA_KEYS, messages_of, notes_for, tool_of
 
@@ -37,6 +37,7 @@ COMPLETIONS = "openhands-completions"
 _COMPLETION_NAME = re.compile(r"-\d{10}(\.\d+)?\.json$")
 
 
+@reader(priority=10)
 class OpenHandsTrajectoryReader:
     """One usage-only request per distinct LLM response in an OpenHands event list."""
 
@@ -97,6 +98,7 @@ class OpenHandsTrajectoryReader:
                        extra={k: v for k, v in extra.items() if v is not None})
 
 
+@reader(priority=11)
 class OpenHandsCompletionsReader:
     """Full requests from OpenHands ``log_completions`` files (one call per file)."""
 
@@ -136,6 +138,3 @@ class OpenHandsCompletionsReader:
 
     def read(self, source: Source) -> Iterator[Request | RecordsSeen]:
         return read_records(source, self.parse)
-
-
-READERS = [OpenHandsTrajectoryReader(), OpenHandsCompletionsReader()]

@@ -29,7 +29,7 @@ import orjson
 
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, Skipped, ToolCall, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, digest, skip
 from prefixcache.analyzer.ingest.readers.openai_chat import tool_of
 from prefixcache.analyzer.ingest.readers.otel_spans import Item, iter_items, looks_like_otel
@@ -97,6 +97,7 @@ def usage_of(a: dict[str, Any]) -> Usage | None:
     return None if u == Usage() else u
 
 
+@reader(priority=90)
 class OpenInferenceReader:
     """OpenInference ``LLM`` spans, one request each."""
 
@@ -146,6 +147,3 @@ class OpenInferenceReader:
         return Request(str(a.get("session.id") or ""), 0, FORMAT, Provenance(name, item.record, item.pointer, item.line),
                        messages=messages, tools=tools, model=str(model) if model else None, timestamp=item.start,
                        usage=usage, observed=frozenset(observed), notes=notes, extra=extra)
-
-
-READERS = [OpenInferenceReader()]

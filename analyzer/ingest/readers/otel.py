@@ -45,7 +45,7 @@ import orjson
 
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, Skipped, ToolCall, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, digest, skip
 from prefixcache.analyzer.ingest.readers.openai_chat import tool_of
 from prefixcache.analyzer.ingest.readers.otel_spans import Item, iter_items, looks_like_otel
@@ -170,6 +170,7 @@ def is_inference(item: Item) -> bool:
         op is None and ("gen_ai.input.messages" in item.attrs or "gen_ai.prompt.0.role" in item.attrs))
 
 
+@reader(priority=80)
 class OtelGenAIReader:
     """OpenTelemetry GenAI inference spans / events, one request each."""
 
@@ -271,6 +272,3 @@ class OtelGenAIReader:
         return Request(session, 0, FORMAT, Provenance(name, item.record, item.pointer, item.line),
                        messages=tuple(messages), tools=tools, model=str(model) if model else None,
                        timestamp=item.start, usage=usage, observed=frozenset(observed), notes=notes, extra=extra)
-
-
-READERS = [OtelGenAIReader()]

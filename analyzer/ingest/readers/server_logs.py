@@ -36,6 +36,7 @@ import xxhash
 from prefixcache.analyzer.model import BlockTrace, Provenance, Request, Skipped, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.sequence import DEFAULT_BLOCK_SIZE
+from prefixcache.analyzer.ingest.detect import reader
 
 VLLM, SGLANG = "vllm-log", "sglang-log"
 _VLLM_LINE = re.compile(r"(?:Received request|Request) (\S+?):? (?:details: )?(prompt: |params: )")
@@ -112,6 +113,7 @@ class _LogReader(ABC):
         return BlockTrace(block_hashes(ids, self.block), self.block, len(ids), output)
 
 
+@reader(priority=140)
 class VllmLogReader(_LogReader):
     """vLLM request logs (``--enable-log-requests``, DEBUG for prompts and ids in newer versions)."""
 
@@ -154,6 +156,7 @@ class VllmLogReader(_LogReader):
                        observed=frozenset({"timestamp"} if ts is not None else ()), notes=tuple(notes), extra=extra)
 
 
+@reader(priority=141)
 class SglangLogReader(_LogReader):
     """SGLang request logs (``--log-requests``): ``Finish:`` lines with ``meta_info``."""
 
@@ -188,6 +191,3 @@ class SglangLogReader(_LogReader):
                        trace=self.trace(ids, usage.output_tokens) if ids is not None else None,
                        observed=frozenset(observed), notes=tuple(notes),
                        extra={"request_id": rid.group(1)} if rid else {})
-
-
-READERS = [VllmLogReader(), SglangLogReader()]

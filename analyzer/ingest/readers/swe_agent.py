@@ -33,6 +33,7 @@ from typing import Any, Iterator, Sequence
 from prefixcache.analyzer.errors import InputError
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.detect import reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, load_json, skip
 from prefixcache.analyzer.ingest.readers.openai_chat import message_of
 
@@ -97,6 +98,7 @@ def _model(doc: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) and name not in _NOT_MODELS else None
 
 
+@reader(priority=50)
 class SweAgentReader:
     """SWE-agent ``.traj`` trajectories."""
 
@@ -224,6 +226,3 @@ def _bundles(doc: dict[str, Any]) -> list[str]:
     if not isinstance(bundles, list):
         return []
     return [str(b["path"]) for b in bundles if isinstance(b, dict) and b.get("path")]
-
-
-READERS = [SweAgentReader()]

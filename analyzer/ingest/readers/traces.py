@@ -33,7 +33,7 @@ from typing import Any, Iterator
 from prefixcache.analyzer.errors import InputError
 from prefixcache.analyzer.model import BlockTrace, Provenance, Request, Skipped, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
-from prefixcache.analyzer.ingest.detect import first_object
+from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, load_json, read_lines, skip
 
 #: Subagent hash ids are shifted by ``k * SUBAGENT_ID_STRIDE`` (k = 1, 2, ...).
@@ -77,6 +77,7 @@ def _block_request(source: str, line: int, rec: dict[str, Any], *, fmt: str, ses
     )
 
 
+@reader(priority=70)
 class MooncakeReader:
     """Mooncake FAST'25 traces (JSONL, ms timestamps, 512-token blocks, one session per file)."""
 
@@ -106,6 +107,7 @@ class MooncakeReader:
         yield from read_lines(source, one)
 
 
+@reader(priority=71)
 class BailianReader:
     """Alibaba Qwen-Bailian traces (JSONL, s timestamps, 16-token blocks, sessions = chat chains)."""
 
@@ -155,6 +157,7 @@ def _chain_root(chat: int, parent: int, root_of: dict[int, int]) -> tuple[int, t
     return parent, (f"parent chat {parent} not earlier in the file: taken as the chain root",)
 
 
+@reader(priority=72)
 class KvcacheTesterReader:
     """kv-cache-tester / WEKA Claude Code traces (one JSON document, 64-token blocks)."""
 
@@ -246,6 +249,3 @@ class _TesterWalk:
             notes=notes, trace=BlockTrace(ids, self.block_size, n_in, n_out),
             extra={**self.shared, **extra, **more},
         )
-
-
-READERS = [MooncakeReader(), BailianReader(), KvcacheTesterReader()]

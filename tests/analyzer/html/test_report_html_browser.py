@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from prefixcache.cli.app import app
 from tests.helpers import CASES, EXAMPLES, FIXTURES, SAMPLES, existing
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium: a long integration path
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -47,7 +47,7 @@ def test_detection_picks_the_agent_reader(samples, name, fmt):
 @pytest.fixture(scope="module")
 def claude():
     from tests.helpers import SAMPLES, existing
-    return read(claude_code.READERS[0], existing(SAMPLES / CLAUDE))
+    return read(claude_code.ClaudeCodeReader(), existing(SAMPLES / CLAUDE))
 
 
 def test_claude_code_one_request_per_request_id_every_line_counted(claude):
@@ -145,7 +145,7 @@ def test_claude_code_edge_lines(tmp_path):
         {"type": "brand-new-kind", "uuid": "z"},
         '{"type": "user", "message": {"role": "us',
     ]
-    reqs, skipped, records = read(claude_code.READERS[0], write(tmp_path, "s1.jsonl", lines))
+    reqs, skipped, records = read(claude_code.ClaudeCodeReader(), write(tmp_path, "s1.jsonl", lines))
     assert records == 11 and len(reqs) == 3
     assert [(s.record, s.bad) for s in skipped] == [(6, False), (10, False), (11, True)]
     assert "API error" in skipped[0].reason and "brand-new-kind" in skipped[1].reason
@@ -178,7 +178,7 @@ def test_claude_code_interleaved_response_and_rewind(tmp_path):
              asst("a2", "u2", "r2", "m2", {"type": "text", "text": "done"}),
              user("u3", "a2", "next"), asst("a3", "u3", "r3", "m3", {"type": "text", "text": "ok"}),
              user("u4", "a2", "edited next"), asst("a4", "u4", "r4", "m4", {"type": "text", "text": "ok2"})]
-    reqs, skipped, records = read(claude_code.READERS[0], write(tmp_path, "s2.jsonl", lines))
+    reqs, skipped, records = read(claude_code.ClaudeCodeReader(), write(tmp_path, "s2.jsonl", lines))
     assert (len(reqs), skipped, records) == (4, [], 10) and reqs[0].usage is None
     # the response of r1 streamed around its own tool result is one assistant message
     assert [m.role for m in reqs[1].messages] == ["user", "assistant", "tool", "tool"]
@@ -191,7 +191,7 @@ def test_claude_code_interleaved_response_and_rewind(tmp_path):
 # ---------------------------------------------------------------- Codex
 
 def test_codex_sample_calls_and_unknown_record(samples):
-    reqs, skipped, records = read(codex.READERS[0], samples / CODEX)
+    reqs, skipped, records = read(codex.CodexReader(), samples / CODEX)
     assert records == 14
     # model calls start at lines 5 (reasoning+exec), 8 (apply_patch), 10 (mcp call), 13 (final answer)
     assert [r.provenance.record for r in reqs] == [5, 8, 10, 13]
@@ -231,7 +231,7 @@ def test_codex_instructions_token_count_and_compaction(tmp_path):
         ri({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "more"}]}), ri(answer),
         ri({"type": "mystery_item"}),
     ]
-    reqs, skipped, records = read(codex.READERS[0], write(tmp_path, "r.jsonl", lines))
+    reqs, skipped, records = read(codex.CodexReader(), write(tmp_path, "r.jsonl", lines))
     assert records == 9 and len(reqs) == 2
     assert reqs[0].messages[0].role == "system" and reqs[0].messages[0].content == "You are Codex."
     assert reqs[0].usage.prompt_tokens == 900 and reqs[0].usage.cached_tokens == 768
@@ -244,7 +244,7 @@ def test_codex_instructions_token_count_and_compaction(tmp_path):
 # ---------------------------------------------------------------- SWE-agent
 
 def test_swe_agent_prompt_of_each_step(samples):
-    reqs, skipped, records = read(swe_agent.READERS[0], samples / SWE)
+    reqs, skipped, records = read(swe_agent.SweAgentReader(), samples / SWE)
     assert (len(reqs), skipped, records) == (13, [], 13)
     # trajectory[i].messages is the history AFTER step i (4, 6, ..., 28 items); the prompt of step i
     # is the history after step i-1, and for step 0 the first two messages.
@@ -276,26 +276,26 @@ def test_swe_agent_query_steps_and_history_fallback(tmp_path):
     q.write_text(json.dumps({"trajectory": [{"query": [sys_m, u], "response": "look"},
                                             {"query": [sys_m, u, a, t], "response": "done"},
                                             {"query": "oops"}], "history": []}))
-    reqs, skipped, records = read(swe_agent.READERS[0], q)
+    reqs, skipped, records = read(swe_agent.SweAgentReader(), q)
     assert records == 3 and [len(r.messages) for r in reqs] == [2, 4]
     assert reqs[1].messages[1].cache_control == "5m" and reqs[1].messages[2].reasoning == "hmm"
     assert reqs[1].messages[3].tool_call_id == "c1"
     assert skipped[0].record == 3 and skipped[0].field == "trajectory[2].messages"
     h = tmp_path / "h.traj"
     h.write_text(json.dumps({"trajectory": [{"action": "ls"}], "history": [sys_m, u, a, t, {**a, "content": "x"}]}))
-    reqs, skipped, records = read(swe_agent.READERS[0], h)
+    reqs, skipped, records = read(swe_agent.SweAgentReader(), h)
     assert records == 5 and [len(r.messages) for r in reqs] == [2, 4] and not skipped
     assert "rebuilt from history" in reqs[0].notes[0]
     bad = tmp_path / "b.traj"
     bad.write_text("[1, 2]")
     with pytest.raises(InputError, match="b.traj"):
-        list(swe_agent.READERS[0].read(Source(str(bad), lambda: open(bad, "rb"))))
+        list(swe_agent.SweAgentReader().read(Source(str(bad), lambda: open(bad, "rb"))))
 
 
 # ---------------------------------------------------------------- mini-swe-agent
 
 def test_mini_swe_agent_v11_deepseek_usage(samples):
-    reqs, skipped, records = read(mini_swe_agent.READERS[0], samples / MINI)
+    reqs, skipped, records = read(mini_swe_agent.MiniSweAgentReader(), samples / MINI)
     assert records == 11 and [len(r.messages) for r in reqs] == [2, 4, 6, 8]
     assert [r.usage.prompt_tokens for r in reqs] == [3394, 4067, 4863, 5023]
     assert [r.usage.cached_tokens for r in reqs] == [3392, 3392, 4032, 4800]
@@ -314,7 +314,7 @@ def test_mini_swe_agent_v11_deepseek_usage(samples):
 
 
 def test_mini_swe_agent_legacy_list(samples):
-    reqs, skipped, records = read(mini_swe_agent.READERS[0], samples / MINI_LEGACY)
+    reqs, skipped, records = read(mini_swe_agent.MiniSweAgentReader(), samples / MINI_LEGACY)
     assert (records, skipped) == (22, []) and [len(r.messages) for r in reqs] == list(range(2, 21, 2))
     assert reqs[0].usage is None and reqs[-1].messages[-1].role == "user"
     assert reqs[0].session == "mini_swe_agent_legacy_list_github_issue"
@@ -325,7 +325,7 @@ def test_mini_swe_agent_bad_message_is_named(tmp_path):
     p.write_text(json.dumps({"info": {}, "trajectory_format": "mini-swe-agent-1.1",
                              "messages": [{"role": "system", "content": "s"}, {"role": "wizard", "content": 1},
                                           {"role": "assistant", "content": "a"}]}))
-    reqs, skipped, records = read(mini_swe_agent.READERS[0], p)
+    reqs, skipped, records = read(mini_swe_agent.MiniSweAgentReader(), p)
     assert records == 3 and len(reqs) == 1 and len(reqs[0].messages) == 1
     assert (skipped[0].record, skipped[0].field, skipped[0].bad) == (2, "messages[1].role", True)
     assert any("unreadable" in n for n in reqs[0].notes)
@@ -371,7 +371,9 @@ def check_mutants(reader, path: Path, tmp_path: Path, jsonl: bool, seeds: int = 
         assert all(s.source == str(p) and s.reason for s in skipped)
 
 
-@pytest.mark.parametrize("mod,name,jsonl", [(claude_code, CLAUDE, True), (codex, CODEX, True), (swe_agent, SWE, False),
-                                            (mini_swe_agent, MINI, False), (mini_swe_agent, MINI_LEGACY, False)])
-def test_mutated_samples_never_crash(samples, tmp_path, mod, name, jsonl):
-    check_mutants(mod.READERS[0], samples / name, tmp_path, jsonl)
+@pytest.mark.parametrize("cls,name,jsonl", [(claude_code.ClaudeCodeReader, CLAUDE, True), (codex.CodexReader, CODEX, True),
+                                            (swe_agent.SweAgentReader, SWE, False),
+                                            (mini_swe_agent.MiniSweAgentReader, MINI, False),
+                                            (mini_swe_agent.MiniSweAgentReader, MINI_LEGACY, False)])
+def test_mutated_samples_never_crash(samples, tmp_path, cls, name, jsonl):
+    check_mutants(cls(), samples / name, tmp_path, jsonl)

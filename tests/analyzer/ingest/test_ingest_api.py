@@ -11,7 +11,7 @@ import pytest
 
 from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.ingest import Ingest, IngestSummary, formats
-from prefixcache.analyzer.ingest.detect import READER_MODULES, registry
+from prefixcache.analyzer.ingest.detect import reader_modules, registry
 from tests.helpers import CASES, ROOT, existing
 
 FIXTURES = ROOT / "tests" / "fixtures" / "ingest"
@@ -42,7 +42,8 @@ def _expected() -> dict:
 
 def test_registry_holds_every_agreed_format() -> None:
     assert set(formats()) == AGREED
-    assert len(READER_MODULES) == 17 and len(registry()) == 21
+    modules = {type(r).__module__ for r in registry().values()}
+    assert len(modules) == 17 and len(registry()) == 21 and modules <= set(reader_modules())
 
 
 @pytest.mark.parametrize("name", sorted(json.loads((CASES / "expected.json").read_text())) if CASES.exists() else [])
@@ -176,3 +177,25 @@ def test_detection_when_first_record_exceeds_head(tmp_path, name, record, fmt) -
     (r,) = list(ing := Ingest([str(path)]))
     assert r.format == fmt and ing.summary.skipped == ()
     assert _BIG in "".join(m.content for m in r.messages)
+
+
+def test_registration_refuses_a_shared_priority(monkeypatch) -> None:
+    """The tie-break order is explicit: two readers with one priority are refused, not ordered by chance."""
+    from prefixcache.analyzer.errors import ConfigError
+    from prefixcache.analyzer.ingest import detect
+
+    registry()  # every module imported and registered
+    monkeypatch.setattr(detect, "_registered", dict(detect._registered))
+
+    @detect.reader(priority=10)  # openhands-trajectory's
+    class Twin:
+        format = "twin"
+
+    registry.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="share priority 10"):
+            registry()
+    finally:
+        monkeypatch.undo()
+        registry.cache_clear()
+    assert "twin" not in registry()

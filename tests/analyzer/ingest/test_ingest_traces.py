@@ -16,7 +16,7 @@ from prefixcache.analyzer.model import Request, Skipped
 
 MOONCAKE = "mooncake_kvtrace_synthetic_trace.jsonl"
 TESTER = "kvcache_tester_claudecode_hashids64_trace_0001.json"
-MOON, BAILIAN, KVT = traces.READERS
+MOON, BAILIAN, KVT = traces.MooncakeReader(), traces.BailianReader(), traces.KvcacheTesterReader()
 
 
 def read(reader, path: Path) -> tuple[list[Request], list[Skipped], int]:

@@ -76,6 +76,7 @@ def test_hf_dir_with_chat_template_file(tmp_path) -> None:
     assert tok.config["bos_token"] == "<｜begin▁of▁sentence｜>" and "bos_token" in tok.config["chat_template"]
 
 
+@pytest.mark.slow  # builds tokenizer.json from a GGUF file (~5-10 s)
 def test_gguf_tokenizer_is_cached(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("PREFIXCACHE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

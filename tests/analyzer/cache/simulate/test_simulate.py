@@ -86,6 +86,7 @@ def test_claude_code_anthropic_agreement():
     assert doc["cost"]["write_multiplier"] == 1.25
 
 
+@pytest.mark.slow  # lru and lfu over the 170-request Claude Code sample through the CLI (~10 s)
 def test_vllm_on_text_logs_and_bad_options():
     path = str(existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"))
     doc = _run(path, "--capacity", "50%,100%", "--policy", "lru,lfu")

@@ -1,0 +1,115 @@
+"""``simulate`` and ``simulate --replicas`` over logs, with each request's drift named by lint.
+
+:func:`simulate` and :func:`simulate_fleet` read and prepare the logs, reduce each request
+to a compact simulator request, and name its drift with lint's rule codes
+(:class:`~prefixcache.analyzer.lint.engine.DriftCauses`), which the cache layer below lint
+cannot import; then they build the cache layer's reports
+(:func:`~prefixcache.analyzer.cache.simulate.study.simulate_report`,
+:func:`~prefixcache.analyzer.cache.fleet.study.fleet_report`). Callers go through
+:mod:`prefixcache.analyzer.api`. Errors are PrefixcacheError subclasses (ConfigError for
+bad options, InputError for unreadable inputs).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+from prefixcache.analyzer.cache.capacity import kv_shape
+from prefixcache.analyzer.cache.fleet.document import FleetReport
+from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
+from prefixcache.analyzer.cache.fleet.timing import fit_replay
+from prefixcache.analyzer.cache.simulate.document import SimulateReport
+from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
+from prefixcache.analyzer.cache.workload import Kept, SimStream
+from prefixcache.analyzer.errors import PrefixcacheError
+from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.lint.engine import DriftCauses
+from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.sequence import arrival_order
+
+
+def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None, *,
+             on_prepared: Callable[[], None] | None = None) -> SimulateReport:
+    """Simulate a prefix cache over logs: hit tokens, avoided prefill, lost tokens by cause.
+
+    ``inputs``: log paths (files, directories, globs, ``-``), read with
+    ``options.input_format``; or an :class:`~prefixcache.analyzer.ingest.Ingest` the
+    caller made, whose ``summary.skipped`` then lists the records left out.
+    ``on_prepared`` is called once per request prepared (progress). Returns a
+    :class:`SimulateReportWithRequests` when ``options.per_request``. The KV shape
+    (byte capacities) is resolved before any input is read.
+    """
+    options = options or SimulateOptions()
+    shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
+    ingest, preparer, items, reqs, causes = _simulated(inputs, options, on_prepared)
+    return simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes)
+
+
+def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None,
+                   fleet: FleetOptions | None = None, *,
+                   on_prepared: Callable[[], None] | None = None) -> FleetReport:
+    """Simulate a fleet of replicas behind routers over logs (``simulate --replicas``):
+    the workload ceiling, the pooled cache and each router's hits, lost tokens by
+    cause (``routing``, ``tier_restore_slower`` included) and TTFT. ``options`` give
+    the cache, one policy and one per-replica capacity; ``inputs`` and
+    ``on_prepared`` as :func:`simulate`. The KV shape and the calibration file are
+    read before the logs."""
+    options = options or SimulateOptions()
+    fleet = fleet or FleetOptions()
+    shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
+    fit = fit_replay(fleet.calibrate) if fleet.calibrate else None
+    ingest, preparer, items, reqs, causes = _simulated(inputs, options, on_prepared)
+    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit)
+
+
+def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared: Callable[[], None] | None):
+    """The inputs read and prepared for the simulator: (ingest, preparer, the prepared items
+    in input order — :class:`~.cache.workload.Kept` parts once their prompts are dropped —,
+    simulator requests in arrival order, lint's drift cause per request order).
+
+    Streamed: each request is prepared, its drift linted (in arrival order while that is
+    the input order) and reduced to a compact simulator request before the next is read.
+    When the logged times turn out not to be in input order, drift is linted on a second
+    pass in arrival order (inputs that cannot be read twice, stdin or FIFOs, are held
+    whole instead). A log lint cannot name causes for still has its drift counted, only
+    not named."""
+    ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
+    preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
+    hold = not _rereadable(ingest)
+    stream, items, held = SimStream(), [], []
+    lint: DriftCauses | None = DriftCauses()
+    for request in ingest:
+        p = preparer.prepare(request)
+        stream.add(p)
+        items.append(p if hold else Kept.of(p))
+        if hold:
+            held.append(p)
+        elif lint is not None and stream.in_input_order:
+            lint = _fed(lint, p)
+        if on_prepared is not None:
+            on_prepared()
+    reqs = stream.requests()
+    if not reqs:
+        return ingest, preparer, items, reqs, {}
+    if hold or not stream.in_input_order:
+        lint = DriftCauses()
+        again = held or map(Preparer(template=options.template, tokenizer=options.tokenizer).prepare, ingest)
+        for _, p in arrival_order(again, lambda p: p.request.timestamp):
+            if (lint := _fed(lint, p)) is None:
+                break
+    return ingest, preparer, items, reqs, lint.of(reqs) if lint is not None else {}
+
+
+def _fed(lint: DriftCauses, p) -> DriftCauses | None:
+    """``lint`` after feeding it ``p``; None once lint cannot name causes for this log."""
+    try:
+        lint.feed(p)
+    except (ImportError, PrefixcacheError, ValueError):
+        return None
+    return lint
+
+
+def _rereadable(ingest: Ingest) -> bool:
+    """True when every input of ``ingest`` is a regular file (a second pass reads the same)."""
+    return all(s.name != "-" and os.path.isfile(s.name) for s in ingest.sources)
