@@ -54,9 +54,19 @@ def block_size_option(help: str, default_note: bool = True):
 BlockSize = block_size_option("Block (page) size in tokens; default per cache: vLLM 16, SGLang 1.")
 LintBlockSize = block_size_option("Block size for the block-aligned figure (tokens, default 16).")
 ReplayBlockSize = block_size_option("KV block size in tokens (vLLM's default).", default_note=False)
-Capacity = Annotated[Optional[str], typer.Option(
-    "--capacity", help="Cache capacity: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
-                       "comma-separated for a sweep. Default: unbounded.")]
+
+
+def capacity_option(help: str):
+    """``--capacity`` (one grammar, :func:`prefixcache.analyzer.cache.capacity.parse_capacity`), None
+    when not given; ``help`` says what this command's percentage and bytes are of."""
+    return Annotated[Optional[str], typer.Option("--capacity", help=help)]
+
+
+Capacity = capacity_option("Cache capacity: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
+                           "comma-separated for a sweep. Default: unbounded.")
+ReplayCapacity = capacity_option(
+    "KV cache capacity: 256MiB (KV bytes, by the model's KV bytes per token), 4000blocks, 2Mtok, or 5% "
+    "(of the distinct blocks of the original prompts as replayed). Default: unbounded.")
 Cache = Annotated[str, typer.Option("--cache", help=f"Cache model: {', '.join(CACHES)}.")]
 KvModel = Annotated[Optional[str], typer.Option(
     "--kv-model", help="KV size preset for byte capacities (llama-3-8b, llama-3-70b, qwen2.5-7b, ...).")]

@@ -19,10 +19,10 @@ from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.cache.capacity import parse_capacity
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.cli.common import check_output, console, handle_errors, progress
-from prefixcache.cli.options import AsJson, InputFormat, Paths, _given, deprecated_alias, output_format
-
-CAPACITY_HELP = ("KV cache capacity: 256MiB (KV bytes, by the model's KV bytes per token), 4000blocks, 2Mtok, or 5% "
-                 "(of the distinct blocks of the original prompts as replayed). Default: unbounded.")
+from prefixcache.cli.options import (
+    AsJson, Force, InputFormat, Paths, ReplayBlockSize, ReplayCapacity, _given, deprecated_alias, format_option,
+    out_option, output_format, policy_option, rate_option, seed_option,
+)
 
 
 def _capacity(capacity: Optional[str], old_bytes: Optional[str], old_blocks: Optional[int]):
@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def replay(
         paths: Paths,
-        fmt: Optional[str] = typer.Option(None, "--format", help="Output: rich (tables) or json (the summary)."),
+        fmt: format_option("Output: rich (tables) or json (the summary).") = None,
         as_json: AsJson = False,
         input_format: InputFormat = "auto",
         model: str = typer.Option("smollm2", "--model", help="smollm2 (built in), a local HF folder, a .gguf file, or an HF id in the local cache."),
@@ -63,19 +63,19 @@ def register(app: typer.Typer) -> None:
         device: str = typer.Option("auto", "--device", help="auto (CUDA when present, else CPU), cpu, cuda, cuda:N."),
         dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16."),
         passes: str = typer.Option("cold,warm,canonical", "--pass", help="Comma-separated passes: cold, warm, canonical."),
-        block_size: int = typer.Option(DEFAULT_BLOCK_SIZE, "--block-size", min=1, help="KV block size in tokens (vLLM's default)."),
-        capacity: Optional[str] = typer.Option(None, "--capacity", help=CAPACITY_HELP),
+        block_size: ReplayBlockSize = DEFAULT_BLOCK_SIZE,
+        capacity: ReplayCapacity = None,
         capacity_bytes: Optional[str] = typer.Option(None, "--capacity-bytes", hidden=True),
         capacity_blocks: Optional[int] = typer.Option(None, "--capacity-blocks", hidden=True),
-        policy: str = typer.Option("lru", "--policy", help="Eviction policy of the cache index (lru, fifo, lfu, slru, ...)."),
+        policy: policy_option("Eviction policy of the cache index (lru, fifo, lfu, slru, ...).") = "lru",
         max_new_tokens: int = typer.Option(1, "--max-new-tokens", min=1, help="Greedy tokens to decode (1 = measure TTFT only)."),
         verify: str = typer.Option("sample", "--verify", help="Recompute cache hits cold and compare: none, sample, all."),
         verify_every: int = typer.Option(4, "--verify-every", min=1, help="With --verify sample: every N-th cache hit."),
         tol: Optional[float] = typer.Option(None, "--tol", min=0.0, help="Max |Δlogit| allowed (default 1e-3 float32, 1.0 bfloat16, 0.25 float16)."),
         repeat: int = typer.Option(1, "--repeat", min=1, help="Time each request's prefill N times on the same cache state; TTFT = the median."),
-        out: Optional[str] = typer.Option(None, "--out", help="Stream per-request results to this JSONL file."),
+        out: out_option("Stream per-request results to this JSONL file.") = None,
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --out."),
-        force: bool = typer.Option(False, "--force", help="Start --out over when it exists."),
+        force: Force = False,
         max_requests: Optional[int] = typer.Option(None, "--max-requests", min=1, help="Replay only the first N requests."),
         max_prompt_tokens: Optional[int] = typer.Option(None, "--max-prompt-tokens", min=1, help="Truncate prompts to N tokens (prefix kept)."),
         server: Optional[str] = typer.Option(None, "--server", help="Replay through a running OpenAI-compatible server at this URL (vLLM, llama.cpp, SGLang, generic) instead of the local model."),
@@ -83,8 +83,8 @@ def register(app: typer.Typer) -> None:
         send: str = typer.Option("tokens", "--send", help="With --server: tokens (our token ids via /v1/completions) or chat (the logged messages via /v1/chat/completions)."),
         tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="With --server: our tokenizer (default: the folder the server loaded)."),
         concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="With --server: requests in flight at most (default 1; unbounded with --rate/--schedule)."),
-        rate: Optional[float] = typer.Option(None, "--rate", min=0.0, help="With --server: Poisson arrivals at R requests/s (seeded by --seed)."),
-        seed: int = typer.Option(0, "--seed", help="With --rate: the arrival generator's seed."),
+        rate: rate_option("With --server: Poisson arrivals at R requests/s (seeded by --seed).", minimum=0.0) = None,
+        seed: seed_option("With --rate: the arrival generator's seed.") = 0,
         schedule: str = typer.Option("none", "--schedule", help="With --server: none, or logged (the logged inter-arrival times)."),
         speedup: float = typer.Option(1.0, "--speedup", help="With --schedule logged: divide the logged gaps by X."),
         timeout: float = typer.Option(300.0, "--timeout", help="With --server: seconds to wait for each read."),

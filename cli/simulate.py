@@ -16,13 +16,12 @@ import typer
 
 from prefixcache.analyzer.api import FleetOptions, SimulateOptions, simulate, simulate_fleet
 from prefixcache.analyzer.cache.capacity import parse_capacities
-from prefixcache.analyzer.cache.models import CACHES
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.cli.common import EXIT_ERROR, err, handle_errors, progress, report_skipped
 from prefixcache.cli.fleet import render_fleet
 from prefixcache.cli.options import (
-    AsJson, BlockSize, Capacity, InputFormat, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer,
-    deprecated_alias, output_format,
+    AsJson, BlockSize, Cache, Capacity, InputFormat, KvModel, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer,
+    deprecated_alias, format_option, output_format, policy_option, rate_option, seed_option,
 )
 from prefixcache.cli.simulate_render import render
 
@@ -36,18 +35,18 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def simulate_cmd(
         paths: Paths,
-        fmt: Annotated[Optional[str], typer.Option("--format", help="Output: rich (default) or json.")] = None,
+        fmt: format_option("Output: rich (default) or json.") = None,
         as_json: AsJson = False,
         input_format: InputFormat = "auto",
         tokenizer: Tokenizer = "auto",
         old_model: ModelAsTokenizer = None,
         template: Template = "auto",
-        cache: Annotated[str, typer.Option("--cache", help=f"Cache model: {', '.join(CACHES)}.")] = "vllm",
-        policy: Annotated[str, typer.Option("--policy", help="Eviction policies, comma-separated: lru, fifo, lfu, slru, length, gdsf, belady (sglang: lru, fifo, lfu, slru, mru).")] = "lru",
+        cache: Cache = "vllm",
+        policy: policy_option("Eviction policies, comma-separated: lru, fifo, lfu, slru, length, gdsf, belady (sglang: lru, fifo, lfu, slru, mru).") = "lru",
         capacity: Capacity = None,
         block_size: BlockSize = None,
         ttl: Annotated[Optional[float], typer.Option("--ttl", min=0.0, help="Expire entries idle longer than this (seconds, logical clock; ≥ 0).")] = None,
-        kv_model: Annotated[Optional[str], typer.Option("--kv-model", help="KV size preset for byte capacities (llama-3-8b, llama-3-70b, qwen2.5-7b, ...).")] = None,
+        kv_model: KvModel = None,
         model_config: Annotated[Optional[str], typer.Option("--model-config", help="HF config.json (or folder) for KV bytes per token.")] = None,
         kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV dtype (bf16, fp16, fp8, fp32); default from the config.")] = None,
         min_tokens: Annotated[Optional[int], typer.Option("--min-tokens", min=0, help="Override the provider's minimum cacheable length.")] = None,
@@ -64,8 +63,8 @@ def register(app: typer.Typer) -> None:
         hardware: Annotated[str, typer.Option("--hardware", help="Fleet timing preset: h100-llama3-8b, a100-llama3-8b, h200-llama3-70b-tp4, cpu-smollm2-135m.")] = "h100-llama3-8b",
         calibrate: Annotated[Optional[str], typer.Option("--calibrate", help="Fleet: fit prefill tok/s and per-request overhead from a replay results JSONL.")] = None,
         tiers: Annotated[Optional[str], typer.Option("--tiers", help="Fleet KV tiers, fastest first: gpu=16GiB,cpu=128GiB[@25GB/s][+20us],disk=1TiB.")] = None,
-        rate: Annotated[Optional[float], typer.Option("--rate", help="Fleet: arrivals at this many requests/s instead of the logged times.")] = None,
-        seed: Annotated[int, typer.Option("--seed", help="Fleet: seed of --router random.")] = 0,
+        rate: rate_option("Fleet: arrivals at this many requests/s instead of the logged times.") = None,
+        seed: seed_option("Fleet: seed of --router random.") = 0,
         skip_bad: SkipBad = False,
     ) -> None:
         """Simulate a prefix cache: hit tokens, avoided prefill, what each lost token was lost to."""

@@ -306,3 +306,55 @@ def test_replay_inner_layers_point_inwards() -> None:
                 bad.append(f"{f.relative_to(ROOT)}:{line} ({me}) imports {mod}")
     assert not bad, "\n".join(bad)
 
+
+
+#: The files that may name cache models and server kinds: the two registries.
+REGISTRIES = ("analyzer/cache/models/", "replay/server/kinds.py")
+#: Names a comparison may be a switch on.
+SWITCHED = {"cache", "kind", "cache_name", "server_kind", "engine"}
+
+
+def _switches(path: Path, names: set[str]) -> list[str]:
+    """``line: source`` of every comparison in ``path`` of a variable or attribute named as in
+    :data:`SWITCHED` with a string literal (or a tuple/list/set of them) among ``names``."""
+    def named(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id in SWITCHED) or (
+            isinstance(node, ast.Attribute) and node.attr in SWITCHED)
+
+    def literals(node: ast.AST) -> set[str]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+
+    src = path.read_text()
+    out = []
+    for node in ast.walk(ast.parse(src, str(path))):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(named(s) for s in sides) and any(literals(s) & names for s in sides):
+                out.append(f"{path}:{node.lineno}: {ast.get_source_segment(src, node)}")
+    return out
+
+
+def test_no_cache_or_server_kind_switch_outside_the_registries(tmp_path: Path) -> None:
+    """Which caches exist and what each does is said by the registries alone: nothing else
+    compares a cache name (``--cache``) or a server kind with a literal."""
+    from prefixcache.analyzer.cache.models import CACHES
+    from prefixcache.replay.server.kinds import KINDS
+
+    names = set(CACHES) | set(KINDS)
+    bad = [hit for f in _sources("analyzer", "replay", "cli")
+           if not str(f.relative_to(ROOT)).startswith(REGISTRIES) for hit in _switches(f, names)]
+    assert not bad, "\n".join(bad)
+    planted = tmp_path / "switch_probe.py"
+    planted.write_text('def f(spec, info):\n    return spec.cache in ("vllm", "blocks") or info.kind == "llamacpp"\n')
+    assert len(_switches(planted, names)) == 2
+
+
+#: The most lines a CLI module holds: it parses, calls and renders, nothing more.
+CLI_MAX_LINES = 220
+
+
+def test_cli_modules_are_short() -> None:
+    long = {str(f.relative_to(ROOT)): n for f in _sources("cli")
+            if (n := len(f.read_text().splitlines())) > CLI_MAX_LINES}
+    assert not long, f"over {CLI_MAX_LINES} lines: {long}"

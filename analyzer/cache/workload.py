@@ -117,7 +117,7 @@ class SimRequest:
 
     def prefix_hashes(self) -> dict[int, int]:
         """Hash of the prompt up to each content-block boundary and breakpoint
-        (:meth:`~.provider.AnthropicCache.prefix_hashes`), computed once and kept."""
+        (:meth:`~.provider.caches.AnthropicCache.prefix_hashes`), computed once and kept."""
         if self._cuts is None:
             cuts: dict[int, int] = {}
             if self.tokens:

@@ -3,6 +3,6 @@
 Modules: :mod:`.checker` (render each context with variations and measure the
 stable token prefix), :mod:`.render` (sandboxed rendering with source tracing),
 :mod:`.static` (template AST checks), :mod:`.vary` (the clock / id / order /
-whitespace variations), :mod:`.report` (the entry point
+whitespace variations), :mod:`.run` (the entry point
 :func:`~.report.check_templates` and the typed JSON record per template).
 """

@@ -1,6 +1,6 @@
 """The report page: Jinja2 templates, plotly figures and plotly.js, in one offline HTML file.
 
-:func:`render_html` turns :class:`~.report.ReportDocuments` into the page. Every figure on
+:func:`render_html` turns :class:`~.content.ReportDocuments` into the page. Every figure on
 it is one of the documents' values, formatted (``1,234``, ``12.5%``) by the template's
 filters; the documents themselves are embedded as JSON (``<script type="application/json"
 id="doc-lint">`` …) (``<``, ``>``, ``&`` as ``\\u003c`` escapes) so a reader or a test can check the page against the commands it

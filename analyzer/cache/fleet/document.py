@@ -78,7 +78,7 @@ class FleetReport:
     replicas, per-replica capacity, arrivals, hardware, calibration, tiers), the
     workload ceiling (one unbounded shared cache) and the pooled cache (one cache of the
     fleet's total size, same tiers), one row per routing policy, and ``warnings``: a
-    per-replica capacity that cannot hold one request (:func:`~.report.capacity_warning`)."""
+    per-replica capacity that cannot hold one request (:func:`~.document.capacity_warning`)."""
 
     cache: str
     policy: str

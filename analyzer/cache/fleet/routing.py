@@ -31,7 +31,7 @@
   least loaded. Greedy is not optimal over a run (sending a whole workload after its
   shared system prompt to one replica can thrash it while others idle), so the fleet
   study reports as ``oracle`` the best whole run among this greedy routing and every
-  other router of the study (:func:`~.fleet_study.fleet_report`): by construction
+  other router of the study (:func:`~.fleet.study.fleet_report`): by construction
   it is ≥ every policy listed with it.
 
 Ties (least-loaded, oracle) are broken by the lowest replica index after the

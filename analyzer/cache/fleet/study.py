@@ -1,4 +1,4 @@
-"""A fleet study: :class:`FleetOptions` and the arms → :class:`~.fleet_report.FleetReport`.
+"""A fleet study: :class:`FleetOptions` and the arms → :class:`~.fleet.document.FleetReport`.
 
 Arms, all over the same requests (one hit-ratio denominator): the workload ceiling
 (one unbounded shared cache, :func:`~.simulator.simulate`), the pooled cache (one

@@ -68,7 +68,7 @@ class _UnitModel(CacheModel):
 
 @register
 class OpenAIModel(_UnitModel):
-    """OpenAI, rule set by model name (:func:`~.provider.openai_breakpoints`): up to GPT-5.5
+    """OpenAI, rule set by model name (:func:`~.provider.rules.openai_breakpoints`): up to GPT-5.5
     automatic (≥ 1,024 tokens, 128-token steps, 5 min idle retention); GPT-5.6 and later
     explicit breakpoints (the logged ``prompt_cache_breakpoint`` marks plus the implicit
     one at the end of the prompt unless the request chose ``mode: explicit``), exact

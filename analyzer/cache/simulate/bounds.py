@@ -17,7 +17,7 @@ Two variants, both offline:
 Block-level MIN is optimal for *per-block* hits, not for the *leading-blocks* prefix
 metric, so neither variant is a proven optimum and either can win: on the Mooncake
 synthetic trace the unpinned one is higher (0.395 vs 0.390 block hit ratio at 5%).
-Callers report both and take the larger as the offline bound (:mod:`.runs`).
+Callers report both and take the larger as the offline bound (:mod:`.sweeps`).
 
 How it runs: next uses are computed once, with numpy, into a :class:`MinPlan` that
 every capacity and both variants share. A replay keeps the cached blocks in

@@ -25,7 +25,7 @@ from prefixcache.analyzer.cache.workload import SimRequest
 
 @dataclass(frozen=True, slots=True)
 class OfflineBound:
-    """Belady MIN at one capacity, both variants in both units (:mod:`.belady`):
+    """Belady MIN at one capacity, both variants in both units (:mod:`.bounds`):
     ``pinned`` keeps the request in flight (what an engine can do), ``unpinned`` lets
     every block compete. ``bound`` names the variant with more cached tokens, whose
     per-request figures the row carries; ``bound_hit_ratio_*`` are the larger of the two
@@ -81,9 +81,9 @@ class ResultRow:
 class CallRow:
     """One logged call with the provider's reported cached tokens, next to ours: predicted
     (our tokens), calibrated (mapped into the provider's count), and the provider rule's
-    band ``[lagged, expected]`` (``rule``: one of :data:`~.provider_rule.RULES` — ``in-thread``,
+    band ``[lagged, expected]`` (``rule``: one of :data:`~.bands.RULES` — ``in-thread``,
     ``simulated``, or a first call reading only a hidden prefix whose size an earlier call measured,
-    ``hidden-prefix-measured``, or did not, ``hidden-prefix-unsized``: band 0 to our size, :mod:`.provider_rule`);
+    ``hidden-prefix-measured``, or did not, ``hidden-prefix-unsized``: band 0 to our size, :mod:`.bands`);
     next to the provider's own verdict when the log has one (``provider_verdict``: Anthropic
     ``diagnostics`` / OpenAI ``prompt_cache_diagnostics`` reason, ``provider_missed_tokens``
     its estimate), our cause: ``drift_cause`` (lint rule code) and ``shared_tokens`` (the
@@ -112,7 +112,7 @@ class CallRow:
 class Agreement:
     """Predicted vs reported cached tokens over the calls (within ``tolerance_tokens``).
     ``*_exact``: equal to the reported count; ``expected_*``: the provider rule's
-    expected count (:mod:`.provider_rule`); ``inside_band``: calls whose reported count
+    expected count (:mod:`.bands`); ``inside_band``: calls whose reported count
     lies in ``[lagged, expected]``; ``in_thread_calls``: calls the in-thread rule applied to."""
 
     calls: int
@@ -267,7 +267,7 @@ def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int,
               reqs: Sequence[SimRequest] = (), rules: ProviderRules | None = None) -> list[CallRow]:
     """Calls with a reported cached count: predicted, calibrated (mapped into the
     provider's token count, :func:`~.figures.calibrated_cached`), the provider rule's
-    band (:func:`~.provider_rule.bands`, from ``reqs`` — the simulated requests, in
+    band (:func:`~.bands.bands`, from ``reqs`` — the simulated requests, in
     the order of ``rows`` — under ``rules``; without rules the band is the calibrated
     count) and reported."""
     if all(f.reported_cached_tokens is None for f in rows):

@@ -1,4 +1,4 @@
-"""A ``simulate`` study: its options and the policy × capacity grid → :class:`~.report.SimulateReport`.
+"""A ``simulate`` study: its options and the policy × capacity grid → :class:`~.document.SimulateReport`.
 
 :class:`SimulateOptions` holds every choice of the command (validated on
 construction, ConfigError for nonsense, before any work). :func:`simulate_report`

@@ -1,8 +1,8 @@
 """Capacity sweeps and helpers over a simulated request stream.
 
 :func:`sweep_block_cache` gives per-request figures at many capacities: one LRU
-stack-distance pass (:mod:`.sweep`) when the policy allows it, Belady MIN replays
-(:mod:`.belady`), else one replay per capacity (:func:`.simulator.simulate`).
+stack-distance pass (:mod:`.stack_profile`) when the policy allows it, Belady MIN replays
+(:mod:`.bounds`), else one replay per capacity (:func:`.simulator.simulate`).
 Also: the block chains those passes consume and the distinct-block count behind
 ``N%`` capacities.
 """
@@ -44,7 +44,7 @@ def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: S
                       drift_causes: Mapping[int, str] | None = None) -> list[list[RequestFigures]]:
     """Per-request figures at each capacity (blocks) for ``vllm`` / ``blocks``.
 
-    LRU without TTL: one stack-distance pass (:mod:`.sweep`) serves every capacity;
+    LRU without TTL: one stack-distance pass (:mod:`.stack_profile`) serves every capacity;
     ``belady``: the larger of the pinned and unpinned MIN replays (:func:`belady_runs`);
     any other policy: one replay each. ``drift_causes``: request order → rule code.
     """
@@ -78,8 +78,8 @@ class BeladyRun:
 def belady_runs(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int],
                 base: Baseline | None = None, progress: Callable[[int], None] | None = None,
                 drift_causes: Mapping[int, str] | None = None) -> list[BeladyRun]:
-    """Belady MIN at each capacity (blocks), pinned and unpinned (:mod:`.belady`); one
-    :func:`~.belady.min_plan` and one ideal (the replay with room for every block) serve
+    """Belady MIN at each capacity (blocks), pinned and unpinned (:mod:`.bounds`); one
+    :func:`~.bounds.min_plan` and one ideal (the replay with room for every block) serve
     every capacity, and figures are built for the larger variant only. ConfigError unless
     the cache is ``vllm`` or ``blocks``."""
     if not spec.traits.block_chain:

@@ -1,1 +1,1 @@
-"""prefixcache.analyzer.ingest.readers."""
+"""Log readers, one module per format family; each registers its readers with ``@reader`` (:mod:`prefixcache.analyzer.ingest.detect`)."""
