@@ -14,7 +14,7 @@ from typing import Sequence
 
 from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.simulate.figures import (
-    ReportedUsage, RequestFigures, calibrated_cached, totals,
+    ReportedUsage, RequestCounts, RequestFigures, calibrated_cached, totals,
 )
 from prefixcache.analyzer.cache.models import traits_for
 from prefixcache.analyzer.cache.provider.cost import Prices, cost_usd
@@ -184,18 +184,9 @@ class Summary:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestRow:
+class RequestRow(RequestCounts):
     """One request under the first result row's cache (``--per-request``)."""
 
-    order: int
-    session: str
-    source: str
-    record: int
-    prompt_tokens: int
-    cached_tokens: int
-    ideal_tokens: int
-    blocks_total: int
-    blocks_hit: int
     written_tokens: int
     lost_tokens_by_cause: dict[str, int]
     hits_by_segment: dict[str, int]

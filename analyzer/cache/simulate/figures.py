@@ -93,8 +93,10 @@ def hits_by_segment(spans: Sequence[tuple[str, int, int]], cached: int) -> dict[
 
 
 @dataclass(frozen=True, slots=True)
-class RequestFigures:
-    """One request under one cache: all counts in tokens unless named blocks."""
+class RequestCounts:
+    """Which request (``order`` in arrival order; ``session``, ``source`` file, ``record``) and
+    its counts under one cache: tokens unless named blocks. The base of the simulator's
+    :class:`RequestFigures` and of the ``--per-request`` row that reports them."""
 
     order: int
     session: str
@@ -105,6 +107,12 @@ class RequestFigures:
     ideal_tokens: int
     blocks_total: int
     blocks_hit: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFigures(RequestCounts):
+    """One request under one cache: all counts in tokens unless named blocks."""
+
     written_tokens: int = 0
     write_multiplier: float = 1.0
     shared_tokens: int = 0  # longest prefix shared with any earlier request (tokens)
