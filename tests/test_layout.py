@@ -103,29 +103,45 @@ def test_layering_cli_replay_analyzer() -> None:
     assert not bad, bad
 
 
-def _layer(mod: str) -> int | None:
-    """Index of the analyzer layer holding ``prefixcache.analyzer.X...`` (None outside analyzer)."""
-    if not mod.startswith("prefixcache.analyzer."):
+def _layer_in(mod: str, package: str, layers: tuple[tuple[str, ...], ...], name: str) -> int | None:
+    """Index of the layer of ``package`` (dotted) holding module ``mod``: ``len(layers)`` for the
+    package itself (its facade, above every layer), None outside the package. A module in no
+    declared layer fails, naming the constant ``name`` to add it to."""
+    if mod == package:
+        return len(layers)
+    if not mod.startswith(package + "."):
         return None
-    head = mod.split(".")[2]
-    for i, names in enumerate(ANALYZER_LAYERS):
+    head = mod.split(".")[package.count(".") + 1]
+    for i, names in enumerate(layers):
         if head in names:
             return i
-    raise AssertionError(f"{mod}: not in a declared analyzer layer (add it to ANALYZER_LAYERS)")
+    raise AssertionError(f"{mod}: not in a declared layer (add it to {name})")
+
+
+def _outward_imports(folder: str, package: str, layers: tuple[tuple[str, ...], ...], name: str) -> list[str]:
+    """``file:line (module) imports X`` for every import in ``folder`` (the source of ``package``)
+    of a layer at or above the importer's own, outside the importer's own sub-package. Importing
+    the package itself (``from package import sub``) names a sub-module and is judged by it."""
+    depth = package.count(".") + 2
+    bad = []
+    for f in _sources(folder):
+        me = _module(f)
+        mine = _layer_in(me, package, layers, name)
+        for line, mod, _ in _imports(f):
+            theirs = None if mod == package else _layer_in(mod, package, layers, name)
+            if theirs is not None and mod.split(".")[:depth] != me.split(".")[:depth] and theirs >= mine:
+                bad.append(f"{f.relative_to(ROOT)}:{line} ({me}) imports {mod}")
+    return bad
+
+
+def _layer(mod: str) -> int | None:
+    """Index of the analyzer layer holding ``prefixcache.analyzer.X...`` (None outside analyzer)."""
+    return None if mod == "prefixcache.analyzer" else _layer_in(mod, "prefixcache.analyzer", ANALYZER_LAYERS,
+                                                              "ANALYZER_LAYERS")
 
 
 def test_analyzer_inner_layers_point_inwards() -> None:
-    bad = []
-    for f in _sources("analyzer"):
-        me = _module(f)
-        if me == "prefixcache.analyzer":
-            continue
-        mine = _layer(me)
-        for line, mod, _ in _imports(f):
-            theirs = _layer(mod)
-            same_package = mod.split(".")[:3] == me.split(".")[:3]
-            if theirs is not None and not same_package and theirs >= mine:
-                bad.append(f"{f.relative_to(ROOT)}:{line} ({me}) imports {mod}")
+    bad = _outward_imports("analyzer", "prefixcache.analyzer", ANALYZER_LAYERS, "ANALYZER_LAYERS")
     assert not bad, "\n".join(bad)
 
 
@@ -167,32 +183,9 @@ CACHE_LAYERS: tuple[tuple[str, ...], ...] = (
 _CACHE = "prefixcache.analyzer.cache"
 
 
-def _cache_layer(mod: str) -> int | None:
-    """Index of the cache layer holding ``prefixcache.analyzer.cache.X...`` (the top for the
-    package itself; None outside cache)."""
-    if mod == _CACHE:
-        return len(CACHE_LAYERS)
-    if not mod.startswith(_CACHE + "."):
-        return None
-    head = mod.split(".")[3]
-    for i, names in enumerate(CACHE_LAYERS):
-        if head in names:
-            return i
-    raise AssertionError(f"{mod}: not in a declared cache layer (add it to CACHE_LAYERS)")
-
-
 def test_cache_inner_layers_point_inwards() -> None:
     """A module of ``cache.X`` imports its own sub-package and earlier layers only."""
-    bad = []
-    for f in _sources("analyzer/cache"):
-        me = _module(f)
-        mine = _cache_layer(me)
-        assert mine is not None
-        for line, mod, _ in _imports(f):
-            theirs = _cache_layer(mod)
-            same_package = mod.split(".")[:4] == me.split(".")[:4]
-            if theirs is not None and not same_package and theirs >= mine:
-                bad.append(f"{f.relative_to(ROOT)}:{line} ({me}) imports {mod}")
+    bad = _outward_imports("analyzer/cache", _CACHE, CACHE_LAYERS, "CACHE_LAYERS")
     assert not bad, "\n".join(bad)
 
 
@@ -278,34 +271,11 @@ REPLAY_LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def _replay_layer(mod: str) -> int | None:
-    """Index of the replay layer holding ``prefixcache.replay.X...`` (None outside replay;
-    ``len(REPLAY_LAYERS)`` for the facade itself)."""
-    if mod == "prefixcache.replay":
-        return len(REPLAY_LAYERS)
-    if not mod.startswith("prefixcache.replay."):
-        return None
-    head = mod.split(".")[2]
-    for i, names in enumerate(REPLAY_LAYERS):
-        if head in names:
-            return i
-    raise AssertionError(f"{mod}: not in a declared replay layer (add it to REPLAY_LAYERS)")
-
-
 def test_replay_inner_layers_point_inwards() -> None:
     """options < document < prompts, results < context < local | server < the facade: the
     base never imports a stack, and local and server never import each other."""
-    bad = []
-    for f in _sources("replay"):
-        me = _module(f)
-        mine = _replay_layer(me)
-        for line, mod, _ in _imports(f):
-            theirs = _replay_layer(mod)
-            same = mod.split(".")[:3] == me.split(".")[:3]
-            if theirs is not None and not same and me != "prefixcache.replay" and theirs >= mine:
-                bad.append(f"{f.relative_to(ROOT)}:{line} ({me}) imports {mod}")
+    bad = _outward_imports("replay", "prefixcache.replay", REPLAY_LAYERS, "REPLAY_LAYERS")
     assert not bad, "\n".join(bad)
-
 
 
 #: The files that may name cache models and server kinds: the two registries.
