@@ -22,7 +22,8 @@ from prefixcache.analyzer.html.content import DEFAULT_CAPACITY
 from prefixcache.analyzer.lint.config import load_config
 from prefixcache.cli.common import EXIT_ERROR, check_output, err, handle_errors, progress, report_skipped
 from prefixcache.cli.options import (
-    BlockSize, Cache, Capacity, Config, Force, InputFormat, KvModel, ModelAsTokenizer, Paths, RedactKey, RedactOrNot,
+    ReportCapacity,
+    BlockSize, Cache, Config, Force, InputFormat, KvModel, ModelAsTokenizer, Paths, RedactKey, RedactOrNot,
     SkipBad, Template, Tokenizer, deprecated_alias, implied_redact, out_option, policy_option,
 )
 from prefixcache.cli.output import atomic_output
@@ -45,7 +46,7 @@ def register(app: typer.Typer) -> None:
         cache: Cache = "vllm",
         policy: policy_option("Eviction policies of the simulation, comma-separated (default lru,belady on vllm and "
                               "blocks, else lru).", optional=True) = None,
-        capacity: Capacity = None,
+        capacity: ReportCapacity = None,
         block_size: BlockSize = None,
         kv_model: KvModel = None,
         redact: RedactOrNot = None,

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Sequence
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.replay.document import ReplayOutcome, ReplayReport, ReplaySession, ServerReport
-from prefixcache.replay.options import ReplayOptions
+from prefixcache.replay.options import ReplayOptions, missing_extra
 
 if TYPE_CHECKING:
     from prefixcache.replay.local.engine import Engine
@@ -28,16 +28,21 @@ def open_replay(paths: Sequence[str], options: ReplayOptions, *, engine: "Engine
     ``options.model``), else through the server at that URL (``engine`` must be None).
     Nothing runs yet: the session's ``run()`` returns the
     :class:`~prefixcache.replay.document.ReplayOutcome`. The stacks are imported here, on
-    demand (the in-process one needs torch, the server one httpx). Raises ConfigError /
+    demand (the in-process one needs torch, the server one httpx: without them, ConfigError naming
+    the ``replay`` extra). Raises ConfigError /
     InputError / EngineError before any request runs."""
     if options.server is None:
-        from prefixcache.replay.local.session import open_local
-
+        try:
+            from prefixcache.replay.local.session import open_local
+        except ImportError as exc:
+            raise missing_extra(exc, "replay (in-process)") or exc from None
         return open_local(paths, options, engine=engine, stdin=stdin)
     if engine is not None:
         raise ConfigError("open_replay: an engine replays in-process; drop it or options.server")
-    from prefixcache.replay.server.session import open_server
-
+    try:
+        from prefixcache.replay.server.session import open_server
+    except ImportError as exc:
+        raise missing_extra(exc, "replay --server") or exc from None
     return open_server(paths, options, stdin=stdin)
 
 

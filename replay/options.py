@@ -124,3 +124,17 @@ class ReplayOptions:
             raise ConfigError(f"--server {self.server}: give an http:// or https:// URL")
         if cap is not None and cap.unit not in ("blocks", "tokens"):
             raise ConfigError(f"--capacity {cap.text}: with --server give blocks or tokens")
+
+
+#: Top-level modules of the ``replay`` extra (pyproject ``[project.optional-dependencies]``).
+EXTRA_MODULES = frozenset({"torch", "transformers", "accelerate", "httpx", "sniffio", "prometheus_client"})
+
+
+def missing_extra(exc: ImportError, what: str) -> ConfigError | None:
+    """The one error for a replay stack whose optional dependencies are not installed
+    (``exc`` raised while importing it; ``what``: the stack, as the user asked for it), or
+    None when the missing module is not one of :data:`EXTRA_MODULES` (a real bug: re-raise)."""
+    name = (exc.name or "").split(".")[0]
+    if name not in EXTRA_MODULES:
+        return None
+    return ConfigError(f"{what} needs the replay extra, and {name} is not installed: pip install 'prefixcache[replay]'")

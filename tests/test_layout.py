@@ -328,3 +328,15 @@ def test_cli_modules_are_short() -> None:
     long = {str(f.relative_to(ROOT)): n for f in _sources("cli")
             if (n := len(f.read_text().splitlines())) > CLI_MAX_LINES}
     assert not long, f"over {CLI_MAX_LINES} lines: {long}"
+
+
+def _chain(layers: tuple[tuple[str, ...], ...]) -> str:
+    """``a < b, c < d``: the layers as docs/architecture.md writes them."""
+    return " < ".join(", ".join(names) for names in layers)
+
+
+def test_architecture_doc_states_the_declared_layers() -> None:
+    """docs/architecture.md writes each layer chain exactly as declared here (it cannot drift)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    for layers in (ANALYZER_LAYERS, CACHE_LAYERS, REPLAY_LAYERS):
+        assert f"  {_chain(layers)}\n" in text, f"docs/architecture.md lacks the line: {_chain(layers)}"

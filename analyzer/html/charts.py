@@ -167,7 +167,7 @@ def fleet_ttft(fleet: dict[str, Any]) -> str:
 
     rows = fleet["results"]
     x = [r["router"] for r in rows]
-    data = [go.Bar(x=x, y=[r[f"ttft_p{q}_s"] for r in rows], name=f"P{q}", hovertemplate="%{x}: %{y:.3f} s")
+    data = [go.Bar(x=x, y=[r["ttft"][f"p{q}"] for r in rows], name=f"P{q}", hovertemplate="%{x}: %{y:.3f} s")
             for q in (50, 95, 99)]
     return _figure(data, f"fleet: simulated TTFT percentiles per router ({fleet['hardware']['name']})",
                    {"title": "router policy"}, {"title": "time to first token (s)"}, barmode="group")

@@ -6,7 +6,8 @@ values: the report shows their figures as written, never recomputed. Only the ke
 section needs are required; every other key is carried along untouched. A fleet
 simulation's document (``simulate --replicas N --json``, docs/schemas/simulate-fleet.schema.json:
 a :class:`~prefixcache.analyzer.cache.fleet.document.FleetReport`) is told apart by its
-``replicas`` key and must carry every key of that type and of each router row. Errors: :class:`~prefixcache.analyzer.errors.InputError` naming the file
+``replicas`` key and must carry every key of that type and of each router row (a row saved
+by the release before ``ttft`` existed gets it from its flat ``ttft_p*_s`` keys). Errors: :class:`~prefixcache.analyzer.errors.InputError` naming the file
 (and line) for an unreadable file, bad JSON or a row without the keys the report needs.
 """
 
@@ -30,13 +31,15 @@ SIMULATE_KEYS = ("cache", "block_size", "results")
 #: Keys of a fleet document and of each of its ``results`` rows (the fields of the library types).
 FLEET_KEYS = tuple(FleetReport.__dataclass_fields__)
 ROUTER_KEYS = tuple(RouterRow.__dataclass_fields__)
+#: The deprecated flat TTFT keys of a router row (seconds), in ``ttft``'s order p50, p95, p99.
+FLAT_TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s")
 
 
 def _read(path: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise InputError(f"cannot read ({exc.strerror or exc})", path) from None
 
 
 def _replay_row(row: Any) -> dict[str, Any]:
@@ -53,7 +56,7 @@ def read_replay(path: str) -> list[dict[str, Any]]:
     bad JSON elsewhere, a row that is not an object with :data:`REPLAY_KEYS`, or no rows."""
     rows = read_rows(path, _replay_row)[0]
     if not rows:
-        raise InputError(f"{path}: no replay result rows")
+        raise InputError("no replay result rows", path)
     return rows
 
 
@@ -63,10 +66,10 @@ def read_simulate(path: str) -> dict[str, Any]:
     try:
         doc = orjson.loads(_read(path))
     except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON ({exc})") from None
+        raise InputError(f"not JSON ({exc})", path) from None
     missing = [k for k in SIMULATE_KEYS if not isinstance(doc, dict) or k not in doc]
     if missing:
-        raise InputError(f"{path}: not a simulate --json document (missing {', '.join(missing)})")
+        raise InputError(f"not a simulate --json document (missing {', '.join(missing)})", path)
     if "replicas" in doc:
         _check_fleet(path, doc)
     return doc
@@ -80,8 +83,18 @@ def is_fleet(doc: dict[str, Any]) -> bool:
 def _check_fleet(path: str, doc: dict[str, Any]) -> None:
     missing = [k for k in FLEET_KEYS if k not in doc]
     if missing:
-        raise InputError(f"{path}: not a simulate --replicas N --json document (missing {', '.join(missing)})")
+        raise InputError(f"not a simulate --replicas N --json document (missing {', '.join(missing)})", path)
     for n, row in enumerate(doc["results"]):
+        if isinstance(row, dict) and "ttft" not in row and all(k in row for k in FLAT_TTFT):
+            row["ttft"] = _ttft_from_flat(row)
         missing = [k for k in ROUTER_KEYS if not isinstance(row, dict) or k not in row]
         if missing:
-            raise InputError(f"{path}: results[{n}] is not a router row (missing {', '.join(missing)})")
+            raise InputError(f"results[{n}] is not a router row (missing {', '.join(missing)})", path)
+
+
+def _ttft_from_flat(row: dict[str, Any]) -> dict[str, Any]:
+    """The ``ttft`` object of a router row saved before it existed (the previous release wrote
+    only ``ttft_p50_s`` / ``ttft_p95_s`` / ``ttft_p99_s``): those three percentiles as written,
+    the figures that release did not write (count, mean, max) null."""
+    p50, p95, p99 = (row[k] for k in FLAT_TTFT)
+    return {"count": None, "mean": None, "p50": p50, "p95": p95, "p99": p99, "max": None}

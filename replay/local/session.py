@@ -30,7 +30,7 @@ from prefixcache.replay.context import ContextLimit, fit_passes
 from prefixcache.replay.document import ReplayOutcome, ReplayReport, summarize
 from prefixcache.replay.local.engine import Engine
 from prefixcache.replay.local.passes import Replay, ReplayConfig, sim_requests
-from prefixcache.replay.options import ReplayOptions
+from prefixcache.replay.options import ReplayOptions, missing_extra
 from prefixcache.replay.prompts import Prompt, replayable
 from prefixcache.replay.results import ResultWriter, resumed, run_key
 
@@ -118,8 +118,11 @@ class LocalSession:
 
 def load_engine(options: ReplayOptions) -> Engine:
     """The in-process HF engine for ``options.model`` / ``device`` / ``dtype`` (EngineError
-    for a model that is missing or cannot be loaded)."""
-    from prefixcache.replay.local.hf import HFEngine, load_model
+    for a model that is missing or cannot be loaded; ConfigError without torch/transformers)."""
+    try:
+        from prefixcache.replay.local.hf import HFEngine, load_model
+    except ImportError as exc:
+        raise missing_extra(exc, "replay (in-process)") or exc from None
 
     return HFEngine(load_model(options.model, device=options.device, dtype=options.dtype))
 

@@ -185,7 +185,7 @@ def test_fleet_section_shows_the_fleet_document(claude_fleet_page) -> None:
         for key in ("capacity_loss_tokens", "routing_loss_tokens", "cached_tokens", "restored_tokens"):
             assert shown[f"fleet.results.{n}.{key}"] == f"{r[key]:,}"
         for q in (50, 95, 99):
-            assert shown[f"fleet.results.{n}.ttft_p{q}_s"] == f"{r[f'ttft_p{q}_s']:.3f}"
+            assert shown[f"fleet.results.{n}.ttft.p{q}"] == f"{r['ttft'][f'p{q}']:.3f}" == f"{r[f'ttft_p{q}_s']:.3f}"
         assert shown[f"fleet.results.{n}.hit_ratio_tokens"] == f"{100 * r['hit_ratio_tokens']:.1f}%"
 
 
@@ -197,6 +197,20 @@ def test_saved_simulate_document_without_a_fleet(tmp_path) -> None:
     page = report(tmp_path, str(CASE), "--simulate", str(saved), name="nofleet.html")
     assert island(page, "doc-simulate") == sim
     assert 'id="fleet"' not in page and 'id="capacity"' in page
+
+
+def test_fleet_document_of_the_previous_release_still_reads(tmp_path) -> None:
+    """A fleet document saved before ``ttft`` existed (flat ``ttft_p*_s`` keys only) is shown
+    with those figures as written; count, mean and max, which it never held, stay unknown."""
+    fleet, saved = fleet_doc(tmp_path, CASE)
+    for row in fleet["results"]:
+        del row["ttft"]
+    saved.write_bytes(orjson.dumps(fleet))
+    page = report(tmp_path, str(CASE), "--simulate", str(saved), name="oldfleet.html")
+    shown = cells(page)
+    for n, r in enumerate(fleet["results"]):
+        for q in (50, 95, 99):
+            assert shown[f"fleet.results.{n}.ttft.p{q}"] == f"{r[f'ttft_p{q}_s']:.3f}"
 
 
 def test_fleet_document_missing_keys_is_an_input_error(tmp_path) -> None:
@@ -310,3 +324,11 @@ def test_usage_only_log_has_no_simulation_and_says_so(tmp_path) -> None:
     assert 'id="fig-waterfall"' not in page and 'id="capacity"' not in page
     assert cells(page)["summary.usage_only.requests"] == f"{lint['summary']['usage_only']['requests']:,}"
     assert len(lint["skipped"]) == page.count("<td>note</td>") + page.count("<td>error</td>") > 0
+
+
+@pytest.mark.parametrize("flag", ["--simulate", "--replay"])
+def test_unreadable_saved_document_names_the_file_once(tmp_path, flag) -> None:
+    missing = tmp_path / "absent.json"
+    res = CliRunner().invoke(app, ["report", str(CASE), flag, str(missing), "-o", str(tmp_path / "x.html")])
+    assert res.exit_code == 2
+    assert f"error: {missing}: cannot read" in " ".join(res.output.split()) and "<input>" not in res.output
