@@ -80,7 +80,7 @@ class SessionFigures:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestRow:
+class LintRequestRow:
     """One request's figures (:class:`~prefixcache.analyzer.lint.engine.RequestResult`
     without its findings, which the document lists apart): content figures are None for
     usage-only requests; ``shared_with`` / ``compared_with`` are ``[session, index]``."""
@@ -114,7 +114,7 @@ class LintReport:
 
     summary: LintSummary
     sessions: list[SessionFigures]
-    requests: list[RequestRow]
+    requests: list[LintRequestRow]
     findings: list[Finding]
     skipped: list[SkippedRecord]
     tokenizers: dict[str, str]
@@ -159,9 +159,9 @@ def lint_summary(total: Waterfall, sessions: int, block_size: int, by_severity: 
                        findings=sum(by_severity.values()), findings_by_severity=counts)
 
 
-def request_row(r: RequestResult) -> RequestRow:
+def request_row(r: RequestResult) -> LintRequestRow:
     """One request's row (``reusable_fraction`` rounded)."""
-    return RequestRow(
+    return LintRequestRow(
         session=r.session, index=r.index, source=r.source, record=r.record, model=r.model,
         prompt_tokens=r.prompt_tokens, reusable_tokens=r.reusable_tokens, reusable_block_tokens=r.reusable_block_tokens,
         new_tokens=r.new_tokens, lost_tokens=r.lost_tokens, lost_code=r.lost_code, shared_with=r.shared_with,
@@ -186,7 +186,7 @@ def _items(items: Iterable[object]) -> Iterator[bytes]:
         yield b"\n  "
 
 
-def json_chunks(head: LintReport, requests: Iterable[RequestRow | dict], findings: Iterable[Finding | dict],
+def json_chunks(head: LintReport, requests: Iterable[LintRequestRow | dict], findings: Iterable[Finding | dict],
                 sessions: Iterable[SessionFigures] | None = None) -> Iterator[bytes]:
     """``orjson.dumps(report, option=OPT_INDENT_2)`` of ``head`` with its ``requests`` and
     ``findings`` lists replaced by these (and its ``sessions`` by ``sessions`` when given),

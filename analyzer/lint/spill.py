@@ -4,7 +4,7 @@ A lint run reports one row per request and every finding, in input order, but on
 the end. :class:`ResultStore` writes each :class:`~prefixcache.analyzer.lint.engine.RequestResult`
 as it is produced to an anonymous temporary file (deleted when closed or at exit), as
 compact orjson bytes ``[row, [finding, ...]]`` (the row is the document's
-:class:`~prefixcache.analyzer.lint.document.RequestRow`), and keeps only two integers a
+:class:`~prefixcache.analyzer.lint.document.LintRequestRow`), and keeps only two integers a
 request in memory (input position, file offset) plus the finding counts by
 severity. The JSON document's rows and findings are re-serialized from those bytes
 (:meth:`rows_json`, :meth:`findings_json`): orjson's own output parsed back and dumped

@@ -5,7 +5,7 @@ The runner talks to the engine through :class:`prefixcache.replay.local.engine.E
 only, so any engine that implements the protocol plugs in. Every cache pass starts from
 an empty cache: a fresh analyzer ``BlockHashCache`` and the engine's KV store over it
 (``engine.kv_store(index)``); the same prompts also go through the simulator
-(:func:`prefixcache.analyzer.cache.simulate.simulator.simulate`, ``--cache vllm``, same
+(:func:`prefixcache.analyzer.cache.simulate.simulator.simulate_stream`, ``--cache vllm``, same
 block size, capacity and policy), and each result carries both counts. Requests
 run in the one arrival order (:func:`prefixcache.analyzer.sequence.arrival_order`:
 by logged timestamp, input order for ties or when a log has no times) and ``now`` is
@@ -29,7 +29,7 @@ from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
 from prefixcache.analyzer.cache.index.eviction import POLICIES
 from prefixcache.analyzer.cache.models import CacheSpec
-from prefixcache.analyzer.cache.simulate.simulator import simulate
+from prefixcache.analyzer.cache.simulate.simulator import simulate_stream
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError, EngineError, InputError
 from prefixcache.analyzer.replay_rows import LocalRow
@@ -59,7 +59,7 @@ def predict(prompts: Sequence[Prompt], config: "ReplayConfig") -> list[int]:
     """The simulator's cached tokens for each prompt (``simulate --cache vllm`` with the
     same block size, capacity and policy as ``config``), in order."""
     spec = CacheSpec(cache="vllm", policy=config.policy, block_size=config.block_size)
-    return [f.cached_tokens for f in simulate(sim_requests(prompts), spec, config.capacity_blocks)]
+    return [f.cached_tokens for f in simulate_stream(sim_requests(prompts), spec, config.capacity_blocks)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from prefixcache.analyzer.cache.fleet.timing import fit_replay, read_replay
+from prefixcache.analyzer.cache.fleet.timing import fit_replay, replay_points
 from prefixcache.analyzer.errors import InputError
 from prefixcache.cli import simulate as simulate_cli
 from tests.helpers import SAMPLES, existing
@@ -66,7 +66,7 @@ def test_calibration_refuses_what_it_cannot_fit(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"computed_tokens": 5, "ttft_s": 0.1}\nnot json\n{"computed_tokens": 9, "ttft_s": 0.2}\n')
     with pytest.raises(InputError, match="not a replay result"):
-        read_replay(bad)
+        replay_points(bad)
     flat = tmp_path / "flat.jsonl"
     flat.write_bytes(b'{"computed_tokens": 5, "ttft_s": 0.1}\n{"computed_tokens": 5, "ttft_s": 0.2}\n')
     with pytest.raises(InputError, match="two different"):

@@ -12,7 +12,7 @@ The cache is updated at arrival, not when the prefill ends (as the single-cache
 simulator does).
 
 Per request, the tokens the workload ceiling (one unbounded shared cache with the
-same rules, :func:`~.simulator.simulate`) hit and the fleet missed are split
+same rules, :func:`~.simulator.simulate_stream`) hit and the fleet missed are split
 (nested levels, each loss the drop between two, adding up exactly):
 
   ``ceiling ≥ best held anywhere ≥ held by the chosen replica ≥ cached``

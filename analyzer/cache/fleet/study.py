@@ -1,7 +1,7 @@
 """A fleet study: :class:`FleetOptions` and the arms → :class:`~.fleet.document.FleetReport`.
 
 Arms, all over the same requests (one hit-ratio denominator): the workload ceiling
-(one unbounded shared cache, :func:`~.simulator.simulate`), the pooled cache (one
+(one unbounded shared cache, :func:`~.simulator.simulate_stream`), the pooled cache (one
 replica with the fleet's whole memory and tiers, :meth:`~.fleet.Arm.pooled`), and
 the fleet behind each ``--router``. The cache, eviction policy, block size, TTL and
 per-replica capacity come from the :class:`~.study.SimulateOptions` (one policy and
@@ -21,7 +21,7 @@ from prefixcache.analyzer.cache.models import CacheSpec, lru_stack_order
 from prefixcache.analyzer.cache.simulate.document import Summary, capacity_warning, r6
 from prefixcache.analyzer.cache.fleet.routing import parse_routers
 from prefixcache.analyzer.cache.simulate.sweeps import distinct_blocks, sweep_block_cache
-from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate
+from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate_stream
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.cache.fleet.tiers import TierSpec, parse_tiers
 from prefixcache.analyzer.cache.index.trace_sessions import TraceSessions
@@ -200,7 +200,7 @@ def _ceiling(reqs: Sequence[SimRequest], spec, bs: int, base, causes: Mapping[in
         room = sum(len(r.chain(bs)) for r in reqs) + 1
         rows = sweep_block_cache(reqs, spec, [room], base)[0]
         return [replace(f, drift_cause=causes.get(f.order)) for f in rows]
-    return simulate(reqs, spec, None, base, causes)
+    return simulate_stream(reqs, spec, None, base, causes)
 
 
 def _outputs(items: Sequence, reqs: Sequence[SimRequest]) -> list[int]:

@@ -91,7 +91,7 @@ def _ttft(row: dict) -> float:
     return float(row["t_first_token"]) - float(row["t_start"])
 
 
-def read_replay(path: str | Path) -> list[tuple[int, float]]:
+def replay_points(path: str | Path) -> list[tuple[int, float]]:
     """``(computed_tokens, ttft_s)`` of every row of a replay results JSONL file
     (``docs/schemas/replay-result.schema.json``: the keys ``computed_tokens`` and
     ``ttft_s`` or ``t_start`` / ``t_first_token``), read by
@@ -105,7 +105,7 @@ def fit_replay(path: str | Path) -> Fit:
     """Fit prefill tok/s and per-request overhead to a replay run's measured TTFTs
     (ordinary least squares of TTFT on computed tokens). InputError when the file has
     fewer than two distinct computed-token counts or TTFT does not grow with them."""
-    pts = read_replay(path)
+    pts = replay_points(path)
     xs = [x for x, _ in pts]
     if len(set(xs)) < 2:
         raise InputError("calibration needs replay rows with at least two different computed_tokens", str(path))

@@ -14,7 +14,7 @@ knows the names; the families live in :mod:`.vllm`, :mod:`.sglang`, :mod:`.provi
 and :mod:`.llamacpp`, and importing the package registers them all.
 
 ``expire=False`` builds the same model without expiry (the ideal and TTL-only shadow
-levels of :func:`~prefixcache.analyzer.cache.simulate.simulator.simulate`).
+levels of :func:`~prefixcache.analyzer.cache.simulate.simulator.simulate_stream`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from prefixcache.analyzer.cache.index.radix import RadixTree
 from prefixcache.analyzer.cache.index.trace_sessions import TraceSessions, chain_break
 from prefixcache.analyzer.cache.workload import SimRequest
 
-__all__ = ["Baseline", "baseline", "request_figures", "simulate"]
+__all__ = ["Baseline", "baseline", "request_figures", "simulate_stream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +95,9 @@ class _TraceDrift:
         return min(r.num_tokens, q.num_tokens)
 
 
-def simulate(reqs: Sequence[SimRequest], spec: CacheSpec, capacity_blocks: int | None = None,
-             base: Baseline | None = None,
-             drift_causes: Mapping[int, str] | None = None) -> list[RequestFigures]:
+def simulate_stream(reqs: Sequence[SimRequest], spec: CacheSpec, capacity_blocks: int | None = None,
+                    base: Baseline | None = None,
+                    drift_causes: Mapping[int, str] | None = None) -> list[RequestFigures]:
     """Run ``reqs`` through the cache of ``spec`` with ``capacity_blocks`` (None =
     unbounded) and return one :class:`RequestFigures` per request, in time order.
     ``drift_causes`` (request order → rule code) names why a request drifted."""

@@ -24,7 +24,7 @@ from prefixcache.analyzer.cache.simulate.document import (
     cost, reported_row, offline_bound, request_row, result_row,
 )
 from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, distinct_blocks, sweep_block_cache
-from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate
+from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate_stream
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary
@@ -170,7 +170,7 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         elif policy == "belady":
             raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
         else:
-            per_cap = [simulate(reqs, pspec, b, base, causes) for b in blocks]
+            per_cap = [simulate_stream(reqs, pspec, b, base, causes) for b in blocks]
         ttl_shown = pspec.model_class().ttl_of(pspec)
         for (text, b), rows, bound in zip(caps, per_cap, bounds):
             results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows, bound))

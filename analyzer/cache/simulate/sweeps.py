@@ -2,7 +2,7 @@
 
 :func:`sweep_block_cache` gives per-request figures at many capacities: one LRU
 stack-distance pass (:mod:`.stack_profile`) when the policy allows it, Belady MIN replays
-(:mod:`.bounds`), else one replay per capacity (:func:`.simulator.simulate`).
+(:mod:`.bounds`), else one replay per capacity (:func:`.simulator.simulate_stream`).
 Also: the block chains those passes consume and the distinct-block count behind
 ``N%`` capacities.
 """
@@ -18,7 +18,7 @@ from prefixcache.analyzer.cache.base import hit_cap_tokens
 from prefixcache.analyzer.cache.simulate.bounds import belady_hits, min_plan
 from prefixcache.analyzer.cache.simulate.figures import Levels, RequestFigures, lost_by_cause
 from prefixcache.analyzer.cache.models import CacheSpec, Hit, lru_stack_order, make_model
-from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, request_figures, simulate
+from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, request_figures, simulate_stream
 from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
@@ -58,7 +58,7 @@ def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: S
     elif spec.policy == "belady" and sequential:
         return [run.rows for run in belady_runs(reqs, spec, capacities, base, progress, drift_causes)]
     else:
-        return [simulate(reqs, spec, c, base, drift_causes) for c in capacities]
+        return [simulate_stream(reqs, spec, c, base, drift_causes) for c in capacities]
     model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
     return [_rows(model, reqs, base, cached, ideal, drift_causes) for cached in per_cap]
 
@@ -139,4 +139,4 @@ def distinct_blocks(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int
 
 def simulate_tokens(reqs, spec, capacity, base) -> list[int]:
     """Cached tokens per request (convenience over :func:`simulate`)."""
-    return [f.cached_tokens for f in simulate(reqs, replace(spec, policy="lru"), capacity, base)]
+    return [f.cached_tokens for f in simulate_stream(reqs, replace(spec, policy="lru"), capacity, base)]

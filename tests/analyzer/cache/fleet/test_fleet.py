@@ -16,7 +16,7 @@ from prefixcache.analyzer.cache.fleet.document import FleetReport
 from prefixcache.analyzer.cache.fleet.study import FLEET_CAUSES, fleet_report
 from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.fleet.routing import ROUTERS, parse_routers
-from prefixcache.analyzer.cache.simulate.simulator import simulate
+from prefixcache.analyzer.cache.simulate.simulator import simulate_stream
 from prefixcache.analyzer.cache.fleet.tiers import TierSpec, parse_tiers, plan_restore, restore_cost
 from prefixcache.analyzer.cache.fleet.timing import HARDWARE, Hardware
 from prefixcache.analyzer.cache.workload import SimRequest, to_sim_requests
@@ -66,7 +66,7 @@ def test_round_robin_on_a_tiny_trace_loses_what_the_hand_computation_says():
     served, _ = run_fleet(reqs, spec, 4, Arm(2, None, HW), "round-robin", None, [0, 1, 2, 3], [0] * 4)
     assert [s.replica for s in served] == [0, 1, 0, 1]
     assert [s.cached for s in served] == [0, 0, 12, 12]
-    ceiling = simulate(reqs, spec, None)
+    ceiling = simulate_stream(reqs, spec, None)
     assert [f.cached_tokens for f in ceiling] == [0, 8, 12, 12]
     lost = [fleet_lost(f.lost, f.cached_tokens, s) for f, s in zip(ceiling, served)]
     assert [x["routing"] for x in lost] == [0, 8, 0, 0]
@@ -83,7 +83,7 @@ def test_round_robin_equals_one_cache_per_replica_on_its_share_of_the_requests(n
     served, _ = run_fleet(reqs, spec, 16, Arm(n, capacity, HW), "round-robin", None, [0.0] * len(reqs),
                           [0] * len(reqs))
     for w in range(n):
-        alone = simulate(reqs[w::n], spec, capacity)
+        alone = simulate_stream(reqs[w::n], spec, capacity)
         assert [s.cached for s in served[w::n]] == [f.cached_tokens for f in alone]
         assert {s.replica for s in served[w::n]} == {w}
 
@@ -96,7 +96,7 @@ def test_round_robin_on_other_caches_equals_one_cache_per_replica(spec):
     cap = 400 if spec.cache != "sglang" else 6000
     served, _ = run_fleet(reqs, spec, bs, Arm(2, cap, HW), "round-robin", None, [0.0] * len(reqs), [0] * len(reqs))
     for w in range(2):
-        assert [s.cached for s in served[w::2]] == [f.cached_tokens for f in simulate(reqs[w::2], spec, cap)]
+        assert [s.cached for s in served[w::2]] == [f.cached_tokens for f in simulate_stream(reqs[w::2], spec, cap)]
 
 
 @pytest.mark.parametrize("cache", ["vllm", "blocks"])
@@ -144,7 +144,7 @@ def _tier_case(bandwidth: float, latency: float = 0.0):
     reqs = _trace([[1, 2], [3, 4], [1, 2, 5]])
     spec = CacheSpec("blocks")
     served, _ = run_fleet(reqs, spec, bs, arm, "round-robin", None, [0.0, 10.0, 20.0], [0, 0, 0])
-    ceiling = simulate(reqs, spec, None)
+    ceiling = simulate_stream(reqs, spec, None)
     return served[2], fleet_lost(ceiling[2].lost, ceiling[2].cached_tokens, served[2])
 
 

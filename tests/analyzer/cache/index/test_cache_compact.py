@@ -13,7 +13,7 @@ from prefixcache.analyzer.cache.index.block_hash import BlockHashCache, hash_blo
 from prefixcache.analyzer.cache.index.compact import MAX_DEPTH, Shared, compact
 from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.index.radix import RadixTree
-from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate
+from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate_stream
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 
@@ -94,7 +94,7 @@ def test_simulated_figures_are_the_same_with_shared_ids():
     assert baseline(plain) == baseline(shared)
     for cache, cap in (("vllm", None), ("vllm", 30), ("blocks", 12), ("sglang", 100), ("deepseek", None)):
         spec = CacheSpec(cache, block_size=None if cache == "deepseek" else 4)
-        assert simulate(plain, spec, cap) == simulate(shared, spec, cap), cache
+        assert simulate_stream(plain, spec, cap) == simulate_stream(shared, spec, cap), cache
 
 
 def test_an_unbounded_block_cache_keeps_no_order_and_matches_the_same():

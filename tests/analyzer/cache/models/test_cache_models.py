@@ -11,7 +11,7 @@ from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, hit_cap_tokens, 
 from prefixcache.analyzer.cache.index.eviction import ORDERS, HeapPolicy, make_policy, resolve_policy
 from prefixcache.analyzer.cache.provider.caches import AnthropicCache, Breakpoint
 from prefixcache.analyzer.cache.models import CACHES, MODELS, CacheModel, CacheSpec, Hit, make_model
-from prefixcache.analyzer.cache.simulate.simulator import simulate
+from prefixcache.analyzer.cache.simulate.simulator import simulate_stream
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
 from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.cache.workload import SimRequest, to_sim_requests
@@ -143,7 +143,7 @@ def test_each_request_is_hashed_once_per_run(swe, monkeypatch, cache):
     report = simulate_report(items, reqs, opts, None, summary, notes)
     assert len(report.results) == 9 and len(report.requests) == len(reqs) == 13
     assert len(calls) == len(reqs)  # once per request: every model, sweep and count reuses the chain
-    assert simulate(reqs, CacheSpec(cache), 50)[0].prompt_tokens == reqs[0].num_tokens
+    assert simulate_stream(reqs, CacheSpec(cache), 50)[0].prompt_tokens == reqs[0].num_tokens
     assert len(calls) == len(reqs)
 
 

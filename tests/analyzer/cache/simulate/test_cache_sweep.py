@@ -106,7 +106,7 @@ def test_sweep_at_capacities_above_total_lookups(order):
 def test_swe_agent_sweep_matches_replay_above_unique_and_total(cache):
     from prefixcache.analyzer.cache.simulate.sweeps import chains, sweep_block_cache
     from prefixcache.analyzer.cache.models import CacheSpec
-    from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate
+    from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate_stream
     from prefixcache.analyzer.cache.workload import to_sim_requests
     from prefixcache.analyzer.ingest import Ingest
     from prefixcache.analyzer.prepare import Preparer
@@ -119,10 +119,10 @@ def test_swe_agent_sweep_matches_replay_above_unique_and_total(cache):
     assert prof.unique_blocks == 1468 and len(prof.m) == 3134  # the trial's 3,140 ≥ total lookups
     caps = _caps_around(prof) + [3100, 3140]
     base = baseline(reqs)
-    ideal = [f.cached_tokens for f in simulate(reqs, spec, None, base)]
+    ideal = [f.cached_tokens for f in simulate_stream(reqs, spec, None, base)]
     prompt = sum(r.num_tokens for r in reqs)
     for cap, rows in zip(caps, sweep_block_cache(reqs, spec, caps, base)):
-        replayed = [f.cached_tokens for f in simulate(reqs, spec, cap, base)]
+        replayed = [f.cached_tokens for f in simulate_stream(reqs, spec, cap, base)]
         assert [f.cached_tokens for f in rows] == replayed, cap
         assert sum(replayed) / prompt <= sum(ideal) / prompt
         assert all(f.cached_tokens <= f.ideal_tokens for f in rows)

@@ -103,7 +103,7 @@ def test_vllm_on_text_logs_and_bad_options():
 
 def test_in_flight_window_pins_blocks():
     from prefixcache.analyzer.cache.models import CacheSpec
-    from prefixcache.analyzer.cache.simulate.simulator import simulate
+    from prefixcache.analyzer.cache.simulate.simulator import simulate_stream
     from prefixcache.analyzer.cache.workload import SimRequest
 
     def req(i, hashes):
@@ -112,15 +112,15 @@ def test_in_flight_window_pins_blocks():
 
     # capacity 2 blocks: A=[1,2], B=[3,4], then A's prefix again
     reqs = [req(0, [1, 2]), req(1, [3, 4]), req(2, [1, 2, 9])]
-    seq = simulate(reqs, CacheSpec("blocks"), 2)
+    seq = simulate_stream(reqs, CacheSpec("blocks"), 2)
     assert [f.cached_tokens for f in seq] == [0, 0, 0]  # B evicted A
     assert seq[2].lost["capacity"] == 8
     # three in flight: A is still running (pinned) when the third request starts, so B could not
     # evict it (the cache runs over capacity, as vLLM would queue) and the third request hits it
-    conc = simulate(reqs, CacheSpec("blocks", in_flight=3), 2)
+    conc = simulate_stream(reqs, CacheSpec("blocks", in_flight=3), 2)
     assert [f.cached_tokens for f in conc] == [0, 0, 8]
     # two in flight: A finished when the third request started and was evicted at once
-    assert [f.cached_tokens for f in simulate(reqs, CacheSpec("blocks", in_flight=2), 2)] == [0, 0, 0]
+    assert [f.cached_tokens for f in simulate_stream(reqs, CacheSpec("blocks", in_flight=2), 2)] == [0, 0, 0]
 
 
 def test_drift_named_by_lint_rules_on_rewritten_history():
