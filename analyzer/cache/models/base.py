@@ -179,7 +179,9 @@ class CacheModel(ABC):
 
     def _tokens(self, r: SimRequest) -> tuple[int, ...]:
         if r.tokens is None:
-            raise ConfigError(f"--cache {self.name} needs token prompts; block traces work with --cache vllm or blocks")
+            chains = " or ".join(n for n, m in MODELS.items() if m.traits.block_chain)
+            raise ConfigError(f"--cache {self.name} needs token prompts, and {r.source} is a block trace "
+                              f"(hash ids only); block traces work with --cache {chains}")
         return r.tokens
 
 
