@@ -11,12 +11,14 @@ from typing import Any
 try:  # typer >= 0.24 vendors click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
     from typer._click.globals import get_current_context
+    from typer._click.utils import make_default_short_help
 except ImportError:  # pragma: no cover - older typer runs on click itself
     from click import get_current_context  # type: ignore[no-redef]
     from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
+    from click.utils import make_default_short_help  # type: ignore[no-redef]
 
-__all__ = ["ClickException", "NoArgsIsHelpError", "UsageError", "get_current_context", "plain_value_error",
-           "usage_message"]
+__all__ = ["ClickException", "NoArgsIsHelpError", "UsageError", "get_current_context", "make_default_short_help",
+           "plain_value_error", "usage_message"]
 
 #: pydantic error type -> click's wording (``{input}`` the value as given; ``{x}`` the bound).
 _BOUNDS = {"greater_than_equal": ("ge", ">="), "greater_than": ("gt", ">"),
