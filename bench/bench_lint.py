@@ -6,17 +6,21 @@ Prints, measured in one run on this machine:
   * end to end (ingest + render + incremental tokenize + lint): requests/s, tokens/s;
   * the tokenizer encoding every rendered prompt from scratch (what a naive linter
     would do): tokens/s;
-and the ratios between them, as time ratios over the same requests. Prompt tokens
+and the ratios between them, as CPU-time ratios over the same requests. Every figure is the
+median CPU seconds (``time.process_time``) of the same number of rounds, run interleaved (one of
+each per round, after one untimed warm-up round of each), so a cold first run or a load change on a
+shared machine does not land on one side only. Prompt tokens
 include the pseudo-tokens that stand in for a hidden prefix (Claude Code's system
 prompt and tools, sized from the logged usage); "text tokens" are those the
 tokenizer actually encodes. Usage-only requests (no prompt logged) are not counted.
 
-Usage: python bench/bench_lint.py [LOG ...]   (default: the largest file in
+Usage: python bench/bench_lint.py [--rounds 5] [LOG ...]   (default: the largest file in
 tests/fixtures/samples that holds prompt text, i.e. not a block-hash trace)
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,29 +38,32 @@ def default_inputs() -> list[str]:
     return [str(max(logs, key=lambda p: p.stat().st_size))]
 
 
-def best_of(n: int, fn) -> tuple[float, object]:
-    """Fastest of ``n`` runs (seconds) and the last result."""
-    best, out = float("inf"), None
-    for _ in range(n):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+def interleaved(rounds: int, fns: dict[str, object]) -> tuple[dict[str, float], dict[str, object]]:
+    """Median CPU seconds of each of ``fns`` (name -> callable) over ``rounds`` interleaved rounds,
+    after one untimed warm-up round, and each one's last result."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    out = {name: fn() for name, fn in fns.items()}  # warm-up: caches, lazy imports, tokenizer loads
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.process_time()
+            out[name] = fn()
+            times[name].append(time.process_time() - t0)
+    return {name: statistics.median(v) for name, v in times.items()}, out
 
 
-def main(inputs: list[str]) -> None:
-    t_e2e, (preps, preparer) = best_of(1, lambda: _prepare(inputs))
+def main(argv: list[str]) -> None:
+    rounds = 5
+    if argv[:1] == ["--rounds"]:
+        rounds, argv = int(argv[1]), argv[2:]
+    inputs = argv or default_inputs()
+    preps, preparer = _prepare(inputs)
     requests = len(preps)
     tokens = sum(len(p.tokens.ids) for p in preps if p.tokens is not None)
     text_tokens = tokens - sum(p.tokens.opaque_prefix_tokens for p in preps if p.tokens is not None)
 
     def lint_all():
-        linter = Linter()
-        for _ in linter.run(preps):
-            pass
-        return linter
+        return _lint(preps)
 
-    t_lint, linter = best_of(5, lint_all)
     tokenizers = {id(preparer.pipeline(p.request.model).tokenizer): preparer.pipeline(p.request.model).tokenizer
                   for p in preps if p.rendered is not None}
 
@@ -67,20 +74,29 @@ def main(inputs: list[str]) -> None:
                 n += len(preparer.pipeline(p.request.model).tokenizer.encode(p.rendered.text))
         return n
 
-    t_tok, encoded = best_of(3, encode_all)
+    t, out = interleaved(rounds, {"e2e": lambda: _lint(_prepare(inputs)[0]), "lint": lint_all, "tok": encode_all})
+    t_e2e, t_lint, t_tok, linter, encoded = t["e2e"], t["lint"], t["tok"], out["lint"], out["tok"]
+    print(f"median CPU seconds of {rounds} interleaved rounds")
     print(f"input: {', '.join(Path(i).name for i in inputs)}")
     print(f"  {requests:,} requests, {tokens:,} prompt tokens ({text_tokens:,} text tokens, "
           f"{tokens - text_tokens:,} hidden-prefix pseudo-tokens), {len(linter.sessions)} sessions, "
           f"tokenizer(s): {', '.join(t.name for t in tokenizers.values())}")
     print(f"  reusable {linter.total.reusable_tokens:,} tokens ({linter.total.reusable_fraction:.1%}), "
           f"{sum(linter.total.findings_by_code.values())} findings")
-    print(f"{'':31}{'time':>11}  {'requests/s':>12}  {'prompt tok/s':>14}  {'text tok/s':>14}")
+    print(f"{'':31}{'CPU':>11}  {'requests/s':>12}  {'prompt tok/s':>14}  {'text tok/s':>14}")
     for label, t in (("lint only (prepared requests):", t_lint), ("ingest+render+tokenize+lint:", t_e2e),
                      ("tokenizer, full re-encode:", t_tok)):
         print(f"{label:31}{t * 1e3:8.1f} ms  {requests / t:12,.0f}  {tokens / t:14,.0f}  {text_tokens / t:14,.0f}")
     print(f"  (the tokenizer encoded {encoded:,} tokens: every rendered prompt, from scratch)")
     print(f"speed-up lint / raw tokenizer (same requests): {t_tok / t_lint:.1f}x")
     print(f"speed-up end-to-end / raw tokenizer (same requests): {t_tok / t_e2e:.2f}x")
+
+
+def _lint(preps) -> Linter:
+    linter = Linter()
+    for _ in linter.run(preps):
+        pass
+    return linter
 
 
 def _prepare(inputs: list[str]):
@@ -90,4 +106,4 @@ def _prepare(inputs: list[str]):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or default_inputs())
+    main(sys.argv[1:])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import random
 import subprocess
 import tempfile
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = os.environ.get("PREFIXCACHE_CLI", str(ROOT / ".venv" / "bin" / "prefixcache")).split()
+CLI = os.environ["PREFIXCACHE_CLI"].split() if os.environ.get("PREFIXCACHE_CLI") else [sys.executable, "-m", "prefixcache"]
 
 SYSTEM = ("You are a coding agent working in the user's repository. You act only through the tools below.\n"
           + "".join(f"{i}. Rule number {i}: keep edits small, read before you write, run the tests.\n" for i in range(30)))

@@ -8,7 +8,9 @@
    (goal < 5%); the store after decode (copying new blocks out) is reported
    against TTFT too, although it is not part of it.
 
-Usage: python bench/bench_replay.py [--device cpu|cuda] [--prefix 1024] [--suffix 64] [--reps 5]
+Usage: python bench/bench_replay.py [--device cpu|cuda] [--prefix 1024] [--suffix 64] [--reps 5] [--threads N]
+
+CPU threads: ``--threads``, else ``OMP_NUM_THREADS`` as the environment sets it, else 2.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ def main() -> int:
     ap.add_argument("--prefix", type=int, default=1024, help="cached prefix, tokens")
     ap.add_argument("--suffix", type=int, default=64, help="uncached suffix, tokens")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: OMP_NUM_THREADS, else 2)")
     a = ap.parse_args()
-    loaded = load_model(a.model, device=a.device, dtype=a.dtype)
+    loaded = load_model(a.model, device=a.device, dtype=a.dtype, threads=a.threads)
     eng = HFEngine(loaded)
     source = TEXT.read_text() if TEXT.exists() else (ROOT / "README.md").read_text() * 20
     ids = loaded.tokenizer(source)["input_ids"]

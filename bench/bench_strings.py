@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-CLI = os.environ.get("PREFIXCACHE_CLI", str(ROOT / ".venv" / "bin" / "prefixcache")).split()
+CLI = os.environ["PREFIXCACHE_CLI"].split() if os.environ.get("PREFIXCACHE_CLI") else [sys.executable, "-m", "prefixcache"]
 
 _PIECE = ("the build failed at 10:31:02 after commit 1a2b3c4d; see req_8f3a2b1c9d0e4f5a and "
           "2026-03-02T10:31:02Z for details, then rerun the tests with -k fast " * 14 + "\n")

@@ -210,9 +210,11 @@ class LoadedModel:
 
 
 @functools.lru_cache(maxsize=2)
-def load_model(spec: str | None = None, device: str = "auto", dtype: str = "float32", threads: int = 2) -> LoadedModel:
+def load_model(spec: str | None = None, device: str = "auto", dtype: str = "float32",
+               threads: int | None = None) -> LoadedModel:
     """Load a causal LM for replay (eval mode, no grad). CPU runs use ``threads`` torch
-    threads (2 by default, to leave the machine usable). Memoized per arguments: the
+    threads; None: what the environment says (``OMP_NUM_THREADS``, which torch reads itself),
+    else 2, to leave the machine usable. Memoized per arguments: the
     model is only read (eval mode, inference only), so one process loads it once.
     Raises EngineError."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -222,8 +224,8 @@ def load_model(spec: str | None = None, device: str = "auto", dtype: str = "floa
     if dtype not in DTYPES:
         raise EngineError(f"--dtype {dtype}: choose one of {', '.join(DTYPES)}")
     dev = pick_device(device)
-    if dev.type == "cpu":
-        torch.set_num_threads(threads)
+    if dev.type == "cpu" and (threads is not None or not os.environ.get("OMP_NUM_THREADS")):
+        torch.set_num_threads(threads or 2)
     path, name, gguf = resolve_model_path(spec)
     try:  # local only: an HF id is read from the local cache, never fetched (no retry loop offline)
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
