@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import PrefixCache, hit_cap_tokens
-from prefixcache.analyzer.cache.models import MODELS, CacheSpec, lru_stack_order, make_model
+from prefixcache.analyzer.cache.models import MODELS, CacheSpec, Traits, lru_stack_order, make_model, stored_blocks
 from prefixcache.analyzer.cache.fleet.routing import View, make_router
 from prefixcache.analyzer.cache.fleet.tiers import LowerTiers, TierSpec, plan_restore
 from prefixcache.analyzer.cache.fleet.timing import Hardware, ReplicaClock
@@ -116,7 +116,7 @@ class Replica:
         k = h.gpu // self.bs
         if restore:
             self.lower.touch(chain, h.run[:restore], k)
-        res = self.model.cache.insert_hashes(chain, r.now)
+        res = self.model.cache.insert_hashes(chain[:stored_blocks(self.model.traits, r, chain, self.bs)], r.now)
         self.lower.demote(res.evicted)
         return min(r.num_tokens, h.gpu + restore * self.bs)
 
@@ -127,12 +127,13 @@ class PooledBlocks:
     index block → bit mask of the replicas holding it, so probing all replicas is one
     walk of the chain. Same results as :class:`~.block_hash.BlockHashCache` (sequential:
     a request's blocks are pinned while others are evicted for it, then freed
-    tail-first for vLLM, head-first for ``blocks``)."""
+    tail-first for vLLM, head-first for ``blocks``; a trace's partial last block stored only
+    where the model keeps it, :func:`~.models.stored_blocks`). ``traits``: the model's."""
 
-    def __init__(self, n: int, block_size: int, capacity_blocks: int | None, cap_last_token: bool,
-                 tail_first: bool) -> None:
+    def __init__(self, n: int, block_size: int, capacity_blocks: int | None, traits: Traits) -> None:
         self.n, self.bs, self.cap = n, block_size, capacity_blocks
-        self.cap_last_token, self.tail_first = cap_last_token, tail_first
+        self.traits = traits
+        self.cap_last_token, self.tail_first = traits.cap_last_token, traits.free_order == "tail-first"
         self.lru: list[OrderedDict[int, None]] = [OrderedDict() for _ in range(n)]
         self.index: dict[int, int] = {}
 
@@ -167,7 +168,8 @@ class PooledBlocks:
         order and evicting from the old end: the victims are the oldest other blocks,
         then (a chain longer than the cache) the request's first-freed blocks."""
         lru, bit, index = self.lru[w], 1 << w, self.index
-        uniq = dict.fromkeys(r.chain(self.bs))
+        chain = r.chain(self.bs)
+        uniq = dict.fromkeys(chain[:stored_blocks(self.traits, r, chain, self.bs)])
         for h in (reversed(uniq) if self.tail_first else uniq):
             if h in lru:
                 lru.move_to_end(h)
@@ -231,8 +233,7 @@ def run_fleet(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int, arm:
     pool = None
     if fast_path(spec, arm) if fast is None else fast:
         m = reps[0].model
-        pool = PooledBlocks(arm.replicas, block_size, arm.capacity_blocks, m.traits.cap_last_token,
-                            m.traits.free_order == "tail-first")
+        pool = PooledBlocks(arm.replicas, block_size, arm.capacity_blocks, m.traits)
     clocks = [rep.clock for rep in reps]
     route = make_router(router, param, arm.replicas, seed)
     rbs = block_size if reps[0].blocks else ROUTER_BLOCK

@@ -53,6 +53,11 @@ class Traits:
       fits is kept), ``leaves`` (whole radix leaves are freed), None (no pool to warn about).
     * ``distinct``: what the base of ``N%`` capacities counts — ``chains`` (distinct
       blocks of the prompts' block chains) or ``tokens`` (distinct tokens ÷ page: radix).
+    * ``partial_tail``: a block trace's last, partial block (an input length that is not a
+      multiple of the block size) is stored like a full one — the block-level replay of the
+      Mooncake/Bailian papers counts every logged hash id. False: only full blocks are cached
+      (vLLM ``BlockPool.cache_full_blocks``: the partial block gets no hash and is freed
+      first), :func:`stored_blocks`. Token prompts hash only full blocks either way.
     """
 
     unit: Literal["blocks", "pages", "units", "breakpoints", "slots"] = "blocks"
@@ -63,11 +68,23 @@ class Traits:
     slots: bool = False
     pool: Literal["blocks", "leaves"] | None = None
     distinct: Literal["chains", "tokens"] = "chains"
+    partial_tail: bool = True
 
     @property
     def block_chain(self) -> bool:
         """A chain of fixed-size block hashes: the stack profile and Belady's MIN apply."""
         return self.free_order is not None
+
+
+def stored_blocks(traits: Traits, r: SimRequest, chain: Sequence[int], block_size: int) -> int:
+    """How many leading blocks of ``chain`` (``r``'s block chain at ``block_size`` tokens) a
+    block cache stores after serving ``r``: all of them, except a block trace's last, partial
+    block under a model that caches full blocks only (:attr:`Traits.partial_tail` False):
+    ⌊n/B⌋ for an n-token trace request. Source: vLLM v1 ``BlockPool.cache_full_blocks``
+    (docs/methods/cache-models.md)."""
+    if r.hashes is None or traits.partial_tail:
+        return len(chain)
+    return min(len(chain), r.num_tokens // block_size)
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,3 +157,30 @@ def test_every_structure_implements_the_prefix_cache_protocol():
     for c in (BlockHashCache(), RadixTree(), UnitPrefixCache(rules_for("openai")), AnthropicCache(rules_for("anthropic"))):
         assert isinstance(c, PrefixCache)
         assert c.match(tuple(range(40)), 0.0).cached_tokens == 0 and c.evict(8, 0.0).freed_tokens >= 0
+
+
+def test_vllm_caches_full_blocks_only_and_blocks_keeps_the_partial_tail():
+    # 4-token blocks. r0 is 10 tokens: blocks 1, 2 full, block 3 holds 2 tokens (partial).
+    # r1 [1, 2, 3, 4] is 16 tokens and logs the same id 3 for its third block.
+    #   vllm: vLLM caches full blocks only (BlockPool.cache_full_blocks), so 3 was never stored:
+    #         r1 hits blocks 1, 2 = 8 tokens (its own cap is floor(15/4) = 3 blocks).
+    #   blocks: the papers' block-level replay stores every logged id: r1 hits 1, 2, 3 = 12.
+    from prefixcache.analyzer.cache.fleet.replicas import Arm, run_fleet
+    from prefixcache.analyzer.cache.fleet.timing import HARDWARE
+    from prefixcache.analyzer.cache.simulate.simulator import simulate_stream
+    from prefixcache.analyzer.cache.simulate.sweeps import sweep_block_cache
+
+    reqs = [SimRequest(0, "s", 0, "t", 1, None, 0.0, 10, hashes=(1, 2, 3), block_size=4),
+            SimRequest(1, "s", 1, "t", 2, None, 1.0, 16, hashes=(1, 2, 3, 4), block_size=4)]
+    want = {"vllm": [0, 8], "blocks": [0, 12]}
+    for cache, cached in want.items():
+        spec = CacheSpec(cache)
+        model = make_model(spec, 4)
+        assert [model.step(r).cached_tokens for r in reqs] == cached, cache
+        assert [f.cached_tokens for f in simulate_stream(reqs, spec, 8)] == cached, cache
+        swept = sweep_block_cache(reqs, spec, [8])[0]  # the one-pass LRU stack profile
+        assert [f.cached_tokens for f in swept] == cached, cache
+        for fast in (True, False):  # PooledBlocks and one Replica model each
+            served, _ = run_fleet(reqs, spec, 4, Arm(1, 8, HARDWARE["h100-llama3-8b"]), "round-robin", None, [0.0, 1.0], [0, 0],
+                                  fast=fast)
+            assert [s.cached for s in served] == cached, (cache, fast)
