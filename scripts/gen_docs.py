@@ -37,6 +37,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
+# The transcripts are made as the tests check them (tests/conftest.py): no tiktoken rank file
+# that somebody cached on this machine may change which tokenizer ``auto`` picks.
+if "TIKTOKEN_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["TIKTOKEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="prefixcache-tiktoken-")
+os.environ.pop("DATA_GYM_CACHE_DIR", None)
+
 #: Schema name -> (the report type that produces the output, "module:Name" or "list[module:Name]";
 #: which output it describes).
 SCHEMAS: dict[str, tuple[str, str]] = {

@@ -5,14 +5,23 @@ on every test that uses that model (``make test-fast`` leaves them out).
 With ``PREFIXCACHE_STRICT_SKIPS=1`` (set by ``make test`` and therefore CI) a skipped
 test fails: every input the suite needs is in the repository, so a skip means a
 test silently stopped checking anything.
+
+The suite is hermetic about tiktoken's rank-file cache: ``TIKTOKEN_CACHE_DIR`` points at an
+empty folder of this test session, so an encoding somebody cached on the machine (under
+``/tmp/data-gym-cache``, shared by every checkout) cannot change which tokenizer ``auto``
+picks; only what the installed packages ship counts, as on a fresh CI machine.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+os.environ["TIKTOKEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="prefixcache-tiktoken-")
+os.environ.pop("DATA_GYM_CACHE_DIR", None)
 
 from tests.helpers import CASES, SAMPLES, existing
 

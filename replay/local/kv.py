@@ -89,7 +89,9 @@ class KVPrefixCache:
 
         ``kv`` is the request's ``DynamicCache`` after prefill (it may hold decoded
         tokens past the prompt; only prompt positions are read). Blocks the index
-        evicts lose their KV here.
+        evicts lose their KV here. The prompt's last, partial block is never cached but
+        takes a cached block's room while the request runs, as in vLLM's block pool (what
+        ``simulate --cache vllm`` models: :func:`prefixcache.analyzer.cache.models.pool_blocks`).
         """
         result = self.index.insert(ids, now)
         if result.inserted:

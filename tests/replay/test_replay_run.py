@@ -88,12 +88,14 @@ def test_a_second_engine_runs_warm_passes_through_the_runner():
     engine = FakeEngine()
     results = Replay(engine, config, {"original": prompts}, run="r").run()
     warm = [r for r in results if r.pass_name == "warm"]
-    assert [r.cached_tokens for r in warm] == predict(prompts, config) == [0, 64, 0, 48]
+    # 16-token blocks, 6 of them; each prompt's partial last block takes a cached block's room while
+    # it runs (vLLM's pool), so request 2's 3 blocks evict the system prompt's blocks 3 and 4: 32, not 48
+    assert [r.cached_tokens for r in warm] == predict(prompts, config) == [0, 64, 0, 32]
     assert all(r.verify_ok for r in warm if r.cached_tokens) and sum(r.verified for r in warm) == 2
     assert engine.calls == 4 + 4  # cold, warm: the cold pass's logits serve the checks (no recomputation)
-    assert warm[-1].kv_bytes == 6 * 16 * 8  # the capacity holds 6 blocks
+    assert warm[-1].kv_bytes == 5 * 16 * 8  # 6 blocks, one of them the last request's partial block
     summary = PassSummary.of("warm", results, {r.position: r.ttft_s for r in results if r.pass_name == "cold"})
-    assert summary.simulator_equal is True and summary.speedup > 1 and summary.avoided_prefill == 112
+    assert summary.simulator_equal is True and summary.speedup > 1 and summary.avoided_prefill == 96
 
 
 def test_the_runner_needs_no_torch_and_no_hf_engine():

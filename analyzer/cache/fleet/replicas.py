@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import PrefixCache, hit_cap_tokens
-from prefixcache.analyzer.cache.models import MODELS, CacheSpec, Traits, lru_stack_order, make_model, stored_blocks
+from prefixcache.analyzer.cache.models import MODELS, CacheSpec, Traits, lru_stack_order, make_model, pool_blocks
 from prefixcache.analyzer.cache.fleet.routing import View, make_router
 from prefixcache.analyzer.cache.fleet.tiers import LowerTiers, TierSpec, plan_restore
 from prefixcache.analyzer.cache.fleet.timing import Hardware, ReplicaClock
@@ -116,7 +116,8 @@ class Replica:
         k = h.gpu // self.bs
         if restore:
             self.lower.touch(chain, h.run[:restore], k)
-        res = self.model.cache.insert_hashes(chain[:stored_blocks(self.model.traits, r, chain, self.bs)], r.now)
+        stored, scratch = pool_blocks(self.model.traits, r, chain, self.bs)
+        res = self.model.cache.insert_hashes(chain[:stored], r.now, scratch)
         self.lower.demote(res.evicted)
         return min(r.num_tokens, h.gpu + restore * self.bs)
 
@@ -128,7 +129,8 @@ class PooledBlocks:
     walk of the chain. Same results as :class:`~.block_hash.BlockHashCache` (sequential:
     a request's blocks are pinned while others are evicted for it, then freed
     tail-first for vLLM, head-first for ``blocks``; a trace's partial last block stored only
-    where the model keeps it, :func:`~.models.stored_blocks`). ``traits``: the model's."""
+    where the model keeps it, and its uncached blocks taking room while it runs,
+    :func:`~.models.pool_blocks`). ``traits``: the model's."""
 
     def __init__(self, n: int, block_size: int, capacity_blocks: int | None, traits: Traits) -> None:
         self.n, self.bs, self.cap = n, block_size, capacity_blocks
@@ -169,7 +171,8 @@ class PooledBlocks:
         then (a chain longer than the cache) the request's first-freed blocks."""
         lru, bit, index = self.lru[w], 1 << w, self.index
         chain = r.chain(self.bs)
-        uniq = dict.fromkeys(chain[:stored_blocks(self.traits, r, chain, self.bs)])
+        stored, scratch = pool_blocks(self.traits, r, chain, self.bs)
+        uniq = dict.fromkeys(chain[:stored])
         for h in (reversed(uniq) if self.tail_first else uniq):
             if h in lru:
                 lru.move_to_end(h)
@@ -178,7 +181,7 @@ class PooledBlocks:
                 index[h] = index.get(h, 0) | bit
         if self.cap is not None:
             pop = lru.popitem
-            for _ in range(len(lru) - self.cap):
+            for _ in range(len(lru) - max(0, self.cap - scratch)):
                 h = pop(last=False)[0]
                 left = index[h] & ~bit
                 if left:

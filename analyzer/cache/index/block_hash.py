@@ -85,6 +85,12 @@ class BlockHashCache:
     ``ordered=False`` (unbounded plain LRU only, nothing in flight): no eviction order is
     kept — nothing is ever evicted — which saves about half the memory per block;
     :meth:`evict` then raises ConfigError.
+
+    ``scratch`` (of :meth:`insert_hashes`, :meth:`acquire`, :meth:`release`): blocks a request
+    holds that are never cached — its last, partial block — so that the pool is physical, as
+    vLLM's is: a request allocates ⌈n/B⌉ blocks, only the ⌊n/B⌋ full ones get a hash, and while
+    it runs its scratch blocks take room from cached ones (``BlockPool.get_new_blocks`` evicts a
+    cached block when no uncached free block is left; a freed uncached block is reused first).
     """
 
     def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE, capacity_blocks: int | None = None,
@@ -110,6 +116,7 @@ class BlockHashCache:
         self._ordered = ordered or capacity_blocks is not None or ttl_s is not None or policy != "lru"
         self._last: dict[BlockHash, float] = {}  # cached block -> last use (logical s)
         self._pins: dict[BlockHash, int] = {}    # in-flight ref counts
+        self._scratch = 0                         # uncached blocks held by requests in flight
         self._memo: tuple[object, list[BlockHash]] = ((), [])
 
     # -- hashing -------------------------------------------------------------------
@@ -156,21 +163,23 @@ class BlockHashCache:
         return MatchResult(k * self.block_size, tuple(hashes[:k]))
 
     def insert(self, tokens: Sequence[int], now: float) -> InsertResult:
-        """Store every full block of ``tokens`` after the request ran (hits refreshed)."""
-        return self.insert_hashes(self.hashes(tokens), now)
+        """Store every full block of ``tokens`` after the request ran (hits refreshed); a last,
+        partial block is scratch while it runs (see the class docstring)."""
+        return self.insert_hashes(self.hashes(tokens), now, int(len(tokens) % self.block_size != 0))
 
-    def insert_hashes(self, hashes: Sequence[int], now: float) -> InsertResult:
-        """Acquire and release a request's blocks at ``now``; see :meth:`acquire`. Plain LRU
-        with nothing in flight and no TTL takes a fast path with the same effect: the
-        request's blocks are touched in free order, then the least recent evicted — the
-        victims :meth:`acquire` would pick with them pinned, then :meth:`release`'s."""
-        if self.policy_name == "lru" and self.ttl_s is None and not self._pins:
-            return self._insert_lru(hashes, now)
-        inserted, evicted = self.acquire(hashes, now)
-        evicted += self.release(hashes, now)
+    def insert_hashes(self, hashes: Sequence[int], now: float, scratch: int = 0) -> InsertResult:
+        """Acquire and release a request's blocks at ``now`` (``scratch``: its uncached blocks,
+        see the class docstring); see :meth:`acquire`. Plain LRU with nothing in flight and no
+        TTL takes a fast path with the same effect: the request's blocks are touched in free
+        order, then the least recent evicted — the victims :meth:`acquire` would pick with
+        them pinned, then :meth:`release`'s."""
+        if self.policy_name == "lru" and self.ttl_s is None and not self._pins and not self._scratch:
+            return self._insert_lru(hashes, now, scratch)
+        inserted, evicted = self.acquire(hashes, now, scratch)
+        evicted += self.release(hashes, now, scratch)
         return InsertResult(tuple(inserted), tuple(evicted))
 
-    def _insert_lru(self, hashes: Sequence[int], now: float) -> InsertResult:
+    def _insert_lru(self, hashes: Sequence[int], now: float, scratch: int = 0) -> InsertResult:
         uniq = list(dict.fromkeys(hashes))
         last = self._last
         inserted = [h for h in uniq if h not in last]
@@ -188,17 +197,19 @@ class BlockHashCache:
                 od[h] = None
         evicted: list[BlockHash] = []
         if self.capacity_blocks is not None:
-            while len(last) > self.capacity_blocks:
+            while len(last) > self.capacity_blocks - scratch:
                 h = od.popitem(last=False)[0]
                 del last[h]
                 evicted.append(h)
         return InsertResult(tuple(inserted), tuple(evicted))
 
-    def acquire(self, hashes: Sequence[int], now: float) -> tuple[list[BlockHash], list[BlockHash]]:
+    def acquire(self, hashes: Sequence[int], now: float, scratch: int = 0) -> tuple[list[BlockHash], list[BlockHash]]:
         """Pin a request's blocks while it is in flight: hits are touched, missing
         blocks allocated (evicting unpinned blocks to make room; if everything left
-        is pinned the cache runs over capacity, as a queued request would wait).
-        Returns (newly stored, evicted)."""
+        is pinned the cache runs over capacity, as a queued request would wait), and
+        ``scratch`` uncached blocks held until :meth:`release`. Returns (newly stored,
+        evicted)."""
+        self._scratch += scratch
         evicted = self.expire(now).evicted if self.ttl_s is not None else ()
         inserted: list[BlockHash] = []
         for h in dict.fromkeys(hashes):
@@ -206,11 +217,13 @@ class BlockHashCache:
                 inserted.append(h)
             self._last[h] = now
             self._pins[h] = self._pins.get(h, 0) + 1
-        return inserted, list(evicted) + self._evict_to(self.capacity_blocks, now)
+        return inserted, list(evicted) + self._evict_to(self._room(), now)
 
-    def release(self, hashes: Sequence[int], now: float) -> list[BlockHash]:
-        """Unpin a finished request's blocks, freeing them in ``free_order``;
-        returns blocks evicted to get back under capacity."""
+    def release(self, hashes: Sequence[int], now: float, scratch: int = 0) -> list[BlockHash]:
+        """Unpin a finished request's blocks (and its ``scratch`` uncached ones, as given to
+        :meth:`acquire`), freeing them in ``free_order``; returns blocks evicted to get back
+        under capacity."""
+        self._scratch -= scratch
         uniq = list(dict.fromkeys(hashes))
         order = reversed(uniq) if self.free_order == "tail-first" else uniq
         pos = {h: i for i, h in enumerate(uniq)}
@@ -227,7 +240,11 @@ class BlockHashCache:
                     self._policy.touch(h, now, pos[h], span)
                 else:
                     self._policy.add(h, now, pos[h], span)
-        return self._evict_to(self.capacity_blocks, now)
+        return self._evict_to(self._room(), now)
+
+    def _room(self) -> int | None:
+        """Blocks that may be cached now: the capacity less the scratch blocks in flight."""
+        return None if self.capacity_blocks is None else max(0, self.capacity_blocks - self._scratch)
 
     def evict(self, num_tokens: int, now: float) -> EvictResult:
         """Evict unpinned blocks until ``num_tokens`` tokens are freed (or none is left).

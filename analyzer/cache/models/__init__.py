@@ -8,7 +8,7 @@ registration order (the CLI's order).
 """
 
 from prefixcache.analyzer.cache.models.base import (
-    MODELS, CacheModel, CacheSpec, Hit, Traits, lru_stack_order, make_model, model_class, register, stored_blocks,
+    MODELS, CacheModel, CacheSpec, Hit, Traits, lru_stack_order, make_model, model_class, register, pool_blocks,
     traits_for,
 )
 from prefixcache.analyzer.cache.models.vllm import BlocksModel, VllmModel
@@ -22,5 +22,5 @@ CACHES: tuple[str, ...] = tuple(MODELS)
 __all__ = [
     "CACHES", "MODELS", "AnthropicModel", "BlocksModel", "CacheModel", "CacheSpec", "DeepSeekModel", "Hit",
     "LlamaCppModel", "OpenAIModel", "SglangModel", "Traits", "VllmModel", "lru_stack_order", "make_model",
-    "model_class", "register", "stored_blocks", "traits_for",
+    "model_class", "register", "pool_blocks", "traits_for",
 ]

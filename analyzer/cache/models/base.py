@@ -57,7 +57,8 @@ class Traits:
       multiple of the block size) is stored like a full one — the block-level replay of the
       Mooncake/Bailian papers counts every logged hash id. False: only full blocks are cached
       (vLLM ``BlockPool.cache_full_blocks``: the partial block gets no hash and is freed
-      first), :func:`stored_blocks`. Token prompts hash only full blocks either way.
+      first, taking room from cached ones while the request runs), :func:`pool_blocks`. Token
+      prompts hash only full blocks either way.
     """
 
     unit: Literal["blocks", "pages", "units", "breakpoints", "slots"] = "blocks"
@@ -76,15 +77,21 @@ class Traits:
         return self.free_order is not None
 
 
-def stored_blocks(traits: Traits, r: SimRequest, chain: Sequence[int], block_size: int) -> int:
-    """How many leading blocks of ``chain`` (``r``'s block chain at ``block_size`` tokens) a
-    block cache stores after serving ``r``: all of them, except a block trace's last, partial
-    block under a model that caches full blocks only (:attr:`Traits.partial_tail` False):
-    ⌊n/B⌋ for an n-token trace request. Source: vLLM v1 ``BlockPool.cache_full_blocks``
-    (docs/methods/cache-models.md)."""
-    if r.hashes is None or traits.partial_tail:
-        return len(chain)
-    return min(len(chain), r.num_tokens // block_size)
+def pool_blocks(traits: Traits, r: SimRequest, chain: Sequence[int], block_size: int) -> tuple[int, int]:
+    """How a block cache holds ``r`` (``chain``: its block chain at ``block_size`` tokens): ``(stored,
+    scratch)`` — the leading blocks of ``chain`` it caches, and the uncached blocks the request
+    holds while it runs. Under a model that caches full blocks only (:attr:`Traits.partial_tail`
+    False, vLLM) an n-token request stores ⌊n/B⌋ blocks (a block trace's last, partial id is never
+    stored) and holds one scratch block when n is not a multiple of B: vLLM allocates ⌈n/B⌉
+    physical blocks, hashes the full ones (``BlockPool.cache_full_blocks``) and, with no uncached
+    free block left, evicts a cached one for the partial block (``get_new_blocks``), which it frees
+    first. Otherwise (``blocks``, the papers' replay) every id is stored and nothing is scratch.
+    Source: vLLM v1 ``vllm/v1/core/block_pool.py`` (docs/methods/cache-models.md); checked against
+    vLLM's own ``BlockPool`` in tests/engines/test_vllm_blockpool.py."""
+    if traits.partial_tail:
+        return len(chain), 0
+    stored = len(chain) if r.hashes is None else min(len(chain), r.num_tokens // block_size)
+    return stored, int(r.num_tokens % block_size != 0)
 
 
 @dataclass(frozen=True, slots=True)

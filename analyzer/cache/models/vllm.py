@@ -17,7 +17,7 @@ from typing import Sequence
 from prefixcache.analyzer.cache.base import hit_cap_tokens, servable_tokens
 from prefixcache.analyzer.cache.index.block_hash import BlockHashCache
 from prefixcache.analyzer.cache.index.eviction import POLICIES
-from prefixcache.analyzer.cache.models.base import CacheModel, CacheSpec, Hit, Traits, register, stored_blocks
+from prefixcache.analyzer.cache.models.base import CacheModel, CacheSpec, Hit, Traits, pool_blocks, register
 from prefixcache.analyzer.cache.workload import SimRequest
 
 
@@ -41,22 +41,24 @@ class VllmModel(CacheModel):
     def step(self, r: SimRequest) -> Hit:
         cap = hit_cap_tokens(r.num_tokens, self.block_size) // self.block_size if self.traits.cap_last_token else None
         chain = r.chain(self.block_size)
-        stored = stored_blocks(self.traits, r, chain, self.block_size)
-        return Hit(min(r.num_tokens, self._blocks(chain[:stored], r.now, cap) * self.block_size))
+        stored, scratch = pool_blocks(self.traits, r, chain, self.block_size)
+        return Hit(min(r.num_tokens, self._blocks(chain[:stored], scratch, r.now, cap) * self.block_size))
 
-    def _blocks(self, hashes: Sequence[int], now: float, cap: int | None) -> int:
-        """Match then store a block chain (the blocks the model stores, :func:`stored_blocks`);
-        returns hit blocks. With ``in_flight`` > 1 the chain stays pinned (vLLM ``ref_cnt``)
-        until that many later requests began."""
+    def _blocks(self, hashes: Sequence[int], scratch: int, now: float, cap: int | None) -> int:
+        """Match then store a block chain (the blocks the model stores, with ``scratch`` uncached
+        ones held while the request runs, :func:`pool_blocks`); returns hit blocks. With
+        ``in_flight`` > 1 the chain stays pinned (vLLM ``ref_cnt``) until that many later
+        requests began."""
         if self._window == 1:
             k = self.cache.match_hashes(hashes, now, cap).cached_tokens // self.block_size
-            self.cache.insert_hashes(hashes, now)
+            self.cache.insert_hashes(hashes, now, scratch)
             return k
         while len(self._flight) >= self._window:
-            self.cache.release(self._flight.popleft(), now)
+            done, held = self._flight.popleft()
+            self.cache.release(done, now, held)
         k = self.cache.match_hashes(hashes, now, cap).cached_tokens // self.block_size
-        self.cache.acquire(hashes, now)
-        self._flight.append(hashes)
+        self.cache.acquire(hashes, now, scratch)
+        self._flight.append((hashes, scratch))
         return k
 
 

@@ -36,13 +36,16 @@ class ChainRequest:
 
     ``max_blocks``: the most leading blocks a hit may count (vLLM's
     ⌊(n−1)/B⌋; None = all). Blocks carry ``min(B, n − i·B)`` tokens each (a
-    trace's last block may be partial).
+    trace's last block may be partial). ``scratch``: uncached blocks the request holds
+    while it runs (vLLM's partial last block, :func:`~..models.pool_blocks`): the cache
+    keeps C − scratch blocks through that request.
     """
 
     hashes: Sequence[int]
     num_tokens: int
     block_size: int
     max_blocks: int | None = None
+    scratch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +145,8 @@ def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-firs
     if total and (prev >= starts[req]).any():  # a hash repeats inside a request
         S, s_req, starts, spos = _dedup(reqs, flat, offsets, free_order)
         prev, unique = _previous(S)
-    return _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique)
+    scratch = np.fromiter((r.scratch for r in reqs), np.int64, nreq)
+    return _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique, scratch)
 
 
 def chain_values(reqs: list[ChainRequest], total: int) -> np.ndarray:
@@ -190,19 +194,44 @@ def _dedup(reqs, flat, offsets, free_order) -> tuple[np.ndarray, np.ndarray, np.
     return as_i(S), as_i(s_req), as_i(starts), as_i(spos)
 
 
+def _through_scratch(rank, prev, s_req, starts, scratch, n) -> np.ndarray:
+    """Thresholds under a cache that keeps C − 1 blocks through a request holding a scratch block
+    (vLLM's partial block): a block last used at S position q survives to its reuse at capacity C
+    iff its depth stays under C at every request and under C − 1 after each scratch request in
+    between. Depth only grows until the reuse, so only the last scratch request s* before the reuse
+    (and not before q's own request) matters: the threshold is max(rank, rank* + 1), rank* being the
+    distinct blocks in S(q, end of s*). Capacity 1 with a scratch request keeps nothing (C − 1 = 0)."""
+    nreq = len(starts)
+    idx = np.arange(nreq, dtype=np.int64)
+    last = np.maximum.accumulate(np.where(scratch > 0, idx, -1))  # last scratch request ≤ r
+    before = np.concatenate(([-1], last[:-1]))                     # last scratch request < r
+    warm = np.flatnonzero(prev >= 0)
+    star = before[s_req[warm]]
+    hit = star >= s_req[prev[warm]]
+    sel, star = warm[hit], star[hit]
+    if len(sel):
+        ends = np.concatenate((starts[1:], [n]))[star]
+        q = prev[sel]
+        rank = rank.copy()
+        rank[sel] = np.maximum(rank[sel], _dominance_le(prev + 1, ends, q + 1) - q - 1 + 1)
+    return rank
+
+
 #: Threshold of a block no capacity can hit. It must exceed every capacity a caller
 #: may ask for: a finite "total lookups + 1" made caches at least that large count
 #: cold blocks as hits (hit ratio above the ideal).
 NEVER = int(np.iinfo(np.int64).max)
 
 
-def _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique) -> StackProfile:
+def _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique, scratch) -> StackProfile:
     n = len(prev)
     L = starts[s_req] if n else starts[:0]
     warm = prev >= 0
     cold = len(req) + 1  # above any rank (ranks < distinct blocks ≤ lookups); keeps the keys below small
     rank = np.full(n, cold, dtype=np.int64)
     rank[warm] = _dominance_le(prev + 1, L[warm], prev[warm] + 1) - prev[warm] - 1
+    if n and scratch.any():
+        rank = _through_scratch(rank, prev, s_req, starts, scratch, n)
     r = np.where(capped, rank[spos], cold) if len(req) else np.zeros(0, dtype=np.int64)
     big = np.int64(cold + 1)
     m = np.maximum.accumulate(req * big + r) - req * big if len(req) else r

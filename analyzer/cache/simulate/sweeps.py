@@ -17,7 +17,7 @@ import numpy as np
 from prefixcache.analyzer.cache.base import hit_cap_tokens
 from prefixcache.analyzer.cache.simulate.bounds import belady_hits, min_plan
 from prefixcache.analyzer.cache.simulate.figures import Levels, RequestFigures, lost_by_cause
-from prefixcache.analyzer.cache.models import CacheSpec, Hit, lru_stack_order, make_model, stored_blocks
+from prefixcache.analyzer.cache.models import CacheSpec, Hit, lru_stack_order, make_model, pool_blocks
 from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, request_figures, simulate_stream
 from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
 from prefixcache.analyzer.cache.workload import SimRequest
@@ -27,19 +27,19 @@ from prefixcache.analyzer.errors import ConfigError
 def chains(reqs: Sequence[SimRequest], spec: CacheSpec, block_size: int) -> list[ChainRequest]:
     """Block chains for the one-pass sweep and Belady (block caches only), from each
     request's kept chain (:meth:`SimRequest.chain`) cut to the blocks the model stores
-    (:func:`~.models.stored_blocks`: a trace's partial last block only where the model keeps
-    it), capped at n−1 tokens where the model's hit cap says so
+    with the uncached blocks it holds while it runs (:func:`~.models.pool_blocks`: a trace's
+    partial last block is stored only where the model keeps it), capped at n−1 tokens where the model's hit cap says so
     (:attr:`~.models.Traits.cap_last_token`)."""
     capped = spec.traits.cap_last_token
     out = []
     for r in reqs:
         hashes = r.chain(block_size)
-        stored = stored_blocks(spec.traits, r, hashes, block_size)
+        stored, scratch = pool_blocks(spec.traits, r, hashes, block_size)
         if stored < len(hashes):
             hashes = hashes[:stored]
         n = min(r.num_tokens, len(hashes) * block_size)  # a stored partial block holds its own tokens
         cap = hit_cap_tokens(r.num_tokens, block_size) // block_size if capped else None
-        out.append(ChainRequest(hashes, n, block_size, cap))
+        out.append(ChainRequest(hashes, n, block_size, cap, scratch))
     return out
 
 

@@ -184,3 +184,28 @@ def test_vllm_caches_full_blocks_only_and_blocks_keeps_the_partial_tail():
             served, _ = run_fleet(reqs, spec, 4, Arm(1, 8, HARDWARE["h100-llama3-8b"]), "round-robin", None, [0.0, 1.0], [0, 0],
                                   fast=fast)
             assert [s.cached for s in served] == cached, (cache, fast)
+
+
+def test_vllm_partial_block_takes_a_cached_blocks_room_while_it_runs():
+    # 2-block pool, 4-token blocks. r0 [1, 2] (8 tokens) fills it. r1 is 2 tokens: no full block, but
+    # vLLM allocates one physical block for it, so a cached block is evicted (the oldest: r0's blocks
+    # were freed tail first, so block 2 is older than block 1). r2 [1, 2, 5] then hits block 1 only.
+    # Without the scratch block (the papers' block replay, `blocks`) r1's id 3 is stored instead,
+    # evicting block 1 (freed head first, so the oldest): r2 hits nothing.
+    from prefixcache.analyzer.cache.fleet.replicas import Arm, run_fleet
+    from prefixcache.analyzer.cache.fleet.timing import HARDWARE
+    from prefixcache.analyzer.cache.simulate.sweeps import sweep_block_cache
+
+    reqs = [SimRequest(0, "s", 0, "t", 1, None, 0.0, 8, hashes=(1, 2), block_size=4),
+            SimRequest(1, "s", 1, "t", 2, None, 1.0, 2, hashes=(3,), block_size=4),
+            SimRequest(2, "s", 2, "t", 3, None, 2.0, 12, hashes=(1, 2, 5), block_size=4)]
+    for cache, cached in {"vllm": [0, 0, 4], "blocks": [0, 0, 0]}.items():
+        spec = CacheSpec(cache)
+        model = make_model(spec, 4, 2)
+        assert [model.step(r).cached_tokens for r in reqs] == cached, cache
+        assert [f.cached_tokens for f in simulate_stream(reqs, spec, 2)] == cached, cache
+        assert [f.cached_tokens for f in sweep_block_cache(reqs, spec, [2])[0]] == cached, cache
+        for fast in (True, False):
+            served, _ = run_fleet(reqs, spec, 4, Arm(1, 2, HARDWARE["h100-llama3-8b"]), "round-robin", None,
+                                  [0.0, 1.0, 2.0], [0, 0, 0], fast=fast)
+            assert [s.cached for s in served] == cached, (cache, fast)
