@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-fast bench docs clean engine-vllm engine-llamacpp test-engines
+.PHONY: setup demo test test-fast bench bench-venv docs clean engine-vllm engine-llamacpp test-engines
 
 setup: $(STAMP)
 
@@ -43,8 +43,16 @@ test-fast: setup
 docs: setup
 	$(PY) scripts/gen_docs.py
 
-bench: setup
+bench: setup bench-venv
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# The peers the benches compare with (bench/bench_peers.py), in their own venv: never a dependency.
+BENCH_VENV ?= .venv-bench
+bench-venv: $(BENCH_VENV)/.installed-peers
+$(BENCH_VENV)/.installed-peers:
+	test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q kvcache-simulator==0.1.3
+	touch $@
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
