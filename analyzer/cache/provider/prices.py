@@ -7,7 +7,10 @@ gives its input price (USD per million input tokens), the cached-read and
 cache-write multipliers of that price, the cache retention (seconds) and the
 minimum cacheable prompt (tokens; None = the provider's rule), with the page it
 was read from and when. :func:`price_for` returns the first row whose pattern
-matches the model, else the provider's default row (``provider:*``).
+matches the model, else the provider's default row (``provider:*``). The model is
+matched lower-cased, with ``[``, ``]``, ``@``, ``:`` and ``/`` read as ``-`` and a ``-``
+appended, so a version row that ends at a separator (``*fable-5-2-*``) never takes a
+neighbour's date-suffixed id (``claude-fable-5-20260609`` is Fable 5, not 5.2).
 
 The ``--price-input`` / ``--price-read`` / ``--price-write`` options still
 override whatever row applies (``CacheSpec.rule_overrides``).
@@ -40,6 +43,14 @@ class PriceRow:
 _OPENAI = "openai.com/api/pricing and the prompt caching guide"
 _OPENAI_56 = "OpenAI prompt caching guide (gpt-5.6+: prompt_cache_options, 1.25× writes, 30 min)"
 _ANTHROPIC = "claude.com/pricing and docs.claude.com prompt caching (5 min writes 1.25×, reads 0.1×)"
+_ANTHROPIC_PAGE = "platform.claude.com/docs/en/about-claude/pricing, model pricing table (checked 2026-12-04)"
+_ANTHROPIC_52 = ("platform.claude.com Fable 5.2 / Mythos 5.2 migration guide (released 2026-11-09); list price "
+                 "$8 / $40, reads $0.20, as resellers at list price quote it (checked 2026-12-04)")
+_ANTHROPIC_OPUS55 = "platform.claude.com/docs/en/models/opus-5-5/overview: $4, writes $5 / $8, reads $0.20 (0.05×)"
+_ANTHROPIC_SONNET55 = ("platform.claude.com/docs/en/models/sonnet-5-5/overview: $2, writes $2.50 / $4; reads cut from "
+                       "$0.20 to $0.10 (0.05×) on 2026-10-07 (calls before then were billed 0.1×)")
+_ANTHROPIC_HAIKU55 = ("platform.claude.com pricing: Haiku 5.5 up to 100K prompt tokens $0.10, reads $0.01; a longer "
+                      "prompt bills every token at $0.50 (not modelled: such calls are under-priced 5×)")
 _DEEPSEEK = "api-docs.deepseek.com pricing (V3.2: cache hit $0.028, miss $0.28 per MTok)"
 
 #: The table (first match wins; edit here when a price changes).
@@ -59,15 +70,29 @@ PRICES: tuple[PriceRow, ...] = (
     PriceRow("o3*", "openai", 2.00, 0.25, 1.0, 300.0, 1024, _OPENAI, "2025-06"),
     PriceRow("o1*", "openai", 15.0, 0.5, 1.0, 300.0, 1024, _OPENAI, "2024-12"),
     PriceRow("provider:openai", "openai", 1.25, 0.1, 1.0, 300.0, 1024, _OPENAI + " (GPT-5 rates)", "2025-08"),
-    # Anthropic (minimum lengths by model: provider.ANTHROPIC_MIN_TOKENS).
-    PriceRow("*opus-4-5*", "anthropic", 5.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2025-11"),
-    PriceRow("*opus-4*", "anthropic", 15.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2025-08"),
+    # Anthropic (minimum lengths by model: provider.ANTHROPIC_MIN_TOKENS). Read multipliers differ per model
+    # since the 5 generation (Fable/Mythos 5.1+ 0.025×, Opus 5.5 and Sonnet 5.5 0.05×); 5 min writes 1.25×,
+    # 1 h writes 2× everywhere (rules.ANTHROPIC_WRITE_1H).
+    PriceRow("*fable-5-2-*", "anthropic", 8.0, 0.025, 1.25, 300.0, None, _ANTHROPIC_52, "2026-12"),
+    PriceRow("*mythos-5-2-*", "anthropic", 8.0, 0.025, 1.25, 300.0, None, _ANTHROPIC_52, "2026-12"),
+    PriceRow("*fable-5-1-*", "anthropic", 10.0, 0.025, 1.25, 300.0, None, _ANTHROPIC_PAGE, "2026-12"),
+    PriceRow("*mythos-5-1-*", "anthropic", 10.0, 0.025, 1.25, 300.0, None, _ANTHROPIC_PAGE, "2026-12"),
+    PriceRow("*fable-5-*", "anthropic", 10.0, 0.1, 1.25, 300.0, None, _ANTHROPIC_PAGE, "2026-12"),
+    PriceRow("*mythos-5-*", "anthropic", 10.0, 0.1, 1.25, 300.0, None, _ANTHROPIC_PAGE, "2026-12"),
+    PriceRow("*opus-5-5-*", "anthropic", 4.0, 0.05, 1.25, 300.0, None, _ANTHROPIC_OPUS55, "2026-12"),
+    PriceRow("*opus-5-*", "anthropic", 5.0, 0.1, 1.25, 300.0, None, _ANTHROPIC_PAGE, "2026-12"),
+    PriceRow("*opus-4-[5-9]-*", "anthropic", 5.0, 0.1, 1.25, 300.0, None, _ANTHROPIC_PAGE + " (Opus 4.5–4.8)",
+             "2026-12"),
+    PriceRow("*opus-4*", "anthropic", 15.0, 0.1, 1.25, 300.0, None, _ANTHROPIC_PAGE + " (Opus 4, 4.1)", "2026-12"),
     PriceRow("*3-opus*", "anthropic", 15.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2024-03"),
+    PriceRow("*sonnet-5-5-*", "anthropic", 2.0, 0.05, 1.25, 300.0, None, _ANTHROPIC_SONNET55, "2026-12"),
+    PriceRow("*sonnet-5-*", "anthropic", 2.0, 0.1, 1.25, 300.0, None, _ANTHROPIC_PAGE + " (Sonnet 5)", "2026-12"),
+    PriceRow("*haiku-5-5-*", "anthropic", 0.10, 0.1, 1.25, 300.0, None, _ANTHROPIC_HAIKU55, "2026-12"),
     PriceRow("*haiku-4-5*", "anthropic", 1.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2025-10"),
     PriceRow("*3-5-haiku*", "anthropic", 0.80, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2024-11"),
     PriceRow("*haiku-3-5*", "anthropic", 0.80, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2024-11"),
     PriceRow("*3-haiku*", "anthropic", 0.25, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2024-03"),
-    PriceRow("*sonnet*", "anthropic", 3.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2025-09"),
+    PriceRow("*sonnet*", "anthropic", 3.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2025-09"),  # Sonnet 3.x and 4.x
     PriceRow("provider:anthropic", "anthropic", 3.0, 0.1, 1.25, 300.0, None, _ANTHROPIC + " (Sonnet rates)",
              "2025-09"),
     # DeepSeek: 64-token units, retention of hours to days.
@@ -76,10 +101,19 @@ PRICES: tuple[PriceRow, ...] = (
 )
 
 
+_SEPARATORS = str.maketrans({c: "-" for c in "[]@:/ "})
+
+
+def _key(model: str | None) -> str:
+    """``model`` as the patterns match it: lower case, separators as ``-``, one ``-`` appended
+    ("" for no model)."""
+    return (model or "").lower().translate(_SEPARATORS).rstrip("-") + "-" if model else ""
+
+
 def price_for(provider: str, model: str | None) -> PriceRow:
     """The row of ``model`` (case-insensitive glob match, first wins, rows of ``provider``
     only), else ``provider:<provider>``. KeyError for a provider without a default row."""
-    m = (model or "").lower()
+    m = _key(model)
     if m:
         for row in PRICES:
             if row.provider == provider and not row.pattern.startswith("provider:") and fnmatchcase(m, row.pattern):

@@ -187,3 +187,24 @@ def test_missing_send_times_are_said():
                                          ("claude-opus-4-5", 5.0), ("claude-3-5-haiku-20241022", 0.80)])
 def test_anthropic_rows(model, price):
     assert price_for("anthropic", model).input == price
+
+
+@pytest.mark.parametrize("model,price,read", [
+    ("claude-opus-4-6", 5.0, 0.1),            # Opus 4.5 and later list at $5, not the opus-4 row's $15
+    ("claude-opus-4-6[1m]", 5.0, 0.1),
+    ("claude-opus-4-20250514", 15.0, 0.1),    # Opus 4 itself (a date, not 4.5+)
+    ("claude-opus-5", 5.0, 0.1),
+    ("claude-opus-5-5", 4.0, 0.05),           # reads at 0.05×
+    ("claude-sonnet-5-5", 2.0, 0.05),
+    ("claude-sonnet-5-20260630", 2.0, 0.1),   # Sonnet 5 with a date, not Sonnet 5.5
+    ("claude-sonnet-4-5-20250929", 3.0, 0.1),
+    ("claude-haiku-5-5", 0.10, 0.1),
+    ("claude-fable-5-2", 8.0, 0.025),
+    ("claude-fable-5-20260609", 10.0, 0.1),   # Fable 5's dated id never lands on the 5.2 row
+    ("claude-fable-5-1", 10.0, 0.025),
+    ("claude-mythos-5-1", 10.0, 0.025),
+])
+def test_the_claude_5_lineup_is_priced_by_its_own_row(model, price, read):
+    row = price_for("anthropic", model)
+    assert (row.input, row.read, row.write) == (price, read, 1.25), row.pattern
+    assert row.source and row.date and not row.pattern.startswith("provider:")
