@@ -49,6 +49,8 @@ SCHEMAS: dict[str, tuple[str, str]] = {
     "simulate": ("prefixcache.analyzer.cache.simulate.document:SimulateReport", "simulate --format json"),
     "simulate-per-request": ("prefixcache.analyzer.cache.simulate.document:SimulateReportWithRequests",
                              "simulate --format json --per-request"),
+    "simulate-analyses": ("prefixcache.analyzer.cache.simulate.analyses:SimulateReportWithAnalyses",
+                          "simulate --format json --survival / --ttl-whatif / --reuse prefix,chunks"),
     "simulate-fleet": ("prefixcache.analyzer.cache.fleet.document:FleetReport",
                        "simulate --replicas N --format json"),
     "canonicalize": ("prefixcache.analyzer.canonical.document:CanonicalizeReport",
