@@ -26,7 +26,7 @@ app = typer.Typer(
 )
 
 #: Command modules in this package; each defines ``register(app)``.
-COMMANDS = ["inspect", "check", "lint", "diff", "rules", "canonicalize", "replay", "simulate", "report"]
+COMMANDS = ["inspect", "check", "lint", "diff", "rules", "canonicalize", "replay", "simulate", "report", "calibrate"]
 
 for _name in COMMANDS:
     importlib.import_module(f"{__package__}.{_name}").register(app)
