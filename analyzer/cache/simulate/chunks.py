@@ -30,6 +30,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from prefixcache.analyzer.cache.index.compact import Shared
 from prefixcache.analyzer.cache.simulate.figures import SEGMENT_GROUPS
 from prefixcache.analyzer.cache.workload import SimRequest
@@ -104,6 +106,8 @@ def chunk_ceiling(reqs: Sequence[SimRequest], lcp: Sequence[int],
     module's rules."""
     seen: set[int] = set()
     out = []
+    if reqs and all(r.hashes is not None for r in reqs):
+        return _trace_ceiling(reqs, lcp)
     for r, p in zip(reqs, lcp):
         keyed = _keyed(r, window)
         groups: dict[str, int] = {}
@@ -115,6 +119,26 @@ def chunk_ceiling(reqs: Sequence[SimRequest], lcp: Sequence[int],
         beyond = sum(groups.values())
         out.append((p + beyond, beyond, groups))
     return out
+
+
+def _trace_ceiling(reqs: Sequence[SimRequest], lcp: Sequence[int]) -> list[tuple[int, int, dict[str, int]]]:
+    """:func:`chunk_ceiling` of block traces, vectorized: a block (hash id) counts when its first
+    occurrence is in an earlier request and it ends past the request's prefix ceiling."""
+    chains = [r.chain(r.block_size) for r in reqs]
+    lens = np.fromiter(map(len, chains), dtype=np.int64, count=len(chains))
+    if not int(lens.sum()):
+        return [(p, 0, {}) for p in lcp]
+    ids = np.fromiter((h for c in chains for h in c), dtype=np.uint64, count=int(lens.sum()))
+    req = np.repeat(np.arange(len(reqs), dtype=np.int64), lens)
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    pos = np.arange(ids.size, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+    bs = np.repeat(np.fromiter((r.block_size for r in reqs), dtype=np.int64, count=len(reqs)), lens)
+    n = np.repeat(np.fromiter((r.num_tokens for r in reqs), dtype=np.int64, count=len(reqs)), lens)
+    p = np.repeat(np.asarray(lcp, dtype=np.int64), lens)
+    start, end = pos * bs, np.minimum(n, (pos + 1) * bs)
+    gain = np.where((req[first[inverse.ravel()]] < req) & (end > p) & (start < n), end - np.maximum(start, p), 0)
+    beyond = np.bincount(req, weights=gain, minlength=len(reqs)).astype(np.int64).tolist()
+    return [(q + b, b, {"other": b} if b else {}) for q, b in zip(lcp, beyond)]
 
 
 def chunk_reuse(reqs: Sequence[SimRequest], lcp: Sequence[int], recompute: float = DEFAULT_RECOMPUTE,

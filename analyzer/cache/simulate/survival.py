@@ -26,8 +26,6 @@ and the reuse gaps also per session. Distributions are :class:`~prefixcache.anal
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -100,31 +98,110 @@ class Survival:
 def block_kinds(r: SimRequest, n_blocks: int, block_size: int) -> list[str]:
     """The segment kind of each of the first ``n_blocks`` full blocks of ``r``: the group of the
     span that holds the block's last token (``other`` outside every span, and for block traces)."""
-    if not r.spans:
-        return ["other"] * n_blocks
-    ends = [e for _, _, e in r.spans]
-    out = []
-    for k in range(n_blocks):
-        last = (k + 1) * block_size - 1
-        i = bisect_right(ends, last)
-        out.append(r.spans[i][0] if i < len(r.spans) and r.spans[i][1] <= last else "other")
-    return out
+    return [_KINDS[c] for c in _kind_codes(r, n_blocks, block_size)]
+
+
+#: Segment kinds by code (the codes of :func:`_kind_codes`).
+_KINDS = (*SEGMENT_GROUPS,)
+_OTHER = _KINDS.index("other")
+
+
+def _kind_codes(r: SimRequest, n_blocks: int, block_size: int) -> np.ndarray:
+    if not r.spans or not n_blocks:
+        return np.full(n_blocks, _OTHER, dtype=np.int8)
+    starts = np.fromiter((s for _, s, _ in r.spans), dtype=np.int64)
+    ends = np.fromiter((e for _, _, e in r.spans), dtype=np.int64)
+    codes = np.fromiter((_KINDS.index(g) for g, _, _ in r.spans), dtype=np.int8)
+    last = (np.arange(n_blocks, dtype=np.int64) + 1) * block_size - 1
+    i = np.searchsorted(ends, last, side="right")
+    inside = i < len(ends)
+    i = np.minimum(i, len(ends) - 1)
+    inside &= starts[i] <= last
+    return np.where(inside, codes[i], _OTHER).astype(np.int8)
+
+
+def _gap_arrays(reqs: Sequence[SimRequest], block_size: int,
+                chains: Sequence[Sequence[int]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every reuse of a block as arrays in arrival order: (kind code, request index, gap seconds).
+    The blocks of all chains are laid end to end and sorted by hash (stable, so by arrival within
+    a hash): each occurrence after the first, in another request, is a reuse of the one before."""
+    chains = chains if chains is not None else [r.chain(block_size) for r in reqs]
+    lens = np.fromiter(map(len, chains), dtype=np.int64, count=len(chains))
+    total = int(lens.sum()) if len(lens) else 0
+    if total == 0:
+        return np.zeros(0, np.int8), np.zeros(0, np.int64), np.zeros(0, float)
+    ids = np.fromiter(chain_ids(chains), dtype=np.uint64, count=total)
+    req = np.repeat(np.arange(len(reqs), dtype=np.int64), lens)
+    now = np.repeat(np.fromiter((r.now for r in reqs), dtype=float, count=len(reqs)), lens)
+    kinds = np.concatenate([_kind_codes(r, n, block_size) for r, n in zip(reqs, lens.tolist())])
+    order = np.argsort(ids, kind="stable")
+    sid = ids[order]
+    same = sid[1:] == sid[:-1]
+    prev, cur = order[:-1][same], order[1:][same]
+    keep = req[prev] != req[cur]  # a block twice in one request is one use
+    prev, cur = prev[keep], cur[keep]
+    cur_sorted = np.argsort(cur, kind="stable")
+    prev, cur = prev[cur_sorted], cur[cur_sorted]
+    return kinds[cur], req[cur], now[cur] - now[prev]
+
+
+def chain_ids(chains: Sequence[Sequence[int]]):
+    """The block ids of ``chains`` end to end (unsigned 64-bit: chained hashes and trace ids)."""
+    for c in chains:
+        yield from c
 
 
 def reuse_gaps(reqs: Sequence[SimRequest], block_size: int) -> list[tuple[str, str, float]]:
     """Every reuse of a block, in arrival order: ``(segment kind, session, gap seconds)``, the
     gap being the time since the same block hash was last in a request (module docstring)."""
+    kinds, req, gaps = _gap_arrays(reqs, block_size)
+    return [(_KINDS[k], reqs[i].session, float(g)) for k, i, g in zip(kinds.tolist(), req.tolist(), gaps.tolist())]
+
+
+def _stays(reqs: Sequence[SimRequest], block_size: int, capacity_blocks: int | None, policy: str,
+           ttl_s: float | None, chains: Sequence[Sequence[int]] | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Block stays as arrays (kind code, stored at, evicted at — NaN while still cached) and the
+    time of the last request: see :func:`residency`."""
+    cache = BlockHashCache(block_size, capacity_blocks, policy if policy in POLICIES else "lru", ttl_s=ttl_s,
+                           cap_last_token=False)
+    open_: dict[int, int] = {}  # block → index of its open stay
     last: dict[int, float] = {}
-    out = []
-    for r in reqs:
-        chain = r.chain(block_size)
-        kinds = block_kinds(r, len(chain), block_size)
-        for h, kind in zip(chain, kinds):
-            t = last.get(h)
-            if t is not None:
-                out.append((kind, r.session, r.now - t))
-            last[h] = r.now
-    return out
+    kinds: list[int] = []
+    starts: list[float] = []
+    stops: list[float] = []
+    nan = float("nan")
+    for n, r in enumerate(reqs):
+        chain = chains[n] if chains is not None else r.chain(block_size)
+        now = r.now
+        res = cache.insert_hashes(chain, now)
+        later = []  # evicted blocks with no stay open yet: stored by this request, then evicted for room
+        for h in res.evicted:  # first the stays that began before this request
+            i = open_.pop(h, None)
+            if i is None:
+                later.append(h)
+            elif ttl_s is not None and now - last[h] > ttl_s:  # expired: at its last use + TTL
+                stops[i] = last[h] + ttl_s
+            else:
+                stops[i] = now
+        new = res.inserted
+        if new:
+            codes = _kind_codes(r, len(chain), block_size).tolist() if r.spans else None
+            pos = {h: k for k, h in enumerate(chain)} if codes is not None else None
+            n0 = len(starts)
+            open_.update(zip(new, range(n0, n0 + len(new))))
+            starts.extend([now] * len(new))
+            stops.extend([nan] * len(new))
+            kinds.extend([codes[pos[h]] for h in new] if codes is not None else [_OTHER] * len(new))
+        for h in later:
+            i = open_.pop(h, None)
+            if i is not None:
+                stops[i] = now
+        if ttl_s is not None:
+            for h in chain:
+                last[h] = now
+    return (np.asarray(kinds, dtype=np.int8), np.asarray(starts, dtype=float), np.asarray(stops, dtype=float),
+            reqs[-1].now if reqs else 0.0)
 
 
 def residency(reqs: Sequence[SimRequest], block_size: int, capacity_blocks: int | None, policy: str = "lru",
@@ -133,39 +210,9 @@ def residency(reqs: Sequence[SimRequest], block_size: int, capacity_blocks: int 
     ``policy`` and idle ``ttl_s``: ``(segment kind, stored at, evicted at or None while still
     cached)`` seconds, in the order stored; and the time of the last request. A stay that ended
     by expiry ends at the block's last use + ``ttl_s``."""
-    cache = BlockHashCache(block_size, capacity_blocks, policy if policy in POLICIES else "lru", ttl_s=ttl_s,
-                           cap_last_token=False)
-    open_: dict[int, int] = {}  # block → index of its open stay
-    last: dict[int, float] = {}
-    stays: list[list] = []
-    end = reqs[-1].now if reqs else 0.0
-    for r in reqs:
-        chain = r.chain(block_size)
-        kinds = block_kinds(r, len(chain), block_size)
-        res = cache.insert_hashes(chain, r.now)
-        left = Counter(res.evicted)
-        for h in res.evicted:  # stays that began before this request
-            i = open_.get(h)
-            if i is None:
-                continue
-            used = last[h]
-            if ttl_s is not None and r.now - used > ttl_s:  # expired before this request: at last use + TTL
-                stays[i][2] = used + ttl_s
-            elif h in res.inserted:  # cannot be: an inserted block had no stay open
-                continue
-            else:
-                stays[i][2] = r.now
-            del open_[h]
-            left[h] -= 1
-        kind_of = dict(zip(chain, kinds))
-        for h in res.inserted:
-            open_[h] = len(stays)
-            stays.append([kind_of.get(h, "other"), r.now, None])
-            if left[h] > 0:  # stored, then evicted for room by the same request
-                stays[open_.pop(h)][2] = r.now
-        for h in chain:
-            last[h] = r.now
-    return [(k, s, e) for k, s, e in stays], end
+    kinds, starts, stops, end = _stays(reqs, block_size, capacity_blocks, policy, ttl_s)
+    return [(_KINDS[k], s, None if e != e else e) for k, s, e in zip(kinds.tolist(), starts.tolist(),
+                                                                      stops.tolist())], end
 
 
 def _within(gaps: np.ndarray) -> list[TimePoint]:
@@ -177,38 +224,54 @@ def survival_curve(stays: Sequence[tuple[str, float, float | None]], end: float)
     """``S(t)`` at each :data:`T_POINTS` time over ``stays`` (module docstring): among stays
     that began at least ``t`` before ``end``, the fraction not evicted within ``t`` seconds."""
     start = np.asarray([s for _, s, _ in stays], dtype=float)
-    stop = np.asarray([np.inf if e is None else e for _, _, e in stays], dtype=float)
+    stop = np.asarray([np.nan if e is None else e for _, _, e in stays], dtype=float)
+    return _curve(start, stop, end)
+
+
+def _curve(start: np.ndarray, stop: np.ndarray, end: float) -> list[TimePoint]:
+    stay = np.where(np.isnan(stop), np.inf, stop - start)
     out = []
     for t in T_POINTS:
         risk = start <= end - t
         n = int(risk.sum())
-        alive = int((stop[risk] - start[risk] > t).sum())
+        alive = int((stay[risk] > t).sum())
         out.append(TimePoint(t, round(alive / n, 6) if n else None, n))
     return out
 
 
-def _gap_row(kind: str, gaps: list[float]) -> GapRow:
-    return GapRow(kind, Distribution.of(gaps), _within(np.asarray(gaps, dtype=float)))
+def _gap_row(kind: str, gaps: np.ndarray) -> GapRow:
+    return GapRow(kind, Distribution.of(gaps.tolist()), _within(gaps))
 
 
 def survival(reqs: Sequence[SimRequest], block_size: int, capacities: Sequence[tuple[str, int | None]],
              policy: str = "lru", ttl_s: float | None = None) -> Survival:
     """The :class:`Survival` figures of ``reqs`` (arrival order) in blocks of ``block_size``
     tokens, residency at each ``(label, capacity blocks or None)`` of ``capacities``."""
-    events = reuse_gaps(reqs, block_size)
-    kinds = [k for k in SEGMENT_GROUPS if any(e[0] == k for e in events)]
-    gaps = [_gap_row("all", [g for _, _, g in events])]
-    gaps += [_gap_row(k, [g for kk, _, g in events if kk == k]) for k in kinds]
-    by_session: dict[str, list[float]] = {}
-    for _, s, g in events:
-        by_session.setdefault(s, []).append(g)
-    top = sorted(by_session, key=lambda s: (-len(by_session[s]), s))[:MAX_SESSIONS]
-    rows = []
+    chains = [r.chain(block_size) for r in reqs]  # each request's chain materialized once
+    kinds, req, gaps = _gap_arrays(reqs, block_size, chains)
+    present = sorted(set(np.unique(kinds).tolist()))
+    rows = [_gap_row("all", gaps)] + [_gap_row(_KINDS[k], gaps[kinds == k]) for k in present]
+    names = [r.session for r in reqs]
+    by: dict[str, list[int]] = {}
+    for i, n in enumerate(names):
+        by.setdefault(n, []).append(i)
+    code = np.zeros(len(reqs), dtype=np.int64)
+    order = list(by)
+    for c, n in enumerate(order):
+        code[by[n]] = c
+    sess = code[req] if len(req) else np.zeros(0, np.int64)
+    counts = np.bincount(sess, minlength=len(order)) if len(order) else np.zeros(0, np.int64)
+    active = [c for c in range(len(order)) if counts[c]]
+    top = sorted(active, key=lambda c: (-int(counts[c]), order[c]))[:MAX_SESSIONS]
+    res_rows = []
     for label, cap in capacities:
-        stays, end = residency(reqs, block_size, cap, policy, ttl_s)
-        for kind in ("all", *[k for k in SEGMENT_GROUPS if any(s[0] == k for s in stays)]):
-            mine = stays if kind == "all" else [s for s in stays if s[0] == kind]
-            rows.append(ResidencyRow(label, cap, policy, ttl_s, kind, len(mine),
-                                     Distribution.of(e - s for _, s, e in mine if e is not None),
-                                     sum(e is None for _, _, e in mine), survival_curve(mine, end)))
-    return Survival(block_size, list(T_POINTS), gaps, len(by_session), [_gap_row(s, by_session[s]) for s in top], rows)
+        k, start, stop, end = _stays(reqs, block_size, cap, policy, ttl_s, chains)
+        for kind in [-1, *sorted(set(np.unique(k).tolist()))]:
+            m = slice(None) if kind == -1 else (k == kind)
+            st, sp = start[m], stop[m]
+            done = ~np.isnan(sp)
+            res_rows.append(ResidencyRow(label, cap, policy, ttl_s, "all" if kind == -1 else _KINDS[kind], int(st.size),
+                                         Distribution.of((sp[done] - st[done]).tolist()), int((~done).sum()),
+                                         _curve(st, sp, end)))
+    return Survival(block_size, list(T_POINTS), rows, len(active),
+                    [_gap_row(order[c], gaps[sess == c]) for c in top], res_rows)

@@ -106,3 +106,18 @@ def test_bad_parameters():
         chunk_reuse([], [], 1.5)
     with pytest.raises(ConfigError, match="--chunk-tokens"):
         chunk_reuse([], [], 0.15, window=0)
+
+
+def test_trace_chunks_equal_a_loop_over_blocks():
+    """The vectorized trace path against the definition: a block counts when an earlier request had its id."""
+    reqs = _reqs(existing(SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl"))
+    lcp = baseline(reqs).lcp
+    seen: set = set()
+    want = []
+    for r, p in zip(reqs, lcp):
+        bs, n = r.block_size, r.num_tokens
+        beyond = sum(min(n, (k + 1) * bs) - max(k * bs, p) for k, h in enumerate(r.hashes)
+                     if h in seen and min(n, (k + 1) * bs) > p and k * bs < n)
+        seen.update(r.hashes)
+        want.append(p + beyond)
+    assert [c for c, _, _ in chunk_ceiling(reqs, lcp)] == want
