@@ -53,6 +53,8 @@ SCHEMAS: dict[str, tuple[str, str]] = {
                           "simulate --format json --survival / --ttl-whatif / --reuse prefix,chunks"),
     "simulate-fleet": ("prefixcache.analyzer.cache.fleet.document:FleetReport",
                        "simulate --replicas N --format json"),
+    "calibrate": ("prefixcache.analyzer.cache.fleet.calibration:TierCalibration",
+                  "calibrate --out FILE (and --format json): the tier calibration simulate --calibrate reads"),
     "canonicalize": ("prefixcache.analyzer.canonical.document:CanonicalizeReport",
                      "canonicalize --format json (the report; stderr when --out -)"),
     "check": ("prefixcache.analyzer.check.document:TemplateRecord",

@@ -11,6 +11,7 @@ from prefixcache.analyzer.cache.fleet.calibration import read_calibration
 from prefixcache.analyzer.errors import EngineError
 from prefixcache.cli.app import app
 from prefixcache.replay.local.calibrate import measure
+from tests.helpers import validate
 
 pytestmark = pytest.mark.slow  # loads and runs the torch model
 
@@ -39,6 +40,8 @@ def test_cli_writes_the_file_simulate_reads(tmp_path, loaded):
                                    "--device", "cpu", "--json"])
     assert res.exit_code == 0, res.output
     doc = orjson.loads(res.stdout)
+    validate(doc, "calibrate")
+    assert doc == orjson.loads(out.read_bytes())
     assert doc["device"] == "cpu" and doc["threads"] == torch.get_num_threads()
     cal = read_calibration(out)
     assert cal is not None and [f.curve for f in cal.fits][0] == "prefill"
