@@ -110,3 +110,16 @@ def test_cli_json_validates_against_the_schema():
     assert [r["capacity"] for r in a["survival"]["residency"]][0] == "5%"
     bad = CliRunner().invoke(app, ["simulate", str(existing(CLAUDE)), "--reuse", "prefix,blend"])
     assert bad.exit_code == 2 and "unknown --reuse 'blend'" in bad.output
+
+
+def test_rich_output_shows_every_analysis():
+    res = CliRunner().invoke(app, ["simulate", str(existing(SAMPLES.parent / "cases" / "clean_append_only.jsonl")),
+                                   "--cache", "openai", "--survival", "--ttl-whatif", "--reuse", "prefix,chunks"],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "reuse gaps" in out and "residency and survival" in out
+    assert "TTL what-if · cache openai" in out and "in-memory" in out and "24h" in out
+    assert "a 24h TTL turns" in out and "reuse ceilings (segments)" in out
+    fleet = CliRunner().invoke(app, ["simulate", str(existing(CLAUDE)), "--replicas", "2", "--survival"])
+    assert fleet.exit_code == 2 and "without --replicas" in fleet.output
