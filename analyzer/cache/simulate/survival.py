@@ -249,7 +249,7 @@ def survival(reqs: Sequence[SimRequest], block_size: int, capacities: Sequence[t
     tokens, residency at each ``(label, capacity blocks or None)`` of ``capacities``."""
     chains = [r.chain(block_size) for r in reqs]  # each request's chain materialized once
     kinds, req, gaps = _gap_arrays(reqs, block_size, chains)
-    present = sorted(set(np.unique(kinds).tolist()))
+    present = np.flatnonzero(np.bincount(kinds, minlength=len(_KINDS))).tolist()
     rows = [_gap_row("all", gaps)] + [_gap_row(_KINDS[k], gaps[kinds == k]) for k in present]
     names = [r.session for r in reqs]
     by: dict[str, list[int]] = {}
@@ -266,7 +266,7 @@ def survival(reqs: Sequence[SimRequest], block_size: int, capacities: Sequence[t
     res_rows = []
     for label, cap in capacities:
         k, start, stop, end = _stays(reqs, block_size, cap, policy, ttl_s, chains)
-        for kind in [-1, *sorted(set(np.unique(k).tolist()))]:
+        for kind in [-1, *np.flatnonzero(np.bincount(k, minlength=len(_KINDS))).tolist()]:
             m = slice(None) if kind == -1 else (k == kind)
             st, sp = start[m], stop[m]
             done = ~np.isnan(sp)
