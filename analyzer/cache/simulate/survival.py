@@ -19,7 +19,8 @@ prefix's reuse; block traces use their logged hash ids):
   every block is the same number of tokens, so it is also the fraction of stored prefix tokens.
 
 Each figure is given over all blocks and per segment kind (the group of the span holding the
-block's last token, :data:`~.figures.SEGMENT_GROUPS`; block traces have no spans: ``other``),
+block's last token, :data:`~.figures.SEGMENT_GROUPS`, or ``tool_outputs`` when that token is in a
+tool-result message; block traces have no spans: ``other``),
 and the reuse gaps also per session. Distributions are :class:`~prefixcache.analyzer.stats.Distribution`
 (seconds).
 """
@@ -101,8 +102,10 @@ def block_kinds(r: SimRequest, n_blocks: int, block_size: int) -> list[str]:
     return [_KINDS[c] for c in _kind_codes(r, n_blocks, block_size)]
 
 
-#: Segment kinds by code (the codes of :func:`_kind_codes`).
-_KINDS = (*SEGMENT_GROUPS,)
+#: Segment kinds by code (the codes of :func:`_kind_codes`): the hit-attribution groups, and
+#: ``tool_outputs`` (tool-result messages, which those groups count under history / newest turn).
+_KINDS = (*SEGMENT_GROUPS, "tool_outputs")
+_TOOL = _KINDS.index("tool_outputs")
 _OTHER = _KINDS.index("other")
 
 
@@ -117,7 +120,10 @@ def _kind_codes(r: SimRequest, n_blocks: int, block_size: int) -> np.ndarray:
     inside = i < len(ends)
     i = np.minimum(i, len(ends) - 1)
     inside &= starts[i] <= last
-    return np.where(inside, codes[i], _OTHER).astype(np.int8)
+    out = np.where(inside, codes[i], _OTHER).astype(np.int8)
+    for a, b in r.tool_spans:  # a tool output's blocks, whatever its group
+        out[(last >= a) & (last < b)] = _TOOL
+    return out
 
 
 def _gap_arrays(reqs: Sequence[SimRequest], block_size: int,

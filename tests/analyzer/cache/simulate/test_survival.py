@@ -136,3 +136,24 @@ def test_block_hashes_are_the_brute_force_keys():
     prefixes = {tuple(_keys(r, 16)[:5]) for r in reqs}
     assert len(chains) == len(prefixes)
     assert list(hash_blocks(list(reqs[0].tokens), 16)) == list(reqs[0].chain(16))
+
+
+def test_block_kinds_by_brute_force_tool_outputs_included():
+    """Each block's kind is the group of the span holding its last token, ``tool_outputs`` inside a
+    tool-result message (Claude Code's tool results), checked token by token."""
+    from prefixcache.analyzer.cache.simulate.survival import block_kinds
+
+    reqs = _reqs(CLAUDE, 40)
+    assert any(r.tool_spans for r in reqs)
+    for r in reqs[::7]:
+        n = r.num_tokens // 16
+        want = []
+        for k in range(n):
+            last = (k + 1) * 16 - 1
+            if any(a <= last < b for a, b in r.tool_spans):
+                want.append("tool_outputs")
+                continue
+            want.append(next((g for g, a, b in r.spans if a <= last < b), "other"))
+        assert block_kinds(r, n, 16) == want
+    s = survival(reqs, 16, [("unbounded", None)])
+    assert "tool_outputs" in {g.kind for g in s.gaps} | {x.kind for x in s.residency}
