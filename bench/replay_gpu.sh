@@ -4,8 +4,9 @@
 # (`make setup` installs the CPU build):
 #   bash bench/replay_gpu.sh                 # default model (SmolLM2-135M-Instruct, float32)
 #   MODEL=/path/to/hf-folder DTYPE=bfloat16 bash bench/replay_gpu.sh
-# Prints the per-pass tables (cold / warm / canonical) and the bench ratios; writes
-# per-request JSONL under ${OUT:-build/replay-gpu}. Every step runs even when an earlier
+# Prints the per-pass tables (cold / warm / canonical), the bench ratios and the restore-vs-recompute
+# calibration (`prefixcache calibrate`: pinned and pageable host memory, disk); writes per-request JSONL and
+# calibration.json (for `simulate --tiers … --calibrate FILE`) under ${OUT:-build/replay-gpu}. Every step runs even when an earlier
 # one fails; a summary of the steps' exit codes ends the output, and the script exits
 # non-zero when any step failed (a verification mismatch or cached tokens that differ
 # from the simulator's exit 1), or when the real samples (SAMPLES) are missing.
@@ -86,6 +87,12 @@ BENCH_PREFIX=${BENCH_PREFIX:-4096}
 echo "== bench (prefix $BENCH_PREFIX cached + 256 computed)"
 "$PY" bench/bench_replay.py --device "$DEVICE" --dtype "$DTYPE" ${MODEL:+--model "$MODEL"} --prefix "$BENCH_PREFIX" --suffix 256 --reps 10
 record bench $?
+
+CAL_LENGTHS=${CAL_LENGTHS:-256,512,1024,2048,4096,8192}
+echo "== calibrate (prefill vs KV restore from pinned/pageable host memory and disk: $OUT/calibration.json)"
+"$PY" -c "import sys; from prefixcache.cli.app import main; sys.exit(main())" calibrate --device "$DEVICE" --dtype "$DTYPE" ${MODEL:+--model "$MODEL"} \
+  --lengths "$CAL_LENGTHS" --repeat 5 --out "$OUT/calibration.json" --force
+record calibrate $?
 
 echo "== summary (per-request figures: $OUT/*.jsonl)"
 failed=0

@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "lost to."),
     "report": ("report", "Write one offline HTML report: summary, per-session turns, capacity curves, replay, "
                "fleet."),
+    "calibrate": ("calibrate", "Time prefill and KV restores (host memory, disk) at several lengths; fit them; "
+                  "write the file."),
 }
 
 

@@ -23,6 +23,7 @@ from prefixcache.cli.options import (
     AsJson, BlockSize, Cache, Capacity, InputFormat, KvModel, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer,
     deprecated_alias, format_option, output_format, policy_option, rate_option, seed_option,
 )
+from prefixcache.cli.simulate_analyses import render_analyses
 from prefixcache.cli.simulate_render import render
 
 FORMATS = ("rich", "json")
@@ -65,6 +66,11 @@ def register(app: typer.Typer) -> None:
         tiers: Annotated[Optional[str], typer.Option("--tiers", help="Fleet KV tiers, fastest first: gpu=16GiB,cpu=128GiB[@25GB/s][+20us],disk=1TiB.")] = None,
         rate: rate_option("Fleet: arrivals at this many requests/s instead of the logged times.") = None,
         seed: seed_option("Fleet: seed of --router random.") = 0,
+        survival: Annotated[bool, typer.Option("--survival", help="Reuse gaps, residency at each capacity and survival curves, per segment kind and session.")] = False,
+        ttl_whatif: Annotated[bool, typer.Option("--ttl-whatif", help="Replay under every provider retention (engines: idle TTLs), priced, with advice.")] = False,
+        reuse: Annotated[str, typer.Option("--reuse", help="Reuse ceilings, comma-separated: prefix, chunks (what-if: chunks prefilled earlier at another position).")] = "prefix",
+        recompute: Annotated[float, typer.Option("--recompute", min=0.0, max=1.0, help="--reuse chunks: fraction of a reused chunk's tokens recomputed (CacheBlend ~0.15).")] = 0.15,
+        chunk_tokens: Annotated[Optional[int], typer.Option("--chunk-tokens", min=1, help="--reuse chunks: also cut chunks into windows of this many tokens.")] = None,
         skip_bad: SkipBad = False,
     ) -> None:
         """Simulate a prefix cache: hit tokens, avoided prefill, what each lost token was lost to."""
@@ -78,9 +84,13 @@ def register(app: typer.Typer) -> None:
             block_size=block_size, ttl_s=ttl, kv_model=kv_model, model_config=model_config, kv_dtype=kv_dtype,
             min_tokens=min_tokens, price_input=price_input, price_read=price_read, price_write=price_write,
             in_flight=in_flight, per_request=per_request, slots=slots, slot_similarity=slot_similarity,
-            cache_ram_mib=cache_ram, input_format=input_format,
+            cache_ram_mib=cache_ram, input_format=input_format, survival=survival, ttl_whatif=ttl_whatif,
+            reuse=tuple(k.strip() for k in reuse.split(",") if k.strip()), recompute=recompute, chunk_tokens=chunk_tokens,
             tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer), template=template)
         fleet = None
+        if any(x is not None for x in (replicas, router, tiers, calibrate, rate)) and options.analyses_asked:
+            raise typer.BadParameter("--survival, --ttl-whatif and --reuse chunks apply without --replicas",
+                                     param_hint="--replicas")
         if any(x is not None for x in (replicas, router, tiers, calibrate, rate)):
             fleet = FleetOptions(replicas or 1, router or "round-robin", hardware, calibrate, tiers, rate, seed)
         ingest = Ingest(paths, format=input_format, stdin=sys.stdin.buffer if "-" in paths else None)
@@ -93,4 +103,5 @@ def register(app: typer.Typer) -> None:
             render_fleet(report)
         else:
             render(report)
+            render_analyses(report)
         raise typer.Exit(EXIT_ERROR if report_skipped(ingest.summary.skipped, skip_bad) else 0)

@@ -46,4 +46,22 @@ def open_replay(paths: Sequence[str], options: ReplayOptions, *, engine: "Engine
     return open_server(paths, options, stdin=stdin)
 
 
-__all__ = ["ReplayOptions", "ReplayOutcome", "ReplayReport", "ReplaySession", "ServerReport", "open_replay"]
+def calibrate_tiers(model: str | None = None, device: str = "auto", dtype: str = "float32", threads: int = 2,
+                    lengths: Sequence[int] | None = None, repeat: int = 3):
+    """Measure prefill and KV restore times on the embedded engine (``prefixcache calibrate``):
+    the :class:`~prefixcache.analyzer.cache.fleet.calibration.TierCalibration` of
+    :func:`prefixcache.replay.local.calibrate.measure` for ``model`` on ``device`` (``lengths``:
+    prompt lengths in tokens, default :data:`~prefixcache.replay.local.calibrate.DEFAULT_LENGTHS`;
+    ``repeat`` timed runs each). ConfigError naming the replay extra without torch; EngineError
+    for a model that cannot load or a bad length."""
+    try:
+        from prefixcache.replay.local.calibrate import DEFAULT_LENGTHS, measure
+        from prefixcache.replay.local.hf import HFEngine, load_model
+    except ImportError as exc:
+        raise missing_extra(exc, "calibrate") or exc from None
+    engine = HFEngine(load_model(model, device, dtype, threads))
+    return measure(engine, lengths or DEFAULT_LENGTHS, repeat)
+
+
+__all__ = ["ReplayOptions", "ReplayOutcome", "ReplayReport", "ReplaySession", "ServerReport", "calibrate_tiers",
+           "open_replay"]

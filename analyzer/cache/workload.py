@@ -64,7 +64,9 @@ class SimRequest:
     the provider's logged cache verdict (reason, missed tokens), if any
     (:mod:`prefixcache.analyzer.ingest.diagnostics`); ``infer_session``: a block trace
     whose format logs no session (Mooncake): the session its drift is judged in is
-    inferred from the hash chains (:mod:`.trace_sessions`), ``session`` stays the reader's.
+    inferred from the hash chains (:mod:`.trace_sessions`), ``session`` stays the reader's;
+    ``tool_spans``: the ``(start, end)`` token spans of tool-output messages (role ``tool``), for the
+    reuse-in-time figures of :mod:`~prefixcache.analyzer.cache.simulate.survival`.
     """
 
     order: int
@@ -93,6 +95,7 @@ class SimRequest:
     implicit_breakpoint: bool = True
     provider_verdict: tuple[str, int | None] | None = None
     infer_session: bool = False
+    tool_spans: tuple[tuple[int, int], ...] = ()
     _chains: dict[tuple[int, str | None], Sequence[BlockHash]] | None = field(
         default=None, init=False, repr=False, compare=False)
     _cuts: dict[int, int] | None = field(default=None, init=False, repr=False, compare=False)
@@ -181,6 +184,8 @@ def _sim_request(p, tokens: Sequence[int] | None, hashes: Sequence[int] | None) 
         boundaries=array("I", sorted({s.end for s in segs if s.kind in _CONTENT})),
         breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
         exact=bool(p.tokens.exact), reply_ends=_reply_ends(r, segs),
+        tool_spans=tuple((s.start, s.end) for s in segs
+                         if s.kind == "message" and 0 <= s.ref < len(r.messages) and r.messages[s.ref].role == "tool"),
         implicit_breakpoint=_cache_mode(r) != "explicit", provider_verdict=_verdict(r), **common)
 
 

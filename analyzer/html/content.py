@@ -84,7 +84,7 @@ class ReportOptions:
         """The simulation these options ask for (ConfigError for nonsense values)."""
         return SimulateOptions(cache=self.cache, policies=self.policy_list, capacities=tuple(parse_capacities(self.capacity)),
                                block_size=self.block_size, kv_model=self.kv_model, input_format=self.input_format,
-                               tokenizer=self.lint.tokenizer, template=self.lint.template)
+                               tokenizer=self.lint.tokenizer, template=self.lint.template, survival=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +132,7 @@ def commands(paths: Sequence[str], options: ReportOptions, fleet: bool = False) 
                                     ("--config", options.config)])
     sim = _command("simulate", paths, [*prep, ("--cache", options.cache), ("--policy", ",".join(options.policy_list)),
                                        ("--capacity", options.capacity), ("--block-size", options.block_size),
-                                       ("--kv-model", options.kv_model)])
+                                       ("--kv-model", options.kv_model), ("--survival", True)])
     saved = f"cat {shlex.quote(options.simulate_path)}" if options.simulate_path else None
     if fleet:
         return {"lint": lint, "simulate": sim, "fleet": saved or ""}

@@ -27,7 +27,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from prefixcache import __version__
-from prefixcache.analyzer.html import charts
+from prefixcache.analyzer.html import charts, reuse_time
 from prefixcache.analyzer.html.content import ReportDocuments
 
 #: Optional keys of a simulate document (older or newer releases may lack them) and of its
@@ -131,6 +131,7 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
         "sessions": _session_figures(lint, marked), "charted_all": len(lint["sessions"]) <= MAX_SESSION_CHARTS,
         "capacity": [f for f in (charts.capacity_curves(sim, u) for u in ("tokens", "bytes")) if f] if sim else [],
         "replay": _replay(docs.replay), "fleet": _fleet(docs.fleet), "plotly": plotly_js_packed(),
+        "reuse_time": reuse_time.section(sim),
     }
 
 

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from prefixcache.analyzer.cache.capacity import kv_shape
 from prefixcache.analyzer.cache.fleet.document import FleetReport
 from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
-from prefixcache.analyzer.cache.fleet.timing import fit_replay
+from prefixcache.analyzer.cache.fleet.timing import calibration_of
 from prefixcache.analyzer.cache.simulate.document import SimulateReport
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
 from prefixcache.analyzer.cache.workload import Kept, SimStream
@@ -58,9 +58,9 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
     options = options or SimulateOptions()
     fleet = fleet or FleetOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
-    fit = fit_replay(fleet.calibrate) if fleet.calibrate else None
+    fit, links = calibration_of(fleet.calibrate) if fleet.calibrate else (None, None)
     ingest, preparer, items, reqs, causes = _simulated(inputs, options, on_prepared)
-    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit)
+    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit, links)
 
 
 def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared: Callable[[], None] | None):

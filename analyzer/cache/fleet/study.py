@@ -25,7 +25,7 @@ from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate_str
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.cache.fleet.tiers import TierSpec, parse_tiers
 from prefixcache.analyzer.cache.index.trace_sessions import TraceSessions
-from prefixcache.analyzer.cache.fleet.timing import DEFAULT_HARDWARE, Fit, Hardware, ReplicaClock, fit_replay, hardware
+from prefixcache.analyzer.cache.fleet.timing import DEFAULT_HARDWARE, Fit, Hardware, ReplicaClock, calibration_of, hardware
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.stats import Distribution
@@ -114,10 +114,11 @@ def _spec(items: Sequence, options: SimulateOptions) -> CacheSpec:
 
 
 def _arm(options: SimulateOptions, fleet: FleetOptions, hw: Hardware, bs: int, uniq: int,
-         bpt: int) -> tuple[Arm, tuple[TierSpec, ...], Capacity | None]:
+         bpt: int, links: Mapping[str, tuple[float, float]] | None = None) -> tuple[Arm, tuple[TierSpec, ...],
+                                                                                  Capacity | None]:
     """The fleet's arm (per-replica capacity from ``--tiers gpu=`` or ``--capacity``),
-    its tiers and the capacity as given."""
-    tiers = parse_tiers(fleet.tiers) if fleet.tiers else ()
+    its tiers (``links``: measured tier links, ``--calibrate``) and the capacity as given."""
+    tiers = parse_tiers(fleet.tiers, links) if fleet.tiers else ()
     if tiers and options.capacities:
         raise ConfigError("--tiers gpu=SIZE is the replica capacity: drop --capacity")
     cap = tiers[0].size if tiers else (options.capacities[0] if options.capacities else None)
@@ -143,20 +144,23 @@ def inferred_sessions(reqs: Sequence[SimRequest]) -> Sequence[SimRequest]:
 
 def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, fleet: FleetOptions,
                  shape: KVShape | None, summary: IngestSummary, notes: Mapping[str | None, str],
-                 causes: Mapping[int, str] | None = None, fit: Fit | None = None) -> FleetReport:
+                 causes: Mapping[int, str] | None = None, fit: Fit | None = None,
+                 links: Mapping[str, tuple[float, float]] | None = None) -> FleetReport:
     """The fleet report of ``options`` × ``fleet`` over prepared ``items`` and their
-    simulator requests ``reqs`` (arrival order). ``fit``: the calibration, when the
-    caller already read ``fleet.calibrate``. ConfigError for a setting the fleet cannot
+    simulator requests ``reqs`` (arrival order). ``fit`` and ``links``: the calibration (prefill
+    fit, measured tier links), when the caller already read ``fleet.calibrate``
+    (:func:`~.timing.calibration_of`). ConfigError for a setting the fleet cannot
     run (:func:`_spec`, :func:`_arm`); InputError for an unreadable calibration file."""
     reqs = inferred_sessions(reqs)
     spec = _spec(items, options)
     bs = spec.block_size_for(reqs)
     base = baseline(reqs)
     uniq = distinct_blocks(reqs, spec, bs, base)
-    fit = fit or (fit_replay(fleet.calibrate) if fleet.calibrate else None)
+    if fit is None and fleet.calibrate:
+        fit, links = calibration_of(fleet.calibrate)
     hw = fit.apply(hardware(fleet.hardware)) if fit else hardware(fleet.hardware)
     bpt = shape.bytes_per_token if shape else hw.kv_bytes_per_token
-    arm, tiers, cap = _arm(options, fleet, hw, bs, uniq, bpt)
+    arm, tiers, cap = _arm(options, fleet, hw, bs, uniq, bpt, links)
     arrivals, outputs = _arrivals(reqs, fleet.rate), _outputs(items, reqs)
     ceiling = _ceiling(reqs, spec, bs, base, causes or {})
     prompt, ceil = sum(r.num_tokens for r in reqs), sum(f.cached_tokens for f in ceiling)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.capacity import Capacity, parse_capacity
 from prefixcache.analyzer.errors import ConfigError
@@ -55,8 +55,11 @@ def _unit(text: str, table: dict[str, float], what: str, item: str) -> float:
     return float(m.group(1)) * table[m.group(2).lower()]
 
 
-def parse_tiers(text: str) -> tuple[TierSpec, ...]:
-    """Parse ``--tiers`` (module docstring); ConfigError naming the bad item."""
+def parse_tiers(text: str, links: Mapping[str, tuple[float, float]] | None = None) -> tuple[TierSpec, ...]:
+    """Parse ``--tiers`` (module docstring); ``links``: measured (bandwidth bytes/s, latency s)
+    by tier name that replace :data:`LINKS` for tiers giving no bandwidth or latency of their own
+    (``--calibrate``, :mod:`.calibration`). ConfigError naming the bad item."""
+    known = {**LINKS, **(links or {})}
     out = []
     for item in (t.strip() for t in text.split(",")):
         if not item:
@@ -67,7 +70,7 @@ def parse_tiers(text: str) -> tuple[TierSpec, ...]:
         rest, _, lat = rest.partition("+")
         size, _, bw = rest.partition("@")
         name = name.strip().lower()
-        default = LINKS.get(name)
+        default = known.get(name)
         if out and not bw and default is None:
             raise ConfigError(f"--tiers {item}: tier {name!r} needs a bandwidth (NAME=SIZE@25GB/s)")
         bandwidth = _unit(bw, _BW, "bandwidth", item) if bw else (default[0] if default and out else None)

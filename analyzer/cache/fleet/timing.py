@@ -125,6 +125,26 @@ def fit_replay(path: str | Path) -> Fit:
                round(1.0 - sum(e * e for e in res) / ss_tot, 6) if ss_tot else 1.0)
 
 
+def calibration_of(path: str | Path) -> tuple[Fit, dict[str, tuple[float, float]]]:
+    """What ``--calibrate PATH`` sets: the prefill fit and the measured tier links (``--tiers``
+    name → bandwidth bytes/s, latency s). A tier calibration document
+    (:mod:`~.fleet.calibration`, ``prefixcache calibrate``) gives both; a replay results JSONL the
+    prefill fit only (:func:`fit_replay`). InputError for an unreadable file or a prefill that
+    does not grow with length."""
+    from prefixcache.analyzer.cache.fleet.calibration import prefill_fit, read_calibration, tier_links
+
+    cal = read_calibration(path)
+    if cal is None:
+        return fit_replay(path), {}
+    f = prefill_fit(cal)
+    if f.per_token_s <= 0:
+        raise InputError("the calibration's prefill time does not grow with length: nothing to fit", str(path))
+    pts = [(m.tokens, m.seconds) for m in cal.measurements if m.curve == "prefill"]
+    mae = sum(abs(y - f.seconds(x)) for x, y in pts) / len(pts)
+    return Fit(len(pts), round(1.0 / f.per_token_s, 3), round(f.intercept_s, 6), round(mae, 6), f.mean_rel_error,
+               f.r2), tier_links(cal)
+
+
 class ReplicaClock:
     """One replica's queue (see the module docstring). Times in seconds."""
 

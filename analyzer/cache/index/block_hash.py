@@ -114,7 +114,9 @@ class BlockHashCache:
         self.extra_keys = extra_keys
         self._policy = make_policy(policy, block_size)
         self._ordered = ordered or capacity_blocks is not None or ttl_s is not None or policy != "lru"
-        self._last: dict[BlockHash, float] = {}  # cached block -> last use (logical s)
+        self._last: dict[BlockHash, float] = {}  # cached block -> last use (logical s), oldest use first
+        self._latest = float("-inf")  # latest use seen: while uses come in time order, _last is sorted by time
+        self._in_order = True
         self._pins: dict[BlockHash, int] = {}    # in-flight ref counts
         self._scratch = 0                         # uncached blocks held by requests in flight
         self._memo: tuple[object, list[BlockHash]] = ((), [])
@@ -212,18 +214,28 @@ class BlockHashCache:
         self._scratch += scratch
         evicted = self.expire(now).evicted if self.ttl_s is not None else ()
         inserted: list[BlockHash] = []
+        last = self._last
+        self._seen(now)
         for h in dict.fromkeys(hashes):
-            if h not in self._last:
+            if last.pop(h, None) is None:
                 inserted.append(h)
-            self._last[h] = now
+            last[h] = now  # re-inserted: the dict stays in order of last use
             self._pins[h] = self._pins.get(h, 0) + 1
         return inserted, list(evicted) + self._evict_to(self._room(), now)
+
+    def _seen(self, now: float) -> None:
+        """Note a use at ``now``; a use earlier than one seen before ends the time order of
+        ``_last`` (:meth:`expire` then scans every block)."""
+        if now < self._latest:
+            self._in_order = False
+        self._latest = max(self._latest, now)
 
     def release(self, hashes: Sequence[int], now: float, scratch: int = 0) -> list[BlockHash]:
         """Unpin a finished request's blocks (and its ``scratch`` uncached ones, as given to
         :meth:`acquire`), freeing them in ``free_order``; returns blocks evicted to get back
         under capacity."""
         self._scratch -= scratch
+        self._seen(now)
         uniq = list(dict.fromkeys(hashes))
         order = reversed(uniq) if self.free_order == "tail-first" else uniq
         pos = {h: i for i, h in enumerate(uniq)}
@@ -234,6 +246,7 @@ class BlockHashCache:
                 continue
             self._pins.pop(h, None)
             if h in self._last:
+                del self._last[h]
                 self._last[h] = now
                 span = len(uniq) - pos[h]
                 if h in self._policy:
@@ -270,10 +283,19 @@ class BlockHashCache:
         return out
 
     def expire(self, now: float) -> EvictResult:
-        """Drop unpinned blocks idle for more than ``ttl_s`` (retention / TTL)."""
+        """Drop unpinned blocks idle for more than ``ttl_s`` (retention / TTL). While uses come in
+        time order the blocks are kept oldest use first, so only the expired ones are visited."""
         if self.ttl_s is None:
             return EvictResult()
-        dead = [h for h, t in self._last.items() if now - t > self.ttl_s and h not in self._pins]
+        if self._in_order:  # oldest use first: stop at the first block still live
+            dead = []
+            for h, t in self._last.items():
+                if now - t <= self.ttl_s:
+                    break
+                if h not in self._pins:
+                    dead.append(h)
+        else:
+            dead = [h for h, t in self._last.items() if now - t > self.ttl_s and h not in self._pins]
         for h in dead:
             del self._last[h]
             self._policy.remove(h)

@@ -158,3 +158,37 @@ def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderR
     if provider == "deepseek" and _deepseek_stores_output(model):
         rules = replace(rules, stores_output=True, rule_set="deepseek-prompt+output")
     return replace(rules, **{k: v for k, v in overrides.items() if v is not None})
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """One retention a provider sells: ``label``, idle ``ttl_s`` (seconds, refreshed on hit;
+    None = the rule set's own, :attr:`ProviderRules.ttl_s`), the write price multiplier it
+    bills (None = the rules' or the breakpoint marks' own) and its ``source``."""
+
+    label: str
+    ttl_s: float | None
+    write_multiplier: float | None
+    source: str
+
+
+#: The retentions of each provider that ``simulate --ttl-whatif`` compares, the default
+#: (``ttl_s`` None: what ``simulate`` applies) first. Checked 2026 against the providers' docs.
+RETENTIONS: dict[str, tuple[Retention, ...]] = {
+    "anthropic": (
+        Retention("5m", None, None, "platform.claude.com prompt caching: 5 min default, refreshed on hit, write 1.25×"),
+        Retention("1h", ANTHROPIC_TTL_1H_S, ANTHROPIC_WRITE_1H,
+                  "platform.claude.com prompt caching: cache_control ttl 1h, write 2× base input, read 0.1×"),
+    ),
+    "openai": (
+        Retention("in-memory", None, None, "platform.openai.com prompt caching: in_memory retention, cleared "
+                  "after 5–10 min idle, always within 1 h (GPT-5.6+: 30 min)"),
+        Retention("24h", 86400.0, None, "platform.openai.com prompt caching: prompt_cache_retention 24h "
+                  "(extended), same price as in-memory (learn.microsoft.com Azure OpenAI prompt caching)"),
+    ),
+    "deepseek": (
+        Retention("24h", None, None, "api-docs.deepseek.com context caching: cleared after hours to days unused "
+                  "(we take 24 h)"),
+        Retention("1h", 3600.0, None, "api-docs.deepseek.com context caching: the low end, 'a few hours'"),
+    ),
+}

@@ -24,7 +24,9 @@ from prefixcache.analyzer.cache.simulate.document import (
     cost, reported_row, offline_bound, request_row, result_row,
 )
 from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, distinct_blocks, sweep_block_cache
-from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate_stream
+from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
+from prefixcache.analyzer.cache.simulate.chunks import DEFAULT_RECOMPUTE
+from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, simulate_stream
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary
@@ -45,8 +47,10 @@ class SimulateOptions:
     ``in_flight`` ≥ 1; ``per_request`` adds every request's figures; ``input_format``,
     ``tokenizer``, ``template``: how logs are read and prepared; ``slots`` (≥ 1),
     ``slot_similarity`` (0–1) and ``cache_ram_mib`` (MiB; 0 off, −1 unbounded): the
-    llama.cpp server's ``-np``, ``-sps`` and ``--cache-ram``. ConfigError names the
-    first bad value."""
+    llama.cpp server's ``-np``, ``-sps`` and ``--cache-ram``; ``survival``, ``ttl_whatif`` and
+    ``reuse`` (names of :data:`~.analyses.REUSE_KINDS`; ``chunks`` with ``recompute``, 0–1, and
+    ``chunk_tokens``, a window ≥ 1 token or None) ask for the :mod:`.analyses`. ConfigError
+    names the first bad value."""
 
     cache: str = "vllm"
     policies: tuple[str, ...] = ("lru",)
@@ -68,6 +72,11 @@ class SimulateOptions:
     slots: int = 1
     slot_similarity: float = 0.10
     cache_ram_mib: float = 8192.0
+    survival: bool = False
+    ttl_whatif: bool = False
+    reuse: tuple[str, ...] = ("prefix",)
+    recompute: float = DEFAULT_RECOMPUTE
+    chunk_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.cache not in MODELS:
@@ -90,9 +99,21 @@ class SimulateOptions:
             raise ConfigError(f"--slot-similarity must be between 0 and 1, got {self.slot_similarity}")
         if self.cache_ram_mib < 0 and self.cache_ram_mib != -1:
             raise ConfigError(f"--cache-ram must be at least 0 MiB (or -1: no limit), got {self.cache_ram_mib:g}")
+        bad = next((k for k in self.reuse if k not in REUSE_KINDS), None)
+        if bad is not None:
+            raise ConfigError(f"unknown --reuse {bad!r}; choose from {', '.join(REUSE_KINDS)}")
+        if not 0 <= self.recompute <= 1:
+            raise ConfigError(f"--recompute must be between 0 and 1, got {self.recompute}")
+        if self.chunk_tokens is not None and self.chunk_tokens < 1:
+            raise ConfigError(f"--chunk-tokens must be at least 1, got {self.chunk_tokens}")
         in_bytes = next((c for c in self.capacities if c.unit == "bytes"), None)
         if in_bytes is not None and not (self.kv_model or self.model_config):
             raise ConfigError(f"capacity {in_bytes.text!r} is in bytes: pass --kv-model or --model-config")
+
+    @property
+    def analyses_asked(self) -> bool:
+        """Whether any of the :mod:`.analyses` is asked for."""
+        return self.survival or self.ttl_whatif or "chunks" in self.reuse
 
     def runs(self) -> list[tuple[str, float | None]]:
         """``(policy, ttl_s)`` of each result group, the ``ttl`` alias resolved; a pair
@@ -121,7 +142,8 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     bpt = shape.bytes_per_token if shape else None
     if spec.engine_options is not None and bpt:
         spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
-    results, first, uniq = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else ([], None, 0)
+    results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
+        ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
     calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules)
     usage = reported_usage(p.request.usage for p in items)
@@ -135,15 +157,26 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
         warnings=capacity_warnings(options.cache, results, reqs),
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
-    if options.per_request:
-        return SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []])
-    return SimulateReport(**fields)
+    report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
+        if options.per_request else SimulateReport(**fields)
+    if not options.analyses_asked:
+        return report
+    if not reqs:
+        return with_analyses(report, Analyses(None, None, None))
+    policy, ttl_s = options.runs()[0]
+    found = run_analyses(reqs, replace(spec, policy=policy, ttl_s=ttl_s), caps, base,
+                         spec.provider_rules(model) if spec.traits.priced else None, survival_on=options.survival,
+                         ttl_on=options.ttl_whatif, chunks_on="chunks" in options.reuse, recompute=options.recompute,
+                         window=options.chunk_tokens, causes=drift_causes)
+    return with_analyses(report, found)
 
 
 def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions, bpt: int | None,
-          causes: Mapping[int, str]) -> tuple[list[ResultRow], list[RequestFigures] | None, int]:
+          causes: Mapping[int, str]) -> tuple[list[ResultRow], list[RequestFigures] | None, int, Baseline,
+                                              list[tuple[str, int | None]]]:
     """Every policy × capacity: (result rows, the first row's per-request figures, the
-    distinct blocks — pages, units — behind ``N%`` capacities)."""
+    distinct blocks — pages, units — behind ``N%`` capacities, the baseline, the capacities
+    as ``(label, blocks or None)``)."""
     block_size = spec.block_size_for(reqs)
     base = baseline(reqs)
     uniq = distinct_blocks(reqs, spec, block_size, base)
@@ -175,4 +208,4 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         for (text, b), rows, bound in zip(caps, per_cap, bounds):
             results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows, bound))
             first = first or rows
-    return results, first, uniq
+    return results, first, uniq, base, caps
