@@ -10,7 +10,10 @@ overwrites an input, nor an existing file without ``--force``. ``--redact`` hash
 quoted values of the report (moved timestamps, ids, tool names), skip reasons and errors
 (in the library: :class:`~prefixcache.analyzer.canonical.run.CanonicalizeOptions`); the
 rewritten log itself is written as is, so ``--redact`` needs ``--out`` to be a file.
-Exit codes: 0 written, 2 usage or input error (nothing is written then).
+Every rewrite is checked: the written log is read back and linted, and both figures
+are printed (canonicalize's claim and lint's figure of the written file; they must agree).
+Exit codes: 0 written and verified, 1 written but lint's figure of the written log differs
+from the claim, 2 usage or input error (nothing is written then).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
+from io import BytesIO
 from pathlib import Path
 
 import orjson
@@ -31,7 +35,7 @@ from prefixcache.analyzer.api import CanonicalizeOptions, CanonicalOptions
 from prefixcache.analyzer.canonical.document import CanonicalizeReport, ReuseFigures
 from prefixcache.analyzer.canonical.run import CanonicalRun, parse_codes
 
-from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, check_output, console, err, handle_errors, plural, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, check_output, console, err, handle_errors, plural, report_skipped
 from prefixcache.cli.options import (
     AsJson, Force, InputFormat, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, format_option, implied_redact,
     out_option, output_format,
@@ -100,6 +104,19 @@ def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -
                   f"{e.minimum_tokens:,}: {what}", highlight=False)
 
 
+def _print_verified(out: Console, report: CanonicalizeReport) -> None:
+    """Both figures of the rewrite: what canonicalize claims and what lint finds in the written log."""
+    a, v, m = report.total.after, report.verified, report.in_memory
+    style = "green" if report.agrees else "bold red"
+    out.print(f"[{style}]reusable after: canonicalize {a.reusable_tokens:,} of {a.prompt_tokens:,} ({_pct(a)}); "
+              f"lint of the written log {v.reusable_tokens:,} of {v.prompt_tokens:,} ({_pct(v)})"
+              f"{'' if report.agrees else ': they disagree'}[/]", highlight=False)
+    if m != a:
+        out.print(f"[yellow]note:[/] the rewritten requests reach {_pct(m)} of {m.prompt_tokens:,} tokens before writing; "
+                  "the written format cannot carry all of it (e.g. a hidden prefix that is not in the log, or "
+                  "images): the figures above are those of the written file", highlight=False)
+
+
 def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, skip_bad: bool, force: bool) -> int:
     """Read, canonicalize, write, report; returns the exit code."""
     out, to = options.out, options.to
@@ -108,13 +125,15 @@ def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, s
     run = api.canonicalize(paths, options, stdin=sys.stdin.buffer if "-" in paths else None)
     if report_skipped(run.skipped, skip_bad):
         return EXIT_ERROR
+    buf = BytesIO()
+    n = run.write(buf, to)
     if out == "-":
-        n = run.write(sys.stdout.buffer, to)
+        sys.stdout.buffer.write(buf.getvalue())
         sys.stdout.buffer.flush()
     else:
         with atomic_output(Path(out)) as fh:
-            n = run.write(fh, to)
-    report = run.report(out, n)
+            fh.write(buf.getvalue())
+    report = run.report(out, n, buf.getvalue())
     report_to = err if out == "-" else console
     if fmt == "json":
         report_to.out(orjson.dumps(report).decode(), highlight=False)
@@ -122,7 +141,8 @@ def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, s
         _print_report(report_to, run, report)
         kind = "OpenAI Chat JSONL" if to == "openai" else "the input format"
         report_to.print(f"wrote {n} request(s) to {escape(out)} ({kind})")
-    return EXIT_OK
+        _print_verified(report_to, report)
+    return EXIT_OK if report.agrees else EXIT_FINDINGS
 
 
 def register(app: typer.Typer) -> None:

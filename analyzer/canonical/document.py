@@ -80,8 +80,11 @@ class MinimumEffect:
 @dataclass(frozen=True, slots=True)
 class CanonicalizeReport:
     """The ``canonicalize --json`` report: where the output went (``-`` = stdout), how many
-    requests were written, every transformation, reuse per session and in total, and every
-    request the rewrite moved across its provider's minimum cacheable length."""
+    requests were written, every transformation, reuse per session and in total (``after``:
+    the written log as read back), every request the rewrite moved across its provider's
+    minimum cacheable length, the figure of the rewritten requests before writing
+    (``in_memory``), ``prefixcache lint``'s figure of the written log (``verified``), and
+    whether it equals the claimed ``total.after`` (``agrees``)."""
 
     out: str
     written: int
@@ -89,3 +92,6 @@ class CanonicalizeReport:
     sessions: list[SessionReuse]
     total: BeforeAfter
     provider_minimum: list[MinimumEffect]
+    in_memory: ReuseFigures
+    verified: ReuseFigures
+    agrees: bool

@@ -33,13 +33,13 @@ everywhere: tools sorted by name, schema keys sorted, arguments compact with sor
 keys (``separators=(",", ":")``, ``ensure_ascii=False``), for inputs whose first forms
 are themselves unstable across deployments.
 
-System-prompt edits (PC401), history rewrites (PC403 truncated, PC404 rewritten) and
-dropped reasoning (PC405) are *reported* against the previous request of the same
-session, never invented back (``applied=False``), by the classifier lint uses
-(:func:`~prefixcache.analyzer.lint.rules.history.history_change`). Messages are compared
-by :func:`~prefixcache.analyzer.identity.template_identity` (as the chat template
-receives them), so a string and a one-text-block list with the same text are the same
-message, as for ``lint``.
+This module only rewrites; it classifies nothing. What the rewrite cannot repair
+(system-prompt edits, history rewrites, dropped reasoning, ...) is *reported* by lint
+itself: :func:`~prefixcache.analyzer.canonical.causes.with_lint_causes` adds lint's own
+findings (``applied=False``), so canonicalize never names a cause lint would not. Messages
+are compared by :func:`~prefixcache.analyzer.identity.template_identity` (as the chat
+template receives them), so a string and a one-text-block list with the same text are the
+same message, as for ``lint``.
 
 Moved values stay attached to the message they were appended to: a
 :class:`SessionMemory` remembers, per session, which text was appended to which
@@ -57,15 +57,12 @@ from typing import Any, Iterable, Mapping
 
 from prefixcache.analyzer.identity import MessageIdentity, template_identity
 from prefixcache.analyzer.lint.locate import message_text_path
-from prefixcache.analyzer.lint.rules.changes import history_change
 from prefixcache.analyzer.model import Message, Request, ToolDef
 from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
 from prefixcache.analyzer.volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
 
 #: Codes of the rewrites this module applies (``only`` / ``skip`` filter on them).
 APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302")
-#: Codes it reports without rewriting.
-REPORTED_CODES = ("PC401", "PC403", "PC404", "PC405")
 #: A line holding a volatile value is moved whole when it is at most this long (chars).
 MAX_MOVED_LINE = 160
 _TRAILING_WS = re.compile(r"[ \t]+$", re.M)
@@ -100,11 +97,10 @@ class CanonicalOptions:
 @dataclass
 class SessionMemory:
     """Per-session state across requests: text appended to messages (by
-    :func:`~prefixcache.analyzer.identity.template_identity`), the previous request's canonical messages (for history reports) and the
-    first whitespace form of each text sent (for PC302 drift)."""
+    :func:`~prefixcache.analyzer.identity.template_identity`) and the first whitespace
+    form of each text sent (for PC302 drift)."""
 
     appended: dict[MessageIdentity, str] = field(default_factory=dict)
-    previous: tuple[Message, ...] | None = None
     #: first form sent, by (role, tool_call_id, whitespace key): messages of this session
     forms: dict[tuple[str, str, str], tuple[str, int]] = field(default_factory=dict)
     #: first form sent of system prompts and tool descriptions (shared by all sessions
@@ -371,15 +367,6 @@ def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep:
     return replace(req, messages=tuple(msgs))
 
 
-def _history(req: Request, previous: tuple[Message, ...] | None, out: list[Transformation]) -> None:
-    """Report (never undo) how this request's history departs from the previous one's:
-    the one classifier lint uses (:func:`~prefixcache.analyzer.lint.rules.history.history_change`),
-    at the first message whose template identity differs."""
-    change = history_change(previous, req.messages) if previous else None
-    if change is not None:
-        out.append(Transformation(change.code, change.message, change.json_path, applied=False))
-
-
 def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(),
                  memory: SessionMemory | None = None, keep: frozenset[str] = frozenset()
                  ) -> tuple[Request, list[Transformation]]:
@@ -402,8 +389,6 @@ def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(
     req = _tools(req, options, memory, out)
     if options.allows("PC301"):
         req = _arguments(req, options, memory, out)
-    _history(req, memory.previous, out)
-    memory.previous = req.messages
     memory.requests += 1
     memory.input_requests[0] += 1
     return req, out
