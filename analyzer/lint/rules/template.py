@@ -70,6 +70,7 @@ class TemplateRerenderDrift(Rule):
     """
 
     code, name, group, severity = "PC501", "template-rerender-drift", "template", "warning"
+    severity_when = "info when an assistant turn renders differently from the generation prompt it was produced after; no finding when only the markup that ended the earlier prompt after its last turn is replaced (e.g. DeepSeek's `<think>` → `</think>`, 1 token)"
     parts = frozenset({"system", "tool", "message", "generation_prompt"})
     order = 60
     fix = "Use a chat template that renders earlier turns exactly as they were generated."
@@ -160,6 +161,7 @@ class TemplateDropsContent(Rule):
     """
 
     code, name, group, severity = "PC503", "template-drops-content", "template", "warning"
+    severity_when = 'info when a hosted provider renders the prompt (nothing to change in the requests) and for encrypted/redacted reasoning (no template can render it)'
     scope = "request"
     fix = "Choose a chat template that renders tools, reasoning and every field the requests use (--template)."
 

@@ -62,6 +62,7 @@ class VolatileTimestamp(Rule):
     """
 
     code, name, group, severity = "PC101", "volatile-timestamp", "volatile", "error"
+    severity_when = 'by how often the value changes: error ≤ 1 s (every request misses), warning ≤ 1 h, info for a date (one miss a day)'
     parts = frozenset({"system", "tool", "message"})
     order = 10
     fix = "Remove the clock value from the prefix, or move it to the end of the newest message; render a date, not a time."
