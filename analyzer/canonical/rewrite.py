@@ -15,6 +15,10 @@ PC101   clock values and (PC102) ids / nonces found by
 PC102   :func:`~prefixcache.analyzer.volatile.find_volatile` in the system prompt
         (leading system/developer messages) move, with their line, to the end of
         the newest user turn (or are removed with ``strip_volatile``)
+PC402   a system prompt whose sections (blank-line separated) or lines were sent
+        before in another order (the same multiset of lines) is restored to the
+        text first sent in the input, as lint's
+        :func:`~prefixcache.analyzer.lint.rules.history.reordered` judges it
 PC201   a tool set sent before in another order is restored to the order
         first sent in the input (codex #2610, redpanda #157)
 PC203   a tool schema sent before with other key order is restored to the
@@ -57,12 +61,13 @@ from typing import Any, Iterable, Mapping
 
 from prefixcache.analyzer.identity import MessageIdentity, template_identity
 from prefixcache.analyzer.lint.locate import message_text_path
+from prefixcache.analyzer.lint.rules.history import reordered
 from prefixcache.analyzer.model import Message, Request, ToolDef
 from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
 from prefixcache.analyzer.volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
 
 #: Codes of the rewrites this module applies (``only`` / ``skip`` filter on them).
-APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302")
+APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302", "PC402")
 #: A line holding a volatile value is moved whole when it is at most this long (chars).
 MAX_MOVED_LINE = 160
 _TRAILING_WS = re.compile(r"[ \t]+$", re.M)
@@ -116,6 +121,8 @@ class SessionMemory:
     #: shared by all sessions of one input, like ``shared_forms``
     tool_forms: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     tool_orders: dict[frozenset[str], tuple[str, ...]] = field(default_factory=dict)
+    #: first text (and request number) sent per system-message line multiset: shared like ``shared_forms``
+    section_forms: dict[tuple[str, ...], tuple[str, int]] = field(default_factory=dict)
 
 
 def _normalize_ws(text: str) -> str:
@@ -367,6 +374,30 @@ def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep:
     return replace(req, messages=tuple(msgs))
 
 
+def _line_key(text: str) -> tuple[str, ...]:
+    """The multiset of a text's non-blank lines (stripped), sorted: equal for two orders of the same sections."""
+    return tuple(sorted(ln.strip() for ln in text.splitlines() if ln.strip()))
+
+
+def _sections(req: Request, memory: SessionMemory, out: list[Transformation]) -> Request:
+    """PC402: a system message sent before with the same lines in another order gets the text first sent."""
+    msgs = list(req.messages)
+    for i in range(len(req.system_messages)):
+        m = msgs[i]
+        if not m.content.strip():
+            continue
+        first = memory.section_forms.setdefault((m.role, *_line_key(m.content)), (m.content, memory.input_requests[0]))
+        if first[0] == m.content:
+            continue
+        what = reordered(m.content, first[0])
+        if what is None or "renumbered" in what:
+            continue
+        out.append(Transformation("PC402", f"{what}: restored the order first sent in request {first[1] + 1} of the "
+                                  "input", message_text_path(m, i)))
+        msgs[i] = _set_text(m, first[0])
+    return replace(req, messages=tuple(msgs))
+
+
 def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(),
                  memory: SessionMemory | None = None, keep: frozenset[str] = frozenset()
                  ) -> tuple[Request, list[Transformation]]:
@@ -386,6 +417,8 @@ def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(
         req = _whitespace(req, memory, out)
     if options.allows("PC101") or options.allows("PC102"):
         req = _volatile(req, options, memory, keep, out)
+    if options.allows("PC402"):
+        req = _sections(req, memory, out)
     req = _tools(req, options, memory, out)
     if options.allows("PC301"):
         req = _arguments(req, options, memory, out)
@@ -482,11 +515,13 @@ def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = Ca
     shared: dict = {}  # system prompts and tool descriptions: first forms across sessions
     forms: dict = {}  # tool schemas and orders: first forms across sessions
     orders: dict = {}
+    section_forms: dict = {}  # system prompts' first section orders: across sessions
     counter = [0]
     out = []
     for r in reqs:
         memory = sessions.setdefault(r.session, SessionMemory(shared_forms=shared, input_requests=counter,
-                                                              tool_forms=forms, tool_orders=orders))
+                                                              tool_forms=forms, tool_orders=orders,
+                                                              section_forms=section_forms))
         new, log = canonicalize(r, options, memory, keep)
         out.append(Canonicalized(r, new, tuple(log)))
     return out
