@@ -61,6 +61,7 @@ from typing import Any, Iterable, Mapping
 
 from prefixcache.analyzer.identity import MessageIdentity, template_identity
 from prefixcache.analyzer.lint.locate import message_text_path
+from prefixcache.analyzer.canonical.structure import structural_line, structure_changes
 from prefixcache.analyzer.lint.rules.history import reordered
 from prefixcache.analyzer.model import Message, Request, ToolDef
 from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
@@ -307,9 +308,25 @@ def _arguments(req: Request, opts: CanonicalOptions, memory: SessionMemory, out:
     return replace(req, messages=tuple(msgs))
 
 
-def _cut(text: str, spans: list[VolatileSpan], strip: bool) -> tuple[str, list[str]]:
-    """Remove volatile ``spans`` from ``text``: a whole short line goes (moved as is);
-    in a long line only the value goes, leaving a pointer. Returns (text, moved snippets)."""
+#: What a volatile value left in a structured line is replaced with (stable across requests).
+PLACEHOLDER = "[{kind}: see the end of the conversation]"
+_LABEL_JUNK = re.compile(r"[<>{}\[\]\"'`#=:|*]+")
+
+
+def _label(line: str, start: int) -> str:
+    """A plain label for a value taken out of a structured line: the words before it
+    (``<memory updated="`` → ``memory updated``), without any markup."""
+    words = _LABEL_JUNK.sub(" ", line[:start]).split()
+    return " ".join(words[-4:])
+
+
+def _cut(text: str, spans: list[VolatileSpan], strip: bool, whole_lines: bool = True) -> tuple[str, list[str]]:
+    """Take volatile ``spans`` out of ``text``: a whole short line that holds no structure
+    (:func:`~prefixcache.analyzer.canonical.structure.structural_line`) goes, moved as is;
+    in a long or structured line (a tag, a fence, a heading, part of a JSON value) only
+    the value goes, replaced by :data:`PLACEHOLDER` (nothing with ``strip``), and the value
+    is carried with a plain label. ``whole_lines=False`` replaces values only. Returns
+    (text, moved snippets, which carry no markup)."""
     moved: list[str] = []
     cuts: list[tuple[int, int, str]] = []
     for s in spans:
@@ -319,15 +336,30 @@ def _cut(text: str, spans: list[VolatileSpan], strip: bool) -> tuple[str, list[s
         if cuts and cuts[-1][0] == ls and cuts[-1][1] >= le:
             continue  # this line is already moved whole
         line = text[ls:le]
-        if len(line.strip()) <= MAX_MOVED_LINE:
+        if whole_lines and len(line.strip()) <= MAX_MOVED_LINE and not structural_line(line):
             moved.append(line.strip())
             cuts.append((ls, min(le + 1, len(text)), ""))
         else:
-            moved.append(f"{s.kind}: {s.text}")
-            cuts.append((s.start, s.end, "" if strip else f"[{s.kind}: see the end of the conversation]"))
+            label = _label(line, s.start - ls)
+            moved.append(f"{label} ({s.kind}): {s.text}" if label else f"{s.kind}: {s.text}")
+            cuts.append((s.start, s.end, "" if strip else PLACEHOLDER.format(kind=s.kind)))
     for start, end, repl in reversed(cuts):
         text = text[:start] + repl + text[end:]
     return text, moved
+
+
+def cut_keeping_structure(text: str, spans: list[VolatileSpan], strip: bool
+                          ) -> tuple[str, list[str], list[str]]:
+    """:func:`_cut`, re-parsed: (text, moved snippets, problems). When moving whole lines
+    changed the structure (:func:`~prefixcache.analyzer.canonical.structure.structure_changes`),
+    only the values are replaced; when even that changes it, ``text`` comes back as is with
+    the problems found (the caller leaves the values in place)."""
+    for whole in (True, False):
+        new, moved = _cut(text, spans, strip, whole)
+        problems = structure_changes(text, new)
+        if not problems:
+            return new, moved, []
+    return text, [], problems
 
 
 def _target(msgs: list[Message]) -> int | None:
@@ -347,7 +379,12 @@ def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep:
         spans = [s for s in find_volatile(msgs[i].content) if opts.allows(rule_code(s)) and s.text not in keep]
         if not spans:
             continue
-        text, snippets = _cut(msgs[i].content, spans, opts.strip_volatile)
+        text, snippets, problems = cut_keeping_structure(msgs[i].content, spans, opts.strip_volatile)
+        if problems:
+            out.append(Transformation(rule_code(spans[0]), f"{len(spans)} volatile value(s) left in place: taking "
+                                      f"them out would break the structure ({'; '.join(problems)})",
+                                      message_text_path(msgs[i], i), applied=False))
+            continue
         verb = "removed" if opts.strip_volatile else "moved to the newest user turn"
         for s in spans:
             gran = f", changes every {s.granularity_s:g} s" if s.kind in TIME_KINDS and s.granularity_s else ""
