@@ -34,12 +34,14 @@ from prefixcache.analyzer import api
 from prefixcache.analyzer.api import CanonicalizeOptions, CanonicalOptions
 from prefixcache.analyzer.canonical.document import CanonicalizeReport, ReuseFigures
 from prefixcache.analyzer.canonical.run import CanonicalRun, parse_codes
+from prefixcache.analyzer.errors import ConfigError
 
 from prefixcache.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, check_output, console, err, handle_errors, plural, report_skipped
 from prefixcache.cli.options import (
     AsJson, Force, InputFormat, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, format_option, implied_redact,
     out_option, output_format,
 )
+from prefixcache.cli.canonicalize_review import print_change_sets
 from prefixcache.cli.output import atomic_output
 from prefixcache.cli.tables import print_table
 
@@ -117,26 +119,30 @@ def _print_verified(out: Console, report: CanonicalizeReport) -> None:
                   "images): the figures above are those of the written file", highlight=False)
 
 
-def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, skip_bad: bool, force: bool) -> int:
-    """Read, canonicalize, write, report; returns the exit code."""
+def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, skip_bad: bool, force: bool,
+                     review: bool = False, write: bool = True) -> int:
+    """Read, canonicalize, write (unless ``write`` is False: ``--review`` alone), report; returns the exit code."""
     out, to = options.out, options.to
-    if out != "-":
+    if write and out != "-":
         check_output(out, paths, force)
     run = api.canonicalize(paths, options, stdin=sys.stdin.buffer if "-" in paths else None)
     if report_skipped(run.skipped, skip_bad):
         return EXIT_ERROR
     buf = BytesIO()
     n = run.write(buf, to)
-    if out == "-":
+    if write and out == "-":
         sys.stdout.buffer.write(buf.getvalue())
         sys.stdout.buffer.flush()
-    else:
+    elif write:
         with atomic_output(Path(out)) as fh:
             fh.write(buf.getvalue())
-    report = run.report(out, n, buf.getvalue())
-    report_to = err if out == "-" else console
+    report = run.report(out if write else "", n if write else 0, buf.getvalue())
+    report_to = err if write and out == "-" else console
     if fmt == "json":
         report_to.out(orjson.dumps(report).decode(), highlight=False)
+    elif review:
+        print_change_sets(report_to, report.changes, write)
+        _print_verified(report_to, report)
     else:
         _print_report(report_to, run, report)
         kind = "OpenAI Chat JSONL" if to == "openai" else "the input format"
@@ -152,7 +158,9 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def canonicalize(
         paths: Paths,
-        out: out_option("Output JSONL file (- for stdout; the report then goes to stderr).", "-o", required=True),
+        out: out_option("Output JSONL file (- for stdout; the report then goes to stderr). Required unless --review is given without --apply.", "-o") = None,
+        review: bool = typer.Option(False, "--review", "--diff", help="Show the change sets (per request: rules, unified diff, tokens recovered, structure check) and write nothing unless --apply is given."),
+        apply: bool = typer.Option(False, "--apply", help="With --review: also write the rewritten log to --out."),
         to: str = typer.Option(None, "--to", help="Write OpenAI Chat JSONL instead of the input format: 'openai'."),
         only: str = typer.Option(None, "--only", "--select", help="Apply only these rule codes (comma-separated, e.g. PC201,PC203); --select is an alias."),
         skip: str = typer.Option(None, "--skip", "--ignore", help="Do not apply these rule codes (comma-separated); --ignore is an alias."),
@@ -170,8 +178,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Rewrite logged requests into a cache-stable form and show the reusable tokens before and after."""
         report = output_format(fmt, as_json, ("rich", "json"), "rich")
+        write = apply or not review
+        if write and out is None:
+            raise ConfigError("--out is required to write the rewritten log (or use --review to only show the change sets)")
+        if apply and not review:
+            raise ConfigError("--apply goes with --review (without --review canonicalize writes anyway)")
         rules = CanonicalOptions(parse_codes(only, "--only/--select"),
                                  parse_codes(skip, "--skip/--ignore") or frozenset(), strip_volatile, normalize)
-        options = CanonicalizeOptions(rules, input_format, template, tokenizer, out, to,
+        options = CanonicalizeOptions(rules, input_format, template, tokenizer, out or "", to,
                                       bool(implied_redact(redact or None, redact_key)), redact_key)  # flag: False = not given
-        raise typer.Exit(run_canonicalize(paths, options, report, skip_bad, force))
+        raise typer.Exit(run_canonicalize(paths, options, report, skip_bad, force, review, write))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from prefixcache.analyzer.canonical.review import ChangeSet
+
 
 @dataclass(frozen=True, slots=True)
 class ReuseFigures:
@@ -84,7 +86,8 @@ class CanonicalizeReport:
     the written log as read back), every request the rewrite moved across its provider's
     minimum cacheable length, the figure of the rewritten requests before writing
     (``in_memory``), ``prefixcache lint``'s figure of the written log (``verified``), and
-    whether it equals the claimed ``total.after`` (``agrees``)."""
+    whether it equals the claimed ``total.after`` (``agrees``), and the reviewable change set of
+    every rewritten request (``changes``: codes, unified diff, recovered tokens, structure check)."""
 
     out: str
     written: int
@@ -95,3 +98,4 @@ class CanonicalizeReport:
     in_memory: ReuseFigures
     verified: ReuseFigures
     agrees: bool
+    changes: list[ChangeSet]

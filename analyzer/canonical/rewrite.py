@@ -15,6 +15,10 @@ PC101   clock values and (PC102) ids / nonces found by
 PC102   :func:`~prefixcache.analyzer.volatile.find_volatile` in the system prompt
         (leading system/developer messages) move, with their line, to the end of
         the newest user turn (or are removed with ``strip_volatile``)
+PC303   a message or system prompt sent before as the same text in another
+        Unicode normalization form (NFC/NFD) is restored to the form first sent
+PC304   the same for a text whose inline JSON objects came back with their keys
+        in another order
 PC402   a system prompt whose sections (blank-line separated) or lines were sent
         before in another order (the same multiset of lines) is restored to the
         text first sent in the input, as lint's
@@ -56,6 +60,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
@@ -63,12 +68,13 @@ from prefixcache.analyzer.identity import MessageIdentity, template_identity
 from prefixcache.analyzer.lint.locate import message_text_path
 from prefixcache.analyzer.canonical.structure import structural_line, structure_changes
 from prefixcache.analyzer.lint.rules.history import reordered
+from prefixcache.analyzer.lint.rules.serialization import sorted_json_text
 from prefixcache.analyzer.model import Message, Request, ToolDef
 from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
 from prefixcache.analyzer.volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
 
 #: Codes of the rewrites this module applies (``only`` / ``skip`` filter on them).
-APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302", "PC402")
+APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302", "PC303", "PC304", "PC402")
 #: A line holding a volatile value is moved whole when it is at most this long (chars).
 MAX_MOVED_LINE = 160
 _TRAILING_WS = re.compile(r"[ \t]+$", re.M)
@@ -228,6 +234,36 @@ def _whitespace(req: Request, memory: SessionMemory, out: list[Transformation]) 
             t = replace(t, description=first[0], schema=_with_description(t.schema, first[0]))
         tools.append(t)
     return replace(req, messages=tuple(msgs), tools=tuple(tools))
+
+
+#: Same-meaning drifts restored to the form first sent: code, the key two forms share, what drifted.
+_FORM_DRIFTS = (
+    ("PC303", lambda t: unicodedata.normalize("NFC", t), "Unicode normalization form (NFC/NFD)"),
+    ("PC304", sorted_json_text, "key order of a JSON object in the text"),
+)
+
+
+def _form_drift(req: Request, opts: CanonicalOptions, memory: SessionMemory, out: list[Transformation]) -> Request:
+    """PC303 / PC304: a message or system prompt sent before as the same text up to its
+    Unicode normalization form, or up to the key order of JSON objects written in it, gets
+    the form first sent (system prompts: in the input; other messages: in the session)."""
+    msgs = list(req.messages)
+    for code, key_of, what in _FORM_DRIFTS:
+        if not opts.allows(code):
+            continue
+        for i, m in enumerate(msgs):
+            if not m.content:
+                continue
+            system = m.role in ("system", "developer")
+            forms = memory.shared_forms if system else memory.forms
+            n = memory.input_requests[0] if system else memory.requests
+            first = _first_form(forms, (code + m.role, m.tool_call_id or "", key_of(m.content)), m.content, n)
+            if first is not None:
+                out.append(Transformation(code, f"{what} drifted: restored the form first sent in request "
+                                          f"{first[1] + 1} of the {'input' if system else 'session'}",
+                                          message_text_path(m, i)))
+                msgs[i] = _set_text(m, first[0])
+    return replace(req, messages=tuple(msgs))
 
 
 def _with_description(schema: Mapping[str, Any], desc: str) -> dict[str, Any]:
@@ -452,6 +488,7 @@ def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(
     req = request
     if options.allows("PC302"):
         req = _whitespace(req, memory, out)
+    req = _form_drift(req, options, memory, out)
     if options.allows("PC101") or options.allows("PC102"):
         req = _volatile(req, options, memory, keep, out)
     if options.allows("PC402"):

@@ -20,6 +20,7 @@ from prefixcache.analyzer.canonical.document import (
     BeforeAfter, CanonicalizeReport, MinimumEffect, ReuseFigures, SessionReuse, TransformationRow,
 )
 from prefixcache.analyzer.canonical.causes import canonicalize_explained, lint_results
+from prefixcache.analyzer.canonical.review import change_sets
 from prefixcache.analyzer.canonical.rewrite import APPLIED_CODES, CanonicalOptions, Canonicalized
 from prefixcache.analyzer.canonical.writers import write_requests
 from prefixcache.analyzer.errors import ConfigError
@@ -28,7 +29,7 @@ from prefixcache.analyzer.lint.rules.provider import provider_minimum
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import usage_only
 from prefixcache.analyzer.prepare.inspect import check_specs
-from prefixcache.analyzer.redact import redact_message, redact_skipped
+from prefixcache.analyzer.redact import redact_message, redact_skipped, redact_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +152,12 @@ class CanonicalRun:
         if self.redact:
             rows = [replace(row, description=redact_message(row.description)) for row in rows]
         in_memory = _figures(sum(memory, Reuse(0, 0, 0)))
+        changes = change_sets(self.results, before, memory)
+        if self.redact:
+            changes = [replace(ch, diff=[ln if ln.startswith(("---", "+++", "@@", "~")) else ln[:1] + redact_text(ln[1:])
+                                         for ln in ch.diff]) for ch in changes]
         return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after),
-                                  in_memory, verified, verified == total.after)
+                                  in_memory, verified, verified == total.after, changes)
 
 
 def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = CanonicalOptions(),

@@ -45,6 +45,12 @@ def _same_history_upto(ctx: PairContext, ref: int) -> bool:
     return all(template_identity(x) == template_identity(y) for x, y in zip(a[: ref + 1], b[: ref + 1]))
 
 
+def _tools_changed(ctx: PairContext) -> bool:
+    """True when the two requests send different tool definitions (names, order or schemas)."""
+    a, b = ctx.rq.tools, ctx.sq.tools
+    return len(a) != len(b) or any(x.name != y.name or x.schema != y.schema for x, y in zip(a, b))
+
+
 class TemplateRerenderDrift(Rule):
     """The chat template renders an unchanged earlier turn differently than before.
 
@@ -82,6 +88,8 @@ class TemplateRerenderDrift(Rule):
             if m is not None and m.role == "assistant":
                 return ctx.finding(self, f"the template renders assistant turn {div.segment} differently from the "
                                    "generation prompt it was produced after", severity="info")
+            return None
+        if _tools_changed(ctx):  # a tool was added, removed or redefined: PC2xx explains the new text
             return None
         if div.kind in ("system", "message", "tool") and _same_part(ctx):
             return ctx.finding(self, f"{div.segment} is unchanged in the request but renders to different text")
