@@ -76,7 +76,7 @@ def change_sets(results: Sequence[Canonicalized], before: Sequence[Reuse], after
     out = []
     for c, b, a in zip(results, before, after):
         codes = list(dict.fromkeys(t.code for t in c.transformations if t.applied))
-        if not codes or c.request == c.original:
+        if not codes:
             continue
         diff, problems = request_diff(c.original, c.request)
         p = c.original.provenance
