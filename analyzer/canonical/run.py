@@ -154,7 +154,7 @@ class CanonicalRun:
         in_memory = _figures(sum(memory, Reuse(0, 0, 0)))
         changes = change_sets(self.results, before, memory)
         if self.redact:
-            changes = [replace(ch, diff=[ln if ln.startswith(("---", "+++", "@@", "~")) else ln[:1] + redact_text(ln[1:])
+            changes = [replace(ch, diff=[ln if ln.startswith(("---", "+++", "@@")) else ln[:1] + redact_text(ln[1:])
                                          for ln in ch.diff]) for ch in changes]
         return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after),
                                   in_memory, verified, verified == total.after, changes)

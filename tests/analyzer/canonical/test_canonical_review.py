@@ -47,3 +47,12 @@ def test_apply_writes_and_options_are_checked(tmp_path) -> None:
     assert missing.exit_code == 2 and "--out is required" in missing.output
     alone = CliRunner().invoke(app, ["canonicalize", log, "--apply", "--out", str(tmp_path / "x.jsonl")])
     assert alone.exit_code == 2 and "--apply goes with --review" in alone.output
+
+
+def test_redacted_change_sets_hold_no_prompt_text(tmp_path) -> None:
+    log = str(write(tmp_path / "memory.jsonl", memory_block()))
+    res = CliRunner().invoke(app, ["canonicalize", log, "--review", "--redact", "--json"])
+    assert res.exit_code == 0, res.output
+    diff = [ln for c in json.loads(res.output)["changes"] for ln in c["diff"]]
+    assert diff and "memory updated" not in " ".join(diff) and "pytest" not in " ".join(diff)
+    assert all(ln.startswith(("---", "+++", "@@")) or " chars, h:" in ln for ln in diff)
