@@ -89,7 +89,15 @@ def test_written_log_lints_at_the_figure_canonicalize_prints(tmp_path) -> None:
     assert (linted["prompt_tokens"], linted["reusable_tokens"]) == (after["prompt_tokens"], after["reusable_tokens"])
     assert verified == after and doc["agrees"] is True
     assert memory["prompt_tokens"] > after["prompt_tokens"]  # the hidden prefix was counted in memory only
-    text = CliRunner().invoke(app, ["canonicalize", src, "--to", "openai", "--out", str(out), "--force"]).output
+
+
+@pytest.mark.slow
+def test_both_figures_are_printed(tmp_path) -> None:
+    """Item 8, the terminal report: canonicalize's claim and lint's figure of the written file, and the note."""
+    src = str(existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"))
+    out = tmp_path / "cc.openai.jsonl"
+    text = CliRunner().invoke(app, ["canonicalize", src, "--to", "openai", "--out", str(out)]).output
+    after = orjson.loads(b"".join(api.lint([str(out)]).json_chunks()))["summary"]
     pct = f"{after['reusable_tokens'] / after['prompt_tokens']:.1%}"
     assert f"canonicalize {after['reusable_tokens']:,} of {after['prompt_tokens']:,} ({pct}); lint of the written " \
            f"log {after['reusable_tokens']:,}" in " ".join(text.split())
