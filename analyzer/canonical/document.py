@@ -47,7 +47,10 @@ class SessionReuse:
 @dataclass(frozen=True, slots=True)
 class TransformationRow:
     """One rewrite (``applied``) or reported change of one request, by rule code, with the
-    request's place (file, record, session, index) and the JSON path it concerns."""
+    request's place (file, record, session, index), the JSON path it concerns and, for a
+    rewrite, ``request_recovered_tokens``: the reusable tokens the rewrites of this request
+    recover together (after − before; the same figure on each applied row of the request,
+    so sum it once per request; 0 for a reported change)."""
 
     source: str
     record: int
@@ -57,6 +60,7 @@ class TransformationRow:
     applied: bool
     description: str
     json_path: str
+    request_recovered_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

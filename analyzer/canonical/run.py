@@ -147,8 +147,9 @@ class CanonicalRun:
                                     sum(r.reusable_tokens or 0 for r in lint))
         sessions, total = session_rows(self.results, before, after)
         rows = [TransformationRow(c.original.provenance.source, c.original.provenance.record, c.original.session,
-                                  c.original.index, t.code, t.applied, t.description, t.json_path)
-                for c in self.results for t in c.transformations]
+                                  c.original.index, t.code, t.applied, t.description, t.json_path,
+                                  m.reusable_tokens - b.reusable_tokens if t.applied else 0)
+                for c, b, m in zip(self.results, before, memory) for t in c.transformations]
         if self.redact:
             rows = [replace(row, description=redact_message(row.description)) for row in rows]
         in_memory = _figures(sum(memory, Reuse(0, 0, 0)))

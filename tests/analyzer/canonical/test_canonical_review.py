@@ -35,6 +35,9 @@ def test_review_json_lists_every_change_with_recovered_tokens(tmp_path) -> None:
     assert any(ln.startswith("-## Style") for ln in changes[0]["diff"]) or any(
         ln.startswith("+## Style") for ln in changes[0]["diff"])
     assert doc["written"] == 0 and doc["agrees"] is True
+    by_request = {c["index"]: c["recovered_tokens"] for c in changes}
+    rows = [(t["index"], t["code"], t["request_recovered_tokens"]) for t in doc["transformations"]]
+    assert rows == [(i, "PC402", by_request[i]) for i in (1, 3)]
 
 
 def test_apply_writes_and_options_are_checked(tmp_path) -> None:
