@@ -28,7 +28,7 @@ from prefixcache.analyzer.sequence import common_prefix_len
 #: Kinds that are clock readings (rule PC101, severity by ``granularity_s``).
 TIME_KINDS = frozenset({"timestamp", "date", "time", "epoch"})
 #: Kinds that are generated identifiers (rule PC102).
-ID_KINDS = frozenset({"uuid", "hex-id", "nonce", "request-id", "jwt"})
+ID_KINDS = frozenset({"uuid", "hex-id", "nonce", "request-id", "jwt", "counter"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,22 @@ _PREFIXED = re.compile(
     r"(?<![\w-])(?:req|msg|msgbatch|toolu|call|resp|run|thread|sess|conv|evt|file|batch|chatcmpl|cmpl|gen)"
     r"[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,}(?![\w-])"
 )
+# Short correlation ids with a known prefix (issue 24, kvlint's positives): trace_9fbc21aa, req-20a7c1
+_CORRELATION = re.compile(
+    r"(?<![\w-])(?:trace|span|txn|corr|job|req|request|sess|session|conv|run)[_-](?=[A-Za-z0-9]*\d)"
+    r"[A-Za-z0-9]{6,}(?![\w-])"
+)
+# A labelled long counter: "seq 1000241", "request 4820113", "turn: 1000002" (six digits or more)
+_COUNTER = re.compile(
+    r"(?i)(?<![\w])(?:seq(?:uence)?|counter|serial|tick|iteration|request|turn|step|event)"
+    r"(?:\s+(?:no\.?|number))?\s*[:=]?\s*(?P<v>\d{6,})(?![\w.,]?\d)"
+)
+# A weekday or month name said to be the current one: "Today is Monday", "current month: March"
+_DAYNAME = re.compile(
+    r"(?<![\w])(?P<v>(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|January|February|March|April|June|July|August"
+    r"|September|October|November|December)(?![\w])"
+)
+_DAYNAME_LABEL = re.compile(r"(?i)(?:today|current|day|date|month|now|it is|it's|this week)\W{0,4}(?:is\W{1,2})?$")
 # key=value nonces: cch=36ee5; nonce: k3J9x…; request_id=…; CONVERSATION_ID: 7f3a…
 _LABELLED = re.compile(
     r"(?i)(?<![\w])(?P<key>cch|nonce|salt|(?:session|conversation|request|trace|span|run|correlation|"
@@ -178,6 +194,11 @@ def _epoch(m: re.Match[str], text: str) -> tuple[str, float | None] | None:
     return ("epoch", 0.001 if len(m["n"]) == 13 else 1.0)
 
 
+def _dayname(m: re.Match[str], text: str) -> tuple[str, float | None] | None:
+    """A weekday or month name only where the text says it is today's (a date, one value a day)."""
+    return ("date", 86400.0) if _DAYNAME_LABEL.search(text, max(0, m.start() - 24), m.start()) else None
+
+
 def _fixed(kind: str) -> Callable[[re.Match[str], str], tuple[str, float | None] | None]:
     return lambda m, text: (kind, None)
 
@@ -221,6 +242,9 @@ _DETECTORS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], tuple[st
     (_JWT, _fixed("jwt"), 0, ("eyJ",)),
     (_LABELLED, _fixed("nonce"), "v", (":", "=")),
     (_PREFIXED, _fixed("request-id"), 0, ("_", "-")),
+    (_CORRELATION, _fixed("request-id"), 0, ("_", "-")),
+    (_COUNTER, _fixed("counter"), "v", ()),
+    (_DAYNAME, _dayname, "v", ("day", "uary", "March", "April", "June", "July", "August", "ber")),
     (_HEX, _fixed("hex-id"), 0, ()),
     (_GIT, _git, 0, ()),
     (_CLOCK, _clock, 0, (":",)),

@@ -10,7 +10,10 @@ overwrites an input, nor an existing file without ``--force``. ``--redact`` hash
 quoted values of the report (moved timestamps, ids, tool names), skip reasons and errors
 (in the library: :class:`~prefixcache.analyzer.canonical.run.CanonicalizeOptions`); the
 rewritten log itself is written as is, so ``--redact`` needs ``--out`` to be a file.
-Exit codes: 0 written, 2 usage or input error (nothing is written then).
+Every rewrite is checked: the written log is read back and linted, and both figures
+are printed (canonicalize's claim and lint's figure of the written file; they must agree).
+Exit codes: 0 written and verified, 1 written but lint's figure of the written log differs
+from the claim, 2 usage or input error (nothing is written then).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
+from io import BytesIO
 from pathlib import Path
 
 import orjson
@@ -30,12 +34,14 @@ from prefixcache.analyzer import api
 from prefixcache.analyzer.api import CanonicalizeOptions, CanonicalOptions
 from prefixcache.analyzer.canonical.document import CanonicalizeReport, ReuseFigures
 from prefixcache.analyzer.canonical.run import CanonicalRun, parse_codes
+from prefixcache.analyzer.errors import ConfigError
 
-from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, check_output, console, err, handle_errors, plural, report_skipped
+from prefixcache.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, check_output, console, err, handle_errors, plural, report_skipped
 from prefixcache.cli.options import (
     AsJson, Force, InputFormat, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, format_option, implied_redact,
     out_option, output_format,
 )
+from prefixcache.cli.canonicalize_review import print_change_sets
 from prefixcache.cli.output import atomic_output
 from prefixcache.cli.tables import print_table
 
@@ -100,29 +106,49 @@ def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -
                   f"{e.minimum_tokens:,}: {what}", highlight=False)
 
 
-def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, skip_bad: bool, force: bool) -> int:
-    """Read, canonicalize, write, report; returns the exit code."""
+def _print_verified(out: Console, report: CanonicalizeReport) -> None:
+    """Both figures of the rewrite: what canonicalize claims and what lint finds in the written log."""
+    a, v, m = report.total.after, report.verified, report.in_memory
+    style = "green" if report.agrees else "bold red"
+    out.print(f"[{style}]reusable after: canonicalize {a.reusable_tokens:,} of {a.prompt_tokens:,} ({_pct(a)}); "
+              f"lint of the written log {v.reusable_tokens:,} of {v.prompt_tokens:,} ({_pct(v)})"
+              f"{'' if report.agrees else ': they disagree'}[/]", highlight=False)
+    if m != a:
+        out.print(f"[yellow]note:[/] the rewritten requests reach {_pct(m)} of {m.prompt_tokens:,} tokens before writing; "
+                  "the written format cannot carry all of it (e.g. a hidden prefix that is not in the log, or "
+                  "images): the figures above are those of the written file", highlight=False)
+
+
+def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, skip_bad: bool, force: bool,
+                     review: bool = False, write: bool = True) -> int:
+    """Read, canonicalize, write (unless ``write`` is False: ``--review`` alone), report; returns the exit code."""
     out, to = options.out, options.to
-    if out != "-":
+    if write and out != "-":
         check_output(out, paths, force)
     run = api.canonicalize(paths, options, stdin=sys.stdin.buffer if "-" in paths else None)
     if report_skipped(run.skipped, skip_bad):
         return EXIT_ERROR
-    if out == "-":
-        n = run.write(sys.stdout.buffer, to)
+    buf = BytesIO()
+    n = run.write(buf, to)
+    if write and out == "-":
+        sys.stdout.buffer.write(buf.getvalue())
         sys.stdout.buffer.flush()
-    else:
+    elif write:
         with atomic_output(Path(out)) as fh:
-            n = run.write(fh, to)
-    report = run.report(out, n)
-    report_to = err if out == "-" else console
+            fh.write(buf.getvalue())
+    report = run.report(out if write else "", n if write else 0, buf.getvalue())
+    report_to = err if write and out == "-" else console
     if fmt == "json":
         report_to.out(orjson.dumps(report).decode(), highlight=False)
+    elif review:
+        print_change_sets(report_to, report.changes, write)
+        _print_verified(report_to, report)
     else:
         _print_report(report_to, run, report)
         kind = "OpenAI Chat JSONL" if to == "openai" else "the input format"
         report_to.print(f"wrote {n} request(s) to {escape(out)} ({kind})")
-    return EXIT_OK
+        _print_verified(report_to, report)
+    return EXIT_OK if report.agrees else EXIT_FINDINGS
 
 
 def register(app: typer.Typer) -> None:
@@ -132,7 +158,9 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def canonicalize(
         paths: Paths,
-        out: out_option("Output JSONL file (- for stdout; the report then goes to stderr).", "-o", required=True),
+        out: out_option("Output JSONL file (- for stdout; the report then goes to stderr). Required unless --review is given without --apply.", "-o") = None,
+        review: bool = typer.Option(False, "--review", "--diff", help="Show the change sets (per request: rules, unified diff, tokens recovered, structure check) and write nothing unless --apply is given."),
+        apply: bool = typer.Option(False, "--apply", help="With --review: also write the rewritten log to --out."),
         to: str = typer.Option(None, "--to", help="Write OpenAI Chat JSONL instead of the input format: 'openai'."),
         only: str = typer.Option(None, "--only", "--select", help="Apply only these rule codes (comma-separated, e.g. PC201,PC203); --select is an alias."),
         skip: str = typer.Option(None, "--skip", "--ignore", help="Do not apply these rule codes (comma-separated); --ignore is an alias."),
@@ -150,8 +178,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Rewrite logged requests into a cache-stable form and show the reusable tokens before and after."""
         report = output_format(fmt, as_json, ("rich", "json"), "rich")
+        write = apply or not review
+        if write and out is None:
+            raise ConfigError("--out is required to write the rewritten log (or use --review to only show the change sets)")
+        if apply and not review:
+            raise ConfigError("--apply goes with --review (without --review canonicalize writes anyway)")
         rules = CanonicalOptions(parse_codes(only, "--only/--select"),
                                  parse_codes(skip, "--skip/--ignore") or frozenset(), strip_volatile, normalize)
-        options = CanonicalizeOptions(rules, input_format, template, tokenizer, out, to,
+        options = CanonicalizeOptions(rules, input_format, template, tokenizer, out or "", to,
                                       bool(implied_redact(redact or None, redact_key)), redact_key)  # flag: False = not given
-        raise typer.Exit(run_canonicalize(paths, options, report, skip_bad, force))
+        raise typer.Exit(run_canonicalize(paths, options, report, skip_bad, force, review, write))

@@ -35,7 +35,8 @@ def _print(r: TemplateReport) -> None:
         varied = [v for v in c.variants if v.first_diff_char is not None]
         first = min(varied, key=lambda v: v.stable_tokens, default=None)
         where = f"{first.location.file}:{first.location.line}" if first and first.location else "-"
-        turn = "-" if c.turn is None else "prefix" if c.turn.first_diff_char is None else "BREAKS"
+        turn = "-" if c.turn is None else "BREAKS" if c.turn.first_diff_char is not None else \
+            f"prefix (end: {c.turn.tail_tokens} tok answered)" if c.turn.tail_tokens else "prefix"
         rows.append((escape(Path(c.context).name), str(c.total_tokens), str(c.stable_tokens), f"{c.stable_fraction:.0%}",
                      "-" if c.boundary_tokens is None else str(c.boundary_tokens), turn,
                      first.variation if first else "nothing", escape(where)))

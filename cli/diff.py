@@ -5,8 +5,10 @@ path of each side, the text just before and after the first differing character,
 tokens of the window side by side (position, id, text). ``--json`` prints the
 :class:`~prefixcache.analyzer.lint.diff.DiffReport`. ``--redact`` prints no prompt text (the
 library's report comes redacted): texts as lengths and keyed hashes, tokens as ids only, and
-errors with quoted input hashed. Exit codes: 0 the prompts are identical, 1 they differ, 2
-usage or input error.
+errors with quoted input hashed. Exit codes: 0 nothing cached is lost (identical prompts, the
+earlier prompt a prefix of this one, or a divergence only inside the earlier prompt's generation
+prompt, which lint ignores too), 1 the prefix broke (lint's cause is printed), 2 usage or input
+error.
 """
 
 from __future__ import annotations
@@ -44,12 +46,19 @@ def print_diff(r: DiffReport) -> None:
         console.print(Text(f"{_name(a)} and request {b.index}: identical prompts ({a.prompt_tokens:,} tokens)",
                            style="green"))
         return
+    if r.extends:
+        console.print(Text(f"request {b.index} is a prefix of request {a.index} ({_name(a)}): the prompt only grew, "
+                           f"{b.prompt_tokens:,} → {a.prompt_tokens:,} tokens; nothing cached is lost", style="green"))
+        return
     console.print(Text(f"{_name(a)} vs request {b.index} (session {b.session}): first difference at token "
                        f"{r.shared_tokens:,}, char {r.first_diff_char:,}", style="bold"))
     console.print(f"  tokenizer {r.tokenizer}{'' if r.exact else ' (approximate)'}; shared {r.shared_tokens:,} "
                   f"of {a.prompt_tokens:,} / {b.prompt_tokens:,} tokens", highlight=False)
     if r.cause_code:
         console.print(f"  lint: {r.cause_code} {r.cause}", highlight=False, soft_wrap=True)
+    else:
+        console.print("  lint: no break (the earlier prompt differs only in its generation prompt, which the answer "
+                      "replaced); nothing cached is lost", highlight=False, soft_wrap=True)
     for label, side in (("this", a), ("against", b)):
         console.print(f"  {label:>7}: {_name(side)}, {side.segment} ({side.json_path or '-'}), "
                       f"{side.source}:{side.record}", highlight=False, soft_wrap=True)
@@ -98,7 +107,7 @@ def register(app: typer.Typer) -> None:
         options = DiffOptions(request, against, input_format, template, tokenizer, window, width,
                               bool(implied_redact(redact or None, redact_key)), redact_key)  # a flag: False = not given
         report = api.diff(paths, options, stdin=sys.stdin.buffer if "-" in paths else None)
-        code = EXIT_OK if report.identical else EXIT_FINDINGS
+        code = EXIT_FINDINGS if report.broke else EXIT_OK
         exit_code_if_stopped(code)
         if out == "json":
             sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")

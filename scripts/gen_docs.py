@@ -141,6 +141,19 @@ def rule_pages() -> dict[Path, str]:
         rows.append(f"| [{r.code}]({r.code}.md) | `{r.name}` | {r.group} | {r.severity} | {judges} | "
                     f"{r.doc()['summary'].splitlines()[0]} |")
         pages[DOCS / "rules" / f"{r.code}.md"] = rule_markdown(r, level=1) + "\n"
+    rows += ["", "## Severity", "",
+             "The one table of severities (code → severity → exit effect). `lint` exits 1 when a finding is at or "
+             "above `--fail-on` (default `warning`): errors and warnings fail CI, `info` never does unless "
+             "`--fail-on info`. `severity = {PCnnn = \"info\"}` in `[tool.prefixcache]` overrides a code's severity.", "",
+             "| code | default severity | differs when | exit effect (default `--fail-on warning`) |",
+             "|---|---|---|---|"]
+    for r in RULES:
+        effect = "exit 1" if r.severity in ("error", "warning") else "exit 0 (1 with `--fail-on info`)"
+        if r.severity != "info" and "info" in r.severity_when:
+            effect += "; exit 0 where it is info"
+        if "no finding" in r.severity_when:
+            effect += "; nothing (exit 0) where there is no finding"
+        rows.append(f"| {r.code} | {r.severity} | {r.severity_when or '-'} | {effect} |")
     pages[DOCS / "rules" / "index.md"] = "\n".join(rows) + "\n"
     return pages
 

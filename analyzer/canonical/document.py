@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from prefixcache.analyzer.canonical.review import ChangeSet
+
 
 @dataclass(frozen=True, slots=True)
 class ReuseFigures:
@@ -45,7 +47,10 @@ class SessionReuse:
 @dataclass(frozen=True, slots=True)
 class TransformationRow:
     """One rewrite (``applied``) or reported change of one request, by rule code, with the
-    request's place (file, record, session, index) and the JSON path it concerns."""
+    request's place (file, record, session, index), the JSON path it concerns and, for a
+    rewrite, ``request_recovered_tokens``: the reusable tokens the rewrites of this request
+    recover together (after − before; the same figure on each applied row of the request,
+    so sum it once per request; 0 for a reported change)."""
 
     source: str
     record: int
@@ -55,6 +60,7 @@ class TransformationRow:
     applied: bool
     description: str
     json_path: str
+    request_recovered_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +86,12 @@ class MinimumEffect:
 @dataclass(frozen=True, slots=True)
 class CanonicalizeReport:
     """The ``canonicalize --json`` report: where the output went (``-`` = stdout), how many
-    requests were written, every transformation, reuse per session and in total, and every
-    request the rewrite moved across its provider's minimum cacheable length."""
+    requests were written, every transformation, reuse per session and in total (``after``:
+    the written log as read back), every request the rewrite moved across its provider's
+    minimum cacheable length, the figure of the rewritten requests before writing
+    (``in_memory``), ``prefixcache lint``'s figure of the written log (``verified``), and
+    whether it equals the claimed ``total.after`` (``agrees``), and the reviewable change set of
+    every rewritten request (``changes``: codes, unified diff, recovered tokens, structure check)."""
 
     out: str
     written: int
@@ -89,3 +99,7 @@ class CanonicalizeReport:
     sessions: list[SessionReuse]
     total: BeforeAfter
     provider_minimum: list[MinimumEffect]
+    in_memory: ReuseFigures
+    verified: ReuseFigures
+    agrees: bool
+    changes: list[ChangeSet]

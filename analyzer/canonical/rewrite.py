@@ -15,6 +15,14 @@ PC101   clock values and (PC102) ids / nonces found by
 PC102   :func:`~prefixcache.analyzer.volatile.find_volatile` in the system prompt
         (leading system/developer messages) move, with their line, to the end of
         the newest user turn (or are removed with ``strip_volatile``)
+PC303   a message or system prompt sent before as the same text in another
+        Unicode normalization form (NFC/NFD) is restored to the form first sent
+PC304   the same for a text whose inline JSON objects came back with their keys
+        in another order
+PC402   a system prompt whose sections (blank-line separated) or lines were sent
+        before in another order (the same multiset of lines) is restored to the
+        text first sent in the input, as lint's
+        :func:`~prefixcache.analyzer.lint.rules.history.reordered` judges it
 PC201   a tool set sent before in another order is restored to the order
         first sent in the input (codex #2610, redpanda #157)
 PC203   a tool schema sent before with other key order is restored to the
@@ -33,13 +41,13 @@ everywhere: tools sorted by name, schema keys sorted, arguments compact with sor
 keys (``separators=(",", ":")``, ``ensure_ascii=False``), for inputs whose first forms
 are themselves unstable across deployments.
 
-System-prompt edits (PC401), history rewrites (PC403 truncated, PC404 rewritten) and
-dropped reasoning (PC405) are *reported* against the previous request of the same
-session, never invented back (``applied=False``), by the classifier lint uses
-(:func:`~prefixcache.analyzer.lint.rules.history.history_change`). Messages are compared
-by :func:`~prefixcache.analyzer.identity.template_identity` (as the chat template
-receives them), so a string and a one-text-block list with the same text are the same
-message, as for ``lint``.
+This module only rewrites; it classifies nothing. What the rewrite cannot repair
+(system-prompt edits, history rewrites, dropped reasoning, ...) is *reported* by lint
+itself: :func:`~prefixcache.analyzer.canonical.causes.with_lint_causes` adds lint's own
+findings (``applied=False``), so canonicalize never names a cause lint would not. Messages
+are compared by :func:`~prefixcache.analyzer.identity.template_identity` (as the chat
+template receives them), so a string and a one-text-block list with the same text are the
+same message, as for ``lint``.
 
 Moved values stay attached to the message they were appended to: a
 :class:`SessionMemory` remembers, per session, which text was appended to which
@@ -52,20 +60,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from prefixcache.analyzer.identity import MessageIdentity, template_identity
 from prefixcache.analyzer.lint.locate import message_text_path
-from prefixcache.analyzer.lint.rules.changes import history_change
+from prefixcache.analyzer.canonical.structure import structural_line, structure_changes
+from prefixcache.analyzer.lint.rules.history import reordered
+from prefixcache.analyzer.lint.rules.serialization import sorted_json_text
 from prefixcache.analyzer.model import Message, Request, ToolDef
 from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
 from prefixcache.analyzer.volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
 
 #: Codes of the rewrites this module applies (``only`` / ``skip`` filter on them).
-APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302")
-#: Codes it reports without rewriting.
-REPORTED_CODES = ("PC401", "PC403", "PC404", "PC405")
+APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302", "PC303", "PC304", "PC402")
 #: A line holding a volatile value is moved whole when it is at most this long (chars).
 MAX_MOVED_LINE = 160
 _TRAILING_WS = re.compile(r"[ \t]+$", re.M)
@@ -100,11 +109,10 @@ class CanonicalOptions:
 @dataclass
 class SessionMemory:
     """Per-session state across requests: text appended to messages (by
-    :func:`~prefixcache.analyzer.identity.template_identity`), the previous request's canonical messages (for history reports) and the
-    first whitespace form of each text sent (for PC302 drift)."""
+    :func:`~prefixcache.analyzer.identity.template_identity`) and the first whitespace
+    form of each text sent (for PC302 drift)."""
 
     appended: dict[MessageIdentity, str] = field(default_factory=dict)
-    previous: tuple[Message, ...] | None = None
     #: first form sent, by (role, tool_call_id, whitespace key): messages of this session
     forms: dict[tuple[str, str, str], tuple[str, int]] = field(default_factory=dict)
     #: first form sent of system prompts and tool descriptions (shared by all sessions
@@ -120,6 +128,8 @@ class SessionMemory:
     #: shared by all sessions of one input, like ``shared_forms``
     tool_forms: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     tool_orders: dict[frozenset[str], tuple[str, ...]] = field(default_factory=dict)
+    #: first text (and request number) sent per system-message line multiset: shared like ``shared_forms``
+    section_forms: dict[tuple[str, ...], tuple[str, int]] = field(default_factory=dict)
 
 
 def _normalize_ws(text: str) -> str:
@@ -226,6 +236,36 @@ def _whitespace(req: Request, memory: SessionMemory, out: list[Transformation]) 
     return replace(req, messages=tuple(msgs), tools=tuple(tools))
 
 
+#: Same-meaning drifts restored to the form first sent: code, the key two forms share, what drifted.
+_FORM_DRIFTS = (
+    ("PC303", lambda t: unicodedata.normalize("NFC", t), "Unicode normalization form (NFC/NFD)"),
+    ("PC304", sorted_json_text, "key order of a JSON object in the text"),
+)
+
+
+def _form_drift(req: Request, opts: CanonicalOptions, memory: SessionMemory, out: list[Transformation]) -> Request:
+    """PC303 / PC304: a message or system prompt sent before as the same text up to its
+    Unicode normalization form, or up to the key order of JSON objects written in it, gets
+    the form first sent (system prompts: in the input; other messages: in the session)."""
+    msgs = list(req.messages)
+    for code, key_of, what in _FORM_DRIFTS:
+        if not opts.allows(code):
+            continue
+        for i, m in enumerate(msgs):
+            if not m.content:
+                continue
+            system = m.role in ("system", "developer")
+            forms = memory.shared_forms if system else memory.forms
+            n = memory.input_requests[0] if system else memory.requests
+            first = _first_form(forms, (code + m.role, m.tool_call_id or "", key_of(m.content)), m.content, n)
+            if first is not None:
+                out.append(Transformation(code, f"{what} drifted: restored the form first sent in request "
+                                          f"{first[1] + 1} of the {'input' if system else 'session'}",
+                                          message_text_path(m, i)))
+                msgs[i] = _set_text(m, first[0])
+    return replace(req, messages=tuple(msgs))
+
+
 def _with_description(schema: Mapping[str, Any], desc: str) -> dict[str, Any]:
     out = dict(schema)
     if isinstance(out.get("function"), Mapping):
@@ -304,9 +344,25 @@ def _arguments(req: Request, opts: CanonicalOptions, memory: SessionMemory, out:
     return replace(req, messages=tuple(msgs))
 
 
-def _cut(text: str, spans: list[VolatileSpan], strip: bool) -> tuple[str, list[str]]:
-    """Remove volatile ``spans`` from ``text``: a whole short line goes (moved as is);
-    in a long line only the value goes, leaving a pointer. Returns (text, moved snippets)."""
+#: What a volatile value left in a structured line is replaced with (stable across requests).
+PLACEHOLDER = "[{kind}: see the end of the conversation]"
+_LABEL_JUNK = re.compile(r"[<>{}\[\]\"'`#=:|*]+")
+
+
+def _label(line: str, start: int) -> str:
+    """A plain label for a value taken out of a structured line: the words before it
+    (``<memory updated="`` → ``memory updated``), without any markup."""
+    words = _LABEL_JUNK.sub(" ", line[:start]).split()
+    return " ".join(words[-4:])
+
+
+def _cut(text: str, spans: list[VolatileSpan], strip: bool, whole_lines: bool = True) -> tuple[str, list[str]]:
+    """Take volatile ``spans`` out of ``text``: a whole short line that holds no structure
+    (:func:`~prefixcache.analyzer.canonical.structure.structural_line`) goes, moved as is;
+    in a long or structured line (a tag, a fence, a heading, part of a JSON value) only
+    the value goes, replaced by :data:`PLACEHOLDER` (nothing with ``strip``), and the value
+    is carried with a plain label. ``whole_lines=False`` replaces values only. Returns
+    (text, moved snippets, which carry no markup)."""
     moved: list[str] = []
     cuts: list[tuple[int, int, str]] = []
     for s in spans:
@@ -316,15 +372,30 @@ def _cut(text: str, spans: list[VolatileSpan], strip: bool) -> tuple[str, list[s
         if cuts and cuts[-1][0] == ls and cuts[-1][1] >= le:
             continue  # this line is already moved whole
         line = text[ls:le]
-        if len(line.strip()) <= MAX_MOVED_LINE:
+        if whole_lines and len(line.strip()) <= MAX_MOVED_LINE and not structural_line(line):
             moved.append(line.strip())
             cuts.append((ls, min(le + 1, len(text)), ""))
         else:
-            moved.append(f"{s.kind}: {s.text}")
-            cuts.append((s.start, s.end, "" if strip else f"[{s.kind}: see the end of the conversation]"))
+            label = _label(line, s.start - ls)
+            moved.append(f"{label} ({s.kind}): {s.text}" if label else f"{s.kind}: {s.text}")
+            cuts.append((s.start, s.end, "" if strip else PLACEHOLDER.format(kind=s.kind)))
     for start, end, repl in reversed(cuts):
         text = text[:start] + repl + text[end:]
     return text, moved
+
+
+def cut_keeping_structure(text: str, spans: list[VolatileSpan], strip: bool
+                          ) -> tuple[str, list[str], list[str]]:
+    """:func:`_cut`, re-parsed: (text, moved snippets, problems). When moving whole lines
+    changed the structure (:func:`~prefixcache.analyzer.canonical.structure.structure_changes`),
+    only the values are replaced; when even that changes it, ``text`` comes back as is with
+    the problems found (the caller leaves the values in place)."""
+    for whole in (True, False):
+        new, moved = _cut(text, spans, strip, whole)
+        problems = structure_changes(text, new)
+        if not problems:
+            return new, moved, []
+    return text, [], problems
 
 
 def _target(msgs: list[Message]) -> int | None:
@@ -344,7 +415,12 @@ def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep:
         spans = [s for s in find_volatile(msgs[i].content) if opts.allows(rule_code(s)) and s.text not in keep]
         if not spans:
             continue
-        text, snippets = _cut(msgs[i].content, spans, opts.strip_volatile)
+        text, snippets, problems = cut_keeping_structure(msgs[i].content, spans, opts.strip_volatile)
+        if problems:
+            out.append(Transformation(rule_code(spans[0]), f"{len(spans)} volatile value(s) left in place: taking "
+                                      f"them out would break the structure ({'; '.join(problems)})",
+                                      message_text_path(msgs[i], i), applied=False))
+            continue
         verb = "removed" if opts.strip_volatile else "moved to the newest user turn"
         for s in spans:
             gran = f", changes every {s.granularity_s:g} s" if s.kind in TIME_KINDS and s.granularity_s else ""
@@ -371,13 +447,28 @@ def _volatile(req: Request, opts: CanonicalOptions, memory: SessionMemory, keep:
     return replace(req, messages=tuple(msgs))
 
 
-def _history(req: Request, previous: tuple[Message, ...] | None, out: list[Transformation]) -> None:
-    """Report (never undo) how this request's history departs from the previous one's:
-    the one classifier lint uses (:func:`~prefixcache.analyzer.lint.rules.history.history_change`),
-    at the first message whose template identity differs."""
-    change = history_change(previous, req.messages) if previous else None
-    if change is not None:
-        out.append(Transformation(change.code, change.message, change.json_path, applied=False))
+def _line_key(text: str) -> tuple[str, ...]:
+    """The multiset of a text's non-blank lines (stripped), sorted: equal for two orders of the same sections."""
+    return tuple(sorted(ln.strip() for ln in text.splitlines() if ln.strip()))
+
+
+def _sections(req: Request, memory: SessionMemory, out: list[Transformation]) -> Request:
+    """PC402: a system message sent before with the same lines in another order gets the text first sent."""
+    msgs = list(req.messages)
+    for i in range(len(req.system_messages)):
+        m = msgs[i]
+        if not m.content.strip():
+            continue
+        first = memory.section_forms.setdefault((m.role, *_line_key(m.content)), (m.content, memory.input_requests[0]))
+        if first[0] == m.content:
+            continue
+        what = reordered(m.content, first[0])
+        if what is None or "renumbered" in what:
+            continue
+        out.append(Transformation("PC402", f"{what}: restored the order first sent in request {first[1] + 1} of the "
+                                  "input", message_text_path(m, i)))
+        msgs[i] = _set_text(m, first[0])
+    return replace(req, messages=tuple(msgs))
 
 
 def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(),
@@ -397,13 +488,14 @@ def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(
     req = request
     if options.allows("PC302"):
         req = _whitespace(req, memory, out)
+    req = _form_drift(req, options, memory, out)
     if options.allows("PC101") or options.allows("PC102"):
         req = _volatile(req, options, memory, keep, out)
+    if options.allows("PC402"):
+        req = _sections(req, memory, out)
     req = _tools(req, options, memory, out)
     if options.allows("PC301"):
         req = _arguments(req, options, memory, out)
-    _history(req, memory.previous, out)
-    memory.previous = req.messages
     memory.requests += 1
     memory.input_requests[0] += 1
     return req, out
@@ -497,11 +589,13 @@ def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = Ca
     shared: dict = {}  # system prompts and tool descriptions: first forms across sessions
     forms: dict = {}  # tool schemas and orders: first forms across sessions
     orders: dict = {}
+    section_forms: dict = {}  # system prompts' first section orders: across sessions
     counter = [0]
     out = []
     for r in reqs:
         memory = sessions.setdefault(r.session, SessionMemory(shared_forms=shared, input_requests=counter,
-                                                              tool_forms=forms, tool_orders=orders))
+                                                              tool_forms=forms, tool_orders=orders,
+                                                              section_forms=section_forms))
         new, log = canonicalize(r, options, memory, keep)
         out.append(Canonicalized(r, new, tuple(log)))
     return out

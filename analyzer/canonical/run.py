@@ -12,15 +12,16 @@ session and in total (an ideal prefix cache at token granularity,
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from io import BytesIO
 from typing import IO, Sequence
 
 from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse
 from prefixcache.analyzer.canonical.document import (
     BeforeAfter, CanonicalizeReport, MinimumEffect, ReuseFigures, SessionReuse, TransformationRow,
 )
-from prefixcache.analyzer.canonical.rewrite import (
-    APPLIED_CODES, REPORTED_CODES, CanonicalOptions, Canonicalized, canonicalize_all,
-)
+from prefixcache.analyzer.canonical.causes import canonicalize_explained, lint_results
+from prefixcache.analyzer.canonical.review import change_sets
+from prefixcache.analyzer.canonical.rewrite import APPLIED_CODES, CanonicalOptions, Canonicalized
 from prefixcache.analyzer.canonical.writers import write_requests
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
@@ -28,7 +29,7 @@ from prefixcache.analyzer.lint.rules.provider import provider_minimum
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import usage_only
 from prefixcache.analyzer.prepare.inspect import check_specs
-from prefixcache.analyzer.redact import redact_message, redact_skipped
+from prefixcache.analyzer.redact import redact_message, redact_skipped, redact_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ def parse_codes(text: str | None, option: str) -> frozenset[str] | None:
     unknown = sorted(codes - set(APPLIED_CODES))
     if unknown:
         raise ConfigError(f"{option} {','.join(unknown)}: canonicalize applies only {', '.join(APPLIED_CODES)} "
-                          f"({', '.join(REPORTED_CODES)} are reported, never rewritten)")
+                          "(every other cause lint names is reported, never rewritten)")
     return codes
 
 
@@ -124,18 +125,40 @@ class CanonicalRun:
             raise ConfigError("no requests to canonicalize in the input")
         return write_requests([c.request for c in self.results], out, to)
 
-    def report(self, out: str, written: int) -> CanonicalizeReport:
-        """The report (renders and tokenizes the input twice, before and after); with
-        :attr:`redact` the descriptions' quoted values are lengths and keyed hashes."""
+    def report(self, out: str, written: int, data: bytes | None = None) -> CanonicalizeReport:
+        """The report; with :attr:`redact` the descriptions' quoted values are lengths and keyed hashes.
+
+        ``data`` is what was written (the bytes of the output). The ``after`` figures are
+        then those of the written log as read back, never of the requests in memory (a
+        format that cannot carry a part of the prompt, e.g. the hidden prefix of a Claude
+        Code log written ``--to openai``, must not be credited with it); ``verified`` is
+        ``prefixcache lint``'s own figure of the written log, which must equal ``after``
+        (``agrees``); ``in_memory`` the figure of the rewritten requests before writing.
+        Without ``data`` the three are the in-memory figure."""
         before = reuse(self.requests, self.template, self.tokenizer)
-        after = reuse([c.request for c in self.results], self.template, self.tokenizer)
+        memory = reuse([c.request for c in self.results], self.template, self.tokenizer)
+        after, verified = memory, _figures(sum(memory, Reuse(0, 0, 0)))
+        if data is not None:
+            back = list(Ingest(["-"], stdin=BytesIO(data)))
+            if len(back) == len(self.results):
+                after = reuse(back, self.template, self.tokenizer)
+            lint = lint_results(back, self.template, self.tokenizer).values()
+            verified = ReuseFigures(len(lint), sum(r.prompt_tokens or 0 for r in lint),
+                                    sum(r.reusable_tokens or 0 for r in lint))
         sessions, total = session_rows(self.results, before, after)
         rows = [TransformationRow(c.original.provenance.source, c.original.provenance.record, c.original.session,
-                                  c.original.index, t.code, t.applied, t.description, t.json_path)
-                for c in self.results for t in c.transformations]
+                                  c.original.index, t.code, t.applied, t.description, t.json_path,
+                                  m.reusable_tokens - b.reusable_tokens if t.applied else 0)
+                for c, b, m in zip(self.results, before, memory) for t in c.transformations]
         if self.redact:
             rows = [replace(row, description=redact_message(row.description)) for row in rows]
-        return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after))
+        in_memory = _figures(sum(memory, Reuse(0, 0, 0)))
+        changes = change_sets(self.results, before, memory)
+        if self.redact:
+            changes = [replace(ch, diff=[ln if ln.startswith(("---", "+++", "@@")) else ln[:1] + redact_text(ln[1:])
+                                         for ln in ch.diff]) for ch in changes]
+        return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after),
+                                  in_memory, verified, verified == total.after, changes)
 
 
 def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = CanonicalOptions(),
@@ -145,7 +168,8 @@ def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = Canonic
     run's skip reasons and report redacted, see :attr:`CanonicalRun.redact`).
 
     Explicit template / tokenizer specs are checked first, so a bad one fails before
-    anything is written. Raises ConfigError (bad spec or reader; an input whose prompts
+    anything is written. What the rewrite does not repair is reported with lint's own
+    code (:func:`~prefixcache.analyzer.canonical.causes.with_lint_causes`). Raises ConfigError (bad spec or reader; an input whose prompts
     were not logged, :func:`~prefixcache.analyzer.prepare.usage_only`, as block traces are
     refused when written) and InputError (missing path).
     """
@@ -157,4 +181,5 @@ def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = Canonic
         raise ConfigError(f"{bare.provenance.source}: {bare.format} logs hold no prompt text to rewrite (the prompts "
                           "were not logged, only the provider's token counts)")
     skipped = redact_skipped(ingest.summary.skipped) if redact else ingest.summary.skipped
-    return CanonicalRun(requests, tuple(canonicalize_all(requests, options)), skipped, template, tokenizer, redact)
+    results = canonicalize_explained(requests, options, template, tokenizer)
+    return CanonicalRun(requests, tuple(results), skipped, template, tokenizer, redact)

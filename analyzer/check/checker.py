@@ -80,7 +80,12 @@ class TurnResult:
     turn N that must survive (``prefix_tokens``: above the boundary, all without one), the
     token prefix the two renders share (``shared_tokens``), and where turn N stops being a
     prefix of turn N+1 (``first_diff_char`` in turn N's text, None when it is one; the
-    template ``location`` that produced it; short excerpts of both renders)."""
+    template ``location`` that produced it; short excerpts of both renders). ``tail_tokens``
+    are the tokens of turn N's end after its last message (a generation prompt or footer such
+    as "Now reply as the assistant.") that turn N+1 replaced: the next turn answers there, so
+    they are not a break, as in lint (docs/methods/reusable-prefix.md). ``code`` is the rule
+    a real break reports: PC401 before the first message (the system part changes every
+    turn), PC501 inside the rendered conversation (an earlier turn renders differently)."""
 
     next: str
     derived: bool
@@ -90,6 +95,8 @@ class TurnResult:
     location: SourceLocation | None
     base_excerpt: str = ""
     next_excerpt: str = ""
+    tail_tokens: int = 0
+    code: str = "PC401"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +171,19 @@ def _variation_code(variation: str, loc: SourceLocation | None, sources: Mapping
     return code
 
 
+def _message_span(text: str, context: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """Where the rendered conversation of ``context`` lies in ``text``: the start of the line
+    holding the first message's text and the end of the last one's text (None where a message's
+    text, trimmed, is not found: a list content, or a template that rewrites it)."""
+    msgs = [m.get("content") for m in context.get("messages", []) if isinstance(m, Mapping)]
+    texts = [c.strip() for c in msgs if isinstance(c, str) and c.strip()]
+    if not texts:
+        return None, None
+    start = text.find(texts[0])
+    end = text.rfind(texts[-1])
+    return (text.rfind("\n", 0, start) + 1 if start >= 0 else None), (end + len(texts[-1]) if end >= 0 else None)
+
+
 class TemplateChecker:
     """Renders one template file with contexts and their variations and judges it.
 
@@ -232,9 +252,14 @@ class TemplateChecker:
         diff = common_prefix_len(text, next_text)
         if diff >= keep:
             return TurnResult(pair.next_label, pair.derived, prefix_tokens, shared, None, None)
+        first, last = _message_span(text, pair.context)
+        if last is not None and diff >= last:  # only turn N's end (generation prompt / footer) was replaced
+            tail = prefix_tokens - len(self.tokenizer.encode(text[:diff]))
+            return TurnResult(pair.next_label, pair.derived, prefix_tokens, shared, None, None, tail_tokens=max(tail, 0))
         loc = self._located(trace.marker_at(common_prefix_len(trace.text, next_trace.text)))
+        code = "PC501" if first is not None and diff >= first else "PC401"
         return TurnResult(pair.next_label, pair.derived, prefix_tokens, shared, diff, loc, _excerpt(text, diff),
-                          _excerpt(next_text, diff))
+                          _excerpt(next_text, diff), code=code)
 
     def check_context(self, context: Mapping[str, Any], label: str, pair: TurnPair | None = None) -> ContextReport:
         """Render ``context`` and every variation; measure the stable token prefix; with a
@@ -321,13 +346,13 @@ class TemplateChecker:
         return out
 
     def _judge_turn(self, r: ContextReport) -> list[Failure]:
-        """Turn N not a token prefix of turn N+1 above the boundary: PC401, at the template line."""
+        """Turn N not a token prefix of turn N+1 above the boundary: :attr:`TurnResult.code`, at the template line."""
         t = r.turn
         if t is None or t.first_diff_char is None:
             return []
         loc = t.location
         where = "above the dynamic-below boundary" if r.boundary_char is not None else "(no dynamic-below boundary)"
-        return [Failure("PC401", f"[{r.context}] turn N is not a prefix of turn N+1 ({t.next}) {where}: they "
+        return [Failure(t.code, f"[{r.context}] turn N is not a prefix of turn N+1 ({t.next}) {where}: they "
                         f"share {t.shared_tokens} of turn N's {t.prefix_tokens} tokens: {t.base_excerpt!r} -> "
                         f"{t.next_excerpt!r}", loc.file if loc else str(self.path), loc.line if loc else None)]
 

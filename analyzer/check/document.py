@@ -30,7 +30,9 @@ class TurnRecord:
     context with a turn appended when ``derived``): turn N's tokens that must survive
     (above the boundary; all without one), the token prefix both share, and the first
     character of turn N that turn N+1 does not repeat (None: turn N is a prefix) with the
-    template ``file`` / ``line`` that produced it."""
+    template ``file`` / ``line`` that produced it, and ``tail_tokens``: the tokens of turn N's
+    end after its last message (generation prompt, footer) that turn N+1 replaced with the
+    answer, which is not a break (as in lint)."""
 
     next: str
     derived: bool
@@ -39,6 +41,7 @@ class TurnRecord:
     first_diff_char: int | None
     file: str | None
     line: int | None
+    tail_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

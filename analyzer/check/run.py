@@ -43,7 +43,7 @@ def _turn_record(t: TurnResult | None) -> TurnRecord | None:
     if t is None:
         return None
     return TurnRecord(t.next, t.derived, t.prefix_tokens, t.shared_tokens, t.first_diff_char,
-                      t.location.file if t.location else None, t.location.line if t.location else None)
+                      t.location.file if t.location else None, t.location.line if t.location else None, t.tail_tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,11 @@ class DiffReport:
     character of the rendered texts (None when the prompts are identical), whether they
     are, the tokenizer used (``exact`` False when approximate), and what lint's pair rules
     say of the divergence (``cause_code`` and its message; None when identical or when
-    no rule applies, e.g. the earlier prompt ended in a generation prompt)."""
+    no rule applies, e.g. the earlier prompt ended in a generation prompt). ``extends`` is
+    True when the earlier prompt's tokens are a prefix of this one's (the prompt only grew);
+    ``broke`` is True when cached tokens are lost: the prompts differ and a pair rule names a
+    cause (a divergence inside the earlier prompt's own generation prompt, which lint ignores,
+    is not a break)."""
 
     request: PromptSide
     against: PromptSide
@@ -74,6 +78,8 @@ class DiffReport:
     exact: bool
     cause_code: str | None
     cause: str | None
+    extends: bool = False
+    broke: bool = False
 
 
 def _redacted_side(side: PromptSide) -> PromptSide:
@@ -205,4 +211,5 @@ def diff_prepared(pa: Prepared, pb: Prepared, preparer: Preparer, window: int = 
         shared_tokens=t, first_diff_char=None if identical else char, identical=identical,
         tokenizer=pa.tokens.tokenizer, exact=pa.tokens.exact and pb.tokens.exact,
         cause_code=cause.code if cause else None, cause=cause.message if cause else None,
+        extends=t == len(pb.tokens.ids) and not identical, broke=cause is not None,
     )

@@ -59,7 +59,7 @@ from prefixcache.analyzer.cache.index.chains import ChainIndex
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import arrival_order, common_prefix_len
 from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContext, Rule, classify
-from prefixcache.analyzer.lint.rules.control import advice, control_of
+from prefixcache.analyzer.lint.rules.control import advice, control_of, control_severity
 from prefixcache.analyzer.lint.rules.provider import static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 from prefixcache.analyzer.cache.index.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, chain_break
@@ -386,11 +386,11 @@ class Linter:
         lost_code = findings[0].code if lost and findings else None
         if findings:
             findings[0] = dataclasses.replace(findings[0], lost_tokens=lost)
-        kept = self._kept(findings, singles)
         control = control_of(req)
-        kept = tuple(dataclasses.replace(f, fix=advice(f.code, f.fix, control)) if f.fix == REGISTRY[f.code].fix
-                     else f for f in kept)
-        return self._result(p, shared, owner, compared, lost, lost_code, kept)
+        findings, singles = ([dataclasses.replace(f, fix=advice(f.code, f.fix, control) if f.fix == REGISTRY[f.code].fix
+                                                  else f.fix, severity=control_severity(f.code, f.severity, control))
+                              for f in group] for group in (findings, singles))
+        return self._result(p, shared, owner, compared, lost, lost_code, self._kept(findings, singles))
 
     def _owner(self, key: tuple[str, int]) -> Prepared | None:
         """The earlier token request named ``key`` (a radix owner), when still held."""

@@ -214,6 +214,9 @@ class Rule:
     cross_session: ClassVar[bool] = False
     order: ClassVar[int] = 50
     fix: ClassVar[str] = ""
+    #: When a finding's severity differs from ``severity`` (tokens actually lost, whether the
+    #: user can act); "" when it never does. Generated into the severity table of the rule docs.
+    severity_when: ClassVar[str] = ""
 
     def check(self, ctx: PairContext) -> Finding | None:
         """Explain the pair's divergence, or None when this rule does not apply."""

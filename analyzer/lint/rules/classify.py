@@ -33,6 +33,7 @@ class UnclassifiedDivergence(Rule):
     """
 
     code, name, group, severity = "PC001", "unclassified-divergence", "-", "warning"
+    severity_when = "info when only the hidden prefix's size differs, as estimated from the usage (estimation noise)"
     parts = frozenset()
     fix = "Inspect the excerpt at the reported location and make the prompt append-only from there."
 
@@ -55,6 +56,32 @@ class UnclassifiedDivergence(Rule):
 
 UNCLASSIFIED = UnclassifiedDivergence()
 
+#: At most this many tokens at the end of the earlier prompt may be template markup its answer
+#: replaced (DeepSeek's thinking mode opens ``<think>`` after the last user turn and renders the
+#: answered turn with ``</think>``: 1 token).
+ANSWERED_TAIL_TOKENS = 8
+
+
+def answered_tail(ctx: PairContext) -> bool:
+    """True when the divergence only replaces the markup that ended the earlier prompt after its
+    last (user or tool) message, which this request answers: the history is kept (the earlier
+    messages are a prefix of this request's, as the template receives them), the earlier
+    prompt's text after the divergence holds no content of its last message and is at most
+    :data:`ANSWERED_TAIL_TOKENS` tokens, and the earlier text is not a prefix of this one (that
+    is PC502's tokenizer seam). Such a tail plays the part of a generation prompt: what it
+    loses is the turn being answered, not cached work (docs/methods/reusable-prefix.md)."""
+    d, s = ctx.div, ctx.sq
+    if ctx.cross_session or d.char is None or ctx.s.tokens is None or d.other_kind != "message":
+        return False
+    if not s.messages or d.other_ref != len(s.messages) - 1 or s.messages[-1].role not in ("user", "tool"):
+        return False
+    if len(ctx.rq.messages) <= len(s.messages) or ctx.r_keys[: len(s.messages)] != ctx.s_keys:
+        return False
+    rest = ctx.s_text[d.char:]
+    tail = s.messages[-1].content.rstrip()[-12:]
+    return (len(ctx.s.tokens.ids) - d.token <= ANSWERED_TAIL_TOKENS and not ctx.r_text.startswith(ctx.s_text)
+            and (not tail or tail not in rest))
+
 
 def classify(ctx: PairContext, rules: Sequence[Rule]) -> list[Finding]:
     """Findings explaining the pair's divergence, primary cause first.
@@ -62,10 +89,13 @@ def classify(ctx: PairContext, rules: Sequence[Rule]) -> list[Finding]:
     Across sessions only rules marked ``cross_session`` (PC602) apply: two
     conversations naturally differ once their own messages start.
     Returns ``[]`` for divergences that lose nothing worth reporting: the other
-    request diverged inside its own generation prompt (the turn was simply
-    answered), or this request ends where the other goes on.
+    request diverged inside its own generation prompt, or in the markup that ended it
+    after its last turn (:func:`answered_tail`: the turn was simply answered), or this
+    request ends where the other goes on.
     """
     kind, other = ctx.div.kind, ctx.div.other_kind
+    if answered_tail(ctx):
+        return []
     pair_rules = sorted((r for r in rules if r.scope == "pair" and kind in r.parts
                          and r.cross_session == ctx.cross_session), key=lambda r: r.order)
     found = [f for f in _run(ctx, (r for r in pair_rules if not r.fallback))]

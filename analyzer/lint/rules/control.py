@@ -58,6 +58,18 @@ _HOSTED = {
 }
 
 
+#: Codes whose finding is only a note on the figures when a hosted provider renders the prompt:
+#: the user has nothing to change (the advice says so), so they never fail CI by default.
+NOTHING_TO_CHANGE_HOSTED = frozenset({"PC503"})
+
+
+def control_severity(code: str, severity: str, control: Control) -> str:
+    """The severity of a ``code`` finding for whoever holds the lever: ``info`` where the
+    advice is "nothing to change in your requests" (:data:`NOTHING_TO_CHANGE_HOSTED` on a
+    hosted API), else ``severity`` as the rule set it."""
+    return "info" if code in NOTHING_TO_CHANGE_HOSTED and control.provider is not None else severity
+
+
 def advice(code: str, fix: str, control: Control) -> str:
     """The fix of a ``code`` finding for whoever holds the lever (see the module doc)."""
     if code in SERVING_CODES:

@@ -229,4 +229,63 @@ class ReasoningDropped(Rule):
         return _reported(self, ctx)
 
 
-RULES = [SystemPromptEdited(), ContentReordered(), HistoryTruncated(), HistoryRewritten(), ReasoningDropped()]
+#: A line that opens a few-shot exemplar: "Q:", "A:", "Example 2:", "Input:", "Output:", "User:", "Assistant:".
+_EXEMPLAR = re.compile(r"(?im)^[ \t]*(?:example[ \t]*\d*|q|a|input|output|user|assistant)[ \t]*[:.)]")
+#: Fewer exemplar markers than this is prose, not a few-shot block.
+MIN_EXEMPLARS = 3
+
+
+def rotated_exemplars(new: str, old: str) -> tuple[int, int] | None:
+    """(exemplar markers now, exemplar lines replaced) when both texts hold a few-shot block
+    (:data:`MIN_EXEMPLARS` markers or more, as many in both) and only its exemplar lines
+    differ: the text around the block is the same. None otherwise."""
+    a, b = _EXEMPLAR.findall(new), _EXEMPLAR.findall(old)
+    if min(len(a), len(b)) < MIN_EXEMPLARS or len(a) != len(b):
+        return None
+    la, lb = new.splitlines(), old.splitlines()
+    if len(la) != len(lb):
+        return None
+    changed = [(x, y) for x, y in zip(la, lb) if x != y]
+    if not changed or not all(_EXEMPLAR.match(x) and _EXEMPLAR.match(y) for x, y in changed):
+        return None
+    return len(a), len(changed)
+
+
+class FewShotRotated(Rule):
+    """The few-shot examples of the system prompt were rotated or resampled.
+
+    What it does:
+        When the first difference lies in the system prompt, both requests hold a
+        few-shot block (three or more lines opening with ``Q:`` / ``A:`` /
+        ``Example N:`` / ``Input:`` / ``Output:``) and only those exemplar lines
+        differ, reports that the examples changed.
+    Why it breaks caching:
+        Exemplars are long and sit above the real input; sampling or shuffling them
+        per request gives every request another prefix from the first example on.
+    Example:
+        request 1: "Q: one / A: 1 / Q: two / A: 2"; request 2: "Q: four / A: 4 / Q: five / A: 5".
+    Use instead:
+        Pin one exemplar set and its order; if examples must vary, put them after
+        the stable part (in the newest user message).
+    Fix safety:
+        Needs review: which examples the model sees can change its answers; there is
+        no automatic fix.
+    """
+
+    code, name, group, severity = "PC406", "few-shot-rotated", "history", "warning"
+    parts = frozenset({"system"})
+    order = 43
+    fix = "Pin the few-shot examples and their order; move examples that must vary after the stable prefix."
+
+    def check(self, ctx: PairContext) -> Finding | None:
+        new, old = ctx.r_msg(), ctx.s_msg()
+        if new is None or old is None or new.role != old.role:
+            return None
+        found = rotated_exemplars(new.content, old.content)
+        if found is None:
+            return None
+        return ctx.finding(self, f"{ctx.div.segment}: the few-shot examples changed ({found[1]} of {found[0]} "
+                           "exemplar lines replaced)")
+
+
+RULES = [SystemPromptEdited(), ContentReordered(), FewShotRotated(), HistoryTruncated(), HistoryRewritten(), ReasoningDropped()]

@@ -7,6 +7,9 @@ ignored — the content is the same, only its bytes moved.
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 import orjson
 
 from prefixcache.analyzer.model import Message
@@ -29,6 +32,53 @@ def _keys(obj: object) -> list:
     if isinstance(obj, list):
         return [_keys(v) for v in obj]
     return []
+
+
+def part_texts(ctx: PairContext) -> tuple[str, str] | None:
+    """(this request's, the earlier request's) text of the part holding the divergence: a
+    tool's description, or a message of the same role; None for any other part."""
+    div = ctx.div
+    if div.kind == "tool":
+        if not (0 <= div.ref < len(ctx.rq.tools) and div.ref < len(ctx.sq.tools)):
+            return None
+        return ctx.rq.tools[div.ref].description, ctx.sq.tools[div.ref].description
+    new, old = ctx.r_msg(), ctx.s_msg()
+    if new is None or old is None or new.role != old.role:
+        return None
+    return new.content, old.content
+
+
+#: A JSON object written inside a text (one level of nesting; enough for inline configs).
+_INLINE_JSON = re.compile(r"\{(?:[^{}]|\{[^{}]*\})*\}")
+
+
+def _json_objects(text: str) -> list[tuple[int, int, object]]:
+    """(start, end, value) of every JSON object inside ``text`` that decodes."""
+    out = []
+    for m in _INLINE_JSON.finditer(text):
+        value = _decode(m.group())
+        if isinstance(value, dict) and value:
+            out.append((m.start(), m.end(), value))
+    return out
+
+
+def sorted_json_text(text: str, objs: list[tuple[int, int, object]] | None = None) -> str:
+    """``text`` with every JSON object inside it written with sorted keys (compact)."""
+    for start, end, value in reversed(_json_objects(text) if objs is None else objs):
+        text = text[:start] + orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode() + text[end:]
+    return text
+
+
+def json_key_order(new: str, old: str) -> str | None:
+    """The keys of the first JSON object inside a text whose key order alone changed (the
+    texts equal once each such object is replaced by its sorted form), or None."""
+    a, b = _json_objects(new), _json_objects(old)
+    if not a or len(a) != len(b) or sorted_json_text(new, a) != sorted_json_text(old, b):
+        return None
+    for (_, _, va), (_, _, vb) in zip(a, b):
+        if _keys(va) != _keys(vb):
+            return ", ".join(map(str, va))
+    return None
 
 
 def reserialized_call(new: Message, old: Message) -> tuple[int, str] | None:
@@ -119,17 +169,10 @@ class Whitespace(Rule):
 
     def check(self, ctx: PairContext) -> Finding | None:
         div = ctx.div
-        if div.kind == "tool":
-            if not (0 <= div.ref < len(ctx.rq.tools) and div.ref < len(ctx.sq.tools)):
-                return None
-            a, b = ctx.rq.tools[div.ref].description, ctx.sq.tools[div.ref].description
-        else:
-            new, old = ctx.r_msg(), ctx.s_msg()
-            if new is None or old is None or new.role != old.role:
-                return None
-            a, b = new.content, old.content
-        if not whitespace_only(a, b):
+        texts = part_texts(ctx)
+        if texts is None or not whitespace_only(*texts):
             return None
+        a, b = texts
         kinds = []
         if ("\r\n" in a) != ("\r\n" in b):
             kinds.append("line endings (CRLF/LF)")
@@ -139,4 +182,77 @@ class Whitespace(Rule):
         return ctx.finding(self, f"whitespace-only change in {div.segment}: {what}")
 
 
-RULES = [ArgsSerialization(), Whitespace()]
+class UnicodeNormalization(Rule):
+    """The same text was sent in another Unicode normalization form (NFC vs NFD).
+
+    What it does:
+        When the part holding the first difference (a message, the system prompt or a
+        tool description) is the same text in both requests once normalized to NFC,
+        reports the drift: composed characters (``é``, U+00E9) in one request,
+        decomposed ones (``e`` + U+0301) in the other.
+    Why it breaks caching:
+        The two forms look identical but are different code points, so they tokenize
+        to different ids: everything after the first such character misses.
+        Typical source: text read from macOS file names or pasted from another app.
+    Example:
+        turn 1: "Résumé rules" (NFC); turn 2: "Résumé rules" (NFD).
+    Use instead:
+        Normalize prompt text once to NFC when it is loaded (``unicodedata.normalize``).
+    Fix safety:
+        Safe: the text reads the same; ``canonicalize`` restores the form first sent.
+    """
+
+    code, name, group, severity = "PC303", "unicode-normalization", "serialization", "warning"
+    parts = frozenset({"system", "message", "tool"})
+    order = 32
+    fix = "Normalize prompt text to NFC once when it is loaded, so every request sends the same code points."
+
+    def check(self, ctx: PairContext) -> Finding | None:
+        texts = part_texts(ctx)
+        if texts is None or texts[0] == texts[1]:
+            return None
+        a, b = texts
+        if unicodedata.normalize("NFC", a) != unicodedata.normalize("NFC", b):
+            return None
+        form = "NFD" if unicodedata.is_normalized("NFD", a) and not unicodedata.is_normalized("NFC", a) else "NFC"
+        return ctx.finding(self, f"{ctx.div.segment} is the same text in another Unicode normalization form "
+                           f"(now {form})")
+
+
+class JsonKeyOrderInText(Rule):
+    """A JSON object written inside a message or the system prompt came back with its keys reordered.
+
+    What it does:
+        When the part holding the first difference is the same text once every JSON
+        object inside it is written with sorted keys, and one object's keys are in
+        another order, reports it (tool schemas are PC203, tool-call arguments PC301).
+    Why it breaks caching:
+        The client builds the text from a map (a dict dumped per request, a Go map):
+        the same value serializes in another order, so the tokens from that object on
+        differ.
+    Example:
+        turn 1: 'config {"alpha": 1, "beta": 2}'; turn 2: 'config {"beta": 2, "alpha": 1}'.
+    Use instead:
+        Serialize with sorted keys (``json.dumps(..., sort_keys=True)``) or from an
+        ordered structure, once.
+    Fix safety:
+        Safe: the value is the same; ``canonicalize`` restores the form first sent.
+    """
+
+    code, name, group, severity = "PC304", "json-key-order-in-text", "serialization", "warning"
+    parts = frozenset({"system", "message"})
+    order = 33
+    fix = "Serialize JSON written into prompt text with sorted keys (or from an ordered structure)."
+
+    def check(self, ctx: PairContext) -> Finding | None:
+        texts = part_texts(ctx)
+        if texts is None or texts[0] == texts[1]:
+            return None
+        keys = json_key_order(*texts)
+        if keys is None:
+            return None
+        return ctx.finding(self, f"a JSON object in {ctx.div.segment} has the same value with its keys in another "
+                           f"order (now {keys})")
+
+
+RULES = [ArgsSerialization(), Whitespace(), UnicodeNormalization(), JsonKeyOrderInText()]

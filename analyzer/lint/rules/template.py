@@ -45,6 +45,12 @@ def _same_history_upto(ctx: PairContext, ref: int) -> bool:
     return all(template_identity(x) == template_identity(y) for x, y in zip(a[: ref + 1], b[: ref + 1]))
 
 
+def _tools_changed(ctx: PairContext) -> bool:
+    """True when the two requests send different tool definitions (names, order or schemas)."""
+    a, b = ctx.rq.tools, ctx.sq.tools
+    return len(a) != len(b) or any(x.name != y.name or x.schema != y.schema for x, y in zip(a, b))
+
+
 class TemplateRerenderDrift(Rule):
     """The chat template renders an unchanged earlier turn differently than before.
 
@@ -70,6 +76,7 @@ class TemplateRerenderDrift(Rule):
     """
 
     code, name, group, severity = "PC501", "template-rerender-drift", "template", "warning"
+    severity_when = "info when an assistant turn renders differently from the generation prompt it was produced after; no finding when only the markup that ended the earlier prompt after its last turn is replaced (e.g. DeepSeek's `<think>` → `</think>`, 1 token)"
     parts = frozenset({"system", "tool", "message", "generation_prompt"})
     order = 60
     fix = "Use a chat template that renders earlier turns exactly as they were generated."
@@ -81,6 +88,8 @@ class TemplateRerenderDrift(Rule):
             if m is not None and m.role == "assistant":
                 return ctx.finding(self, f"the template renders assistant turn {div.segment} differently from the "
                                    "generation prompt it was produced after", severity="info")
+            return None
+        if _tools_changed(ctx):  # a tool was added, removed or redefined: PC2xx explains the new text
             return None
         if div.kind in ("system", "message", "tool") and _same_part(ctx):
             return ctx.finding(self, f"{div.segment} is unchanged in the request but renders to different text")
@@ -160,6 +169,7 @@ class TemplateDropsContent(Rule):
     """
 
     code, name, group, severity = "PC503", "template-drops-content", "template", "warning"
+    severity_when = 'info when a hosted provider renders the prompt (nothing to change in the requests) and for encrypted/redacted reasoning (no template can render it)'
     scope = "request"
     fix = "Choose a chat template that renders tools, reasoning and every field the requests use (--template)."
 

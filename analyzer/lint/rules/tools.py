@@ -40,6 +40,13 @@ def key_order_diff(a: Any, b: Any, path: str = "") -> str | None:
     return None
 
 
+def tools_rendered(ctx: PairContext) -> bool:
+    """True when either prompt of the pair renders a tool definition (a ``tool`` segment).
+    A template that drops the tools (PC503) renders none: their order, set or key order
+    changes no token, so no PC2xx rule can be the cause of the divergence."""
+    return any(seg.kind == "tool" for p in (ctx.r, ctx.s) if p.rendered is not None for seg in p.rendered.segments)
+
+
 def _tool_path(tool: ToolDef, i: int) -> str:
     return tool.path or f"tools[{i}]"
 
@@ -67,11 +74,14 @@ class ToolOrder(Rule):
     """
 
     code, name, group, severity = "PC201", "tool-order", "tools", "error"
+    severity_when = 'no finding when the template renders no tool (PC503: the order changes no token)'
     parts = TOOL_PARTS
     order = 20
     fix = "Sort the tool list deterministically (e.g. by name) before building every request."
 
     def check(self, ctx: PairContext) -> Finding | None:
+        if not tools_rendered(ctx):
+            return None
         new, old = _names(ctx.rq.tools), _names(ctx.sq.tools)
         if new == old or sorted(new) != sorted(old):
             return None
@@ -104,11 +114,14 @@ class ToolSetChanged(Rule):
     """
 
     code, name, group, severity = "PC202", "tool-set-changed", "tools", "warning"
+    severity_when = 'no finding when the template renders no tool'
     parts = TOOL_PARTS
     order = 21
     fix = "Send one fixed tool set for the whole session; gate tool use with tool_choice or in the executor."
 
     def check(self, ctx: PairContext) -> Finding | None:
+        if not tools_rendered(ctx):
+            return None
         new, old = ctx.rq.tools, ctx.sq.tools
         nn, on = _names(new), _names(old)
         if set(nn) != set(on):
@@ -147,11 +160,14 @@ class SchemaKeyOrder(Rule):
     """
 
     code, name, group, severity = "PC203", "schema-key-order", "tools", "error"
+    severity_when = 'no finding when the template renders no tool'
     parts = TOOL_PARTS
     order = 22
     fix = "Build each tool schema once (or serialize with sorted keys) so its key order never changes."
 
     def check(self, ctx: PairContext) -> Finding | None:
+        if not tools_rendered(ctx):
+            return None
         new, old = ctx.rq.tools, ctx.sq.tools
         if _names(new) != _names(old):
             return None

@@ -35,6 +35,7 @@ class TraceDivergence(Rule):
     """
 
     code, name, group, severity = "PC002", "trace-divergence", "-", "warning"
+    severity_when = "info when only the earlier request's last full block differs (its end was replaced, as a generation prompt is)"
     parts = frozenset()
     fix = ("Lint the text log of the same session to learn the cause; the trace records only where the "
            "prefix stopped being shared.")

@@ -7,6 +7,7 @@ risk in a single request's system prompt or tools (PC103).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Iterable
 
 from prefixcache.analyzer.lint.locate import excerpt
@@ -62,6 +63,7 @@ class VolatileTimestamp(Rule):
     """
 
     code, name, group, severity = "PC101", "volatile-timestamp", "volatile", "error"
+    severity_when = 'by how often the value changes: error ≤ 1 s (every request misses), warning ≤ 1 h, info for a date (one miss a day)'
     parts = frozenset({"system", "tool", "message"})
     order = 10
     fix = "Remove the clock value from the prefix, or move it to the end of the newest message; render a date, not a time."
@@ -186,4 +188,65 @@ def _rendered_char(prepared: "Prepared", segment: str, ref: int, text: str, span
     return None
 
 
-RULES = [VolatileTimestamp(), VolatileId(), VolatileValueEarly()]
+#: Per-user values: e-mail addresses, locale codes (``en-GB``) and labelled user fields.
+_USER_VALUE = re.compile(
+    r"(?P<email>(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?![\w-]))"
+    r"|(?P<locale>(?<![\w-])[a-z]{2}[-_][A-Z]{2}(?![\w-]))"
+    r"|(?i:(?<![\w])(?:user(?:[ _]?name)?|name|email|locale|language|timezone|time zone|tz|country|plan)"
+    r"\s*[:=]\s*)(?P<field>[^\s,;]{2,})"
+)
+
+
+def _line_at(text: str, char: int) -> str:
+    start = text.rfind("\n", 0, char) + 1
+    end = text.find("\n", char)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def user_values(line: str) -> list[tuple[str, str]]:
+    """(kind, value) of every per-user value in ``line``: ``email``, ``locale`` or ``field``."""
+    return [(k, v) for m in _USER_VALUE.finditer(line) for k, v in m.groupdict().items() if v]
+
+
+class UserDataInPrefix(Rule):
+    """A per-user value (e-mail address, locale, user name) in the system prompt changed.
+
+    What it does:
+        When the first difference lies in the system prompt and its line holds a
+        per-user value in both requests (an e-mail address, a locale code such as
+        ``en-GB``, a labelled field such as ``user: ada``) that differs, reports it.
+    Why it breaks caching:
+        A system prompt personalized per user is a different prefix for every user
+        (and for one user whose locale changes): the system prompt after the value,
+        the tools and the history miss, and no two users share the cached prefix.
+    Example:
+        request 1 system: "user ada@example.com asks"; request 2: "user bob@example.com asks".
+    Use instead:
+        Keep the system prompt the same for every user; pass who the user is in the
+        newest user message (or as request metadata).
+    Fix safety:
+        Needs review: the model may rely on the value early (tone, language); moving
+        it to the newest turn keeps it in the prompt.
+    """
+
+    code, name, group, severity = "PC104", "user-data-in-prefix", "volatile", "warning"
+    parts = frozenset({"system"})
+    order = 12
+    fix = "Keep the system prompt identical for every user; put per-user values in the newest user message."
+
+    def check(self, ctx: PairContext) -> Finding | None:
+        c = ctx.div.char
+        if c is None:
+            return None
+        a, b = user_values(_line_at(ctx.r_text, c)), user_values(_line_at(ctx.s_text, c))
+        changed = [(x, y) for x, y in zip(a, b) if x[0] == y[0] and x[1] != y[1]]
+        if not changed:
+            return None
+        (kind, new), (_, old) = changed[0]
+        what = {"email": "e-mail address", "locale": "locale", "field": "user field"}[kind]
+        redact = ctx.redact
+        return ctx.finding(self, f"{what} in the system prompt changed: {excerpt(old, redact)!r} → "
+                           f"{excerpt(new, redact)!r}")
+
+
+RULES = [VolatileTimestamp(), VolatileId(), VolatileValueEarly(), UserDataInPrefix()]

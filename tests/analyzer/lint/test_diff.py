@@ -57,9 +57,24 @@ def test_diff_cli_text_and_json():
     res = runner.invoke(app, ["diff", str(ARGS), "-r", f"{SESSION}:3", "--json"])
     doc = json.loads(res.output)
     assert list(doc) == ["request", "against", "shared_tokens", "first_diff_char", "identical", "tokenizer", "exact",
-                         "cause_code", "cause"]
+                         "cause_code", "cause", "extends", "broke"]
     res = runner.invoke(app, ["diff", str(ARGS), "-r", "nope:1"])
     assert res.exit_code == 2 and "no session 'nope'" in res.output
+
+
+def test_diff_exits_0_when_the_previous_prompt_is_a_prefix():
+    """Issue 24 item 6: an append-only turn is not a break: "request N-1 is a prefix of request N", exit 0."""
+    runner = CliRunner()
+    clean = str(CASES / "clean_append_only.jsonl")
+    res = runner.invoke(app, ["diff", clean, "--request", "3"])
+    assert res.exit_code == 0, res.output
+    assert "request 2 is a prefix of request 3" in res.output and "first difference" not in res.output
+    doc = json.loads(runner.invoke(app, ["diff", clean, "-r", "3", "--json"]).output)
+    assert doc["extends"] is True and doc["broke"] is False and doc["identical"] is False
+    assert doc["shared_tokens"] == doc["against"]["prompt_tokens"] < doc["request"]["prompt_tokens"]
+    # a broken prefix still exits 1 and names lint's cause
+    res = runner.invoke(app, ["diff", str(CASES / "tool_order_shuffle.jsonl"), "-r", "3", "--json"])
+    assert res.exit_code == 1 and json.loads(res.output)["broke"] is True
 
 
 def test_diff_page_shows_real_output():

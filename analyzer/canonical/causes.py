@@ -1,0 +1,65 @@
+"""What lint says of what ``canonicalize`` wrote: every break left, named by lint itself.
+
+``canonicalize`` has no classifier of its own (issue 24: one cause vocabulary). The
+rewritten requests are linted by :class:`~prefixcache.analyzer.lint.engine.Linter` (the
+same preparer, arrival order and pair rules as ``prefixcache lint``), and every break lint
+still finds in them (what the rewrite could not or was told not to repair) is listed as a
+*reported* transformation (``applied=False``) with lint's code, message and JSON path. So
+lint, ``diff`` and ``canonicalize`` give one code for one break, and a break canonicalize
+reports is one ``prefixcache lint`` of the written log reports too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterable, Sequence
+
+from prefixcache.analyzer.canonical.rewrite import CanonicalOptions, Canonicalized, Transformation, canonicalize_all
+from prefixcache.analyzer.lint.engine import Linter, RequestResult
+from prefixcache.analyzer.lint.rules import REGISTRY, Finding
+from prefixcache.analyzer.model import Request
+from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.sequence import arrival_order
+
+
+def lint_results(requests: Iterable[Request], template: str = "auto", tokenizer: str = "auto"
+                 ) -> dict[tuple[str, int], RequestResult]:
+    """Lint ``requests`` as ``prefixcache lint`` does (one :class:`Preparer`, the one arrival
+    order): (session, index) → lint's :class:`RequestResult` (figures in tokens, findings).
+    Raises ConfigError for unusable template / tokenizer specs."""
+    preparer = Preparer(template=template, tokenizer=tokenizer)
+    linter = Linter(render=lambda r: preparer.pipeline(r.model).renderer.render(r))
+    out: dict[tuple[str, int], RequestResult] = {}
+    for _, r in arrival_order(list(requests), lambda r: r.timestamp):
+        res = linter.feed(preparer.prepare(r))
+        out[(res.session, res.index)] = res
+    return out
+
+
+def break_findings(result: RequestResult | None) -> list[Finding]:
+    """The findings of ``result`` that explain a break (pair rules, PC001 included), primary first."""
+    if result is None:
+        return []
+    return [f for f in result.findings if f.code in REGISTRY and REGISTRY[f.code].scope == "pair"]
+
+
+def with_lint_causes(results: Sequence[Canonicalized], lint: dict[tuple[str, int], RequestResult]
+                     ) -> list[Canonicalized]:
+    """``results`` with the breaks lint finds in the rewritten requests (``lint``: lint's
+    results of ``[c.request for c in results]``) added as reported transformations."""
+    out = []
+    for c in results:
+        reported = [Transformation(f.code, f.message, f.json_path or f.segment, applied=False)
+                    for f in break_findings(lint.get((c.request.session, c.request.index)))]
+        out.append(replace(c, transformations=(*c.transformations, *reported)) if reported else c)
+    return out
+
+
+def canonicalize_explained(requests: Sequence[Request], options: CanonicalOptions = CanonicalOptions(),
+                           template: str = "auto", tokenizer: str = "auto") -> list[Canonicalized]:
+    """:func:`~prefixcache.analyzer.canonical.rewrite.canonicalize_all` with lint's unrepaired
+    breaks left in the rewritten requests reported (:func:`with_lint_causes`): what
+    ``prefixcache canonicalize`` lists.
+    Raises ConfigError for unusable template / tokenizer specs."""
+    results = canonicalize_all(requests, options)
+    return with_lint_causes(results, lint_results([c.request for c in results], template, tokenizer))
