@@ -216,13 +216,15 @@ def hf_from_dir(d: Path, name: str | None = None, exact: bool = True) -> HFToken
 
 
 def hf_from_gguf(path: Path, name: str | None = None) -> HFTokenizer:
-    """An :class:`HFTokenizer` built from a GGUF's metadata (cached, see :mod:`.gguf`)."""
+    """An :class:`HFTokenizer` built from a GGUF's metadata (cached, see :mod:`.gguf`); not exact
+    when the GGUF names a pre-tokenizer that :func:`.gguf.pre_tokenizer` does not implement."""
     from tokenizers import Tokenizer as _Tok
 
     from prefixcache.analyzer.tokenize.gguf import cached_gguf_tokenizer
 
     tj, meta = cached_gguf_tokenizer(path)
-    return HFTokenizer(_Tok.from_file(str(tj)), name=name or Path(path).stem, config=meta)
+    return HFTokenizer(_Tok.from_file(str(tj)), name=name or Path(path).stem, config=meta,
+                       exact=meta.get("exact", True))
 
 
 #: An HF model id: ``NAME`` or ``ORG/NAME`` (letters, digits, ``-``, ``_``, ``.``).
