@@ -284,7 +284,7 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     except KeyError as exc:
         raise ConfigError(f"--select/--ignore: {exc.args[0]}") from None
     check_specs(cfg.template, cfg.tokenizer)
-    ingest = Ingest(paths, format=input_format, stdin=stdin)
+    ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
     linter, preparer, store = _start(cfg, rules)
     for pos, request in arrival_stream(ingest, lambda r: r.timestamp):
         if pos == RESTART or request is None:  # times went backwards: lint afresh in sorted order

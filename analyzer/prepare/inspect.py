@@ -162,7 +162,7 @@ class Inspection:
     def __init__(self, paths: Sequence[str], input_format: str = "auto", tokenizer: str = "auto",
                  template: str = "auto", stdin: IO[bytes] | None = None, redact: bool = False) -> None:
         check_specs(template, tokenizer)
-        self._ingest = Ingest(paths, format=input_format, stdin=stdin)
+        self._ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
         self._preparer = Preparer(template=template, tokenizer=tokenizer)
         self._redact = redact
 

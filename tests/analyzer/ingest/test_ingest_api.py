@@ -151,9 +151,9 @@ def test_forced_format() -> None:
 def test_summary_without_iterating() -> None:
     s = Ingest([str(FIXTURES)]).summary
     assert isinstance(s, IngestSummary)
-    assert (s.files, s.records, s.requests, s.sessions) == (6, 10, 9, 5)
+    assert (s.files, s.records, s.requests, s.sessions) == (7, 19, 12, 6)
     assert [(Path(k.source).name, k.record, k.field, k.bad) for k in s.skipped] == [
-        ("litellm_payloads.jsonl", 3, "call_type", False)]
+        ("litellm_payloads.jsonl", 3, "call_type", False), ("ui_messages.json", 8, "[7].text", False)]
 
 
 _BIG = "x" * 100_000  # a first record longer than the 64 KiB detection head
