@@ -98,7 +98,7 @@ class LintRequestRow:
     lost_code: str | None
     shared_with: tuple[str, int] | None
     compared_with: tuple[str, int] | None
-    exact: bool
+    exact: bool | None
     line: int | None
     usage_only: bool
     reported_prompt_tokens: int | None

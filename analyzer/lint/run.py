@@ -92,8 +92,8 @@ class LintRun:
     """Everything one lint run produced: per-request results and every reported finding
     (``store``, on disk: :mod:`prefixcache.analyzer.lint.spill`; :attr:`results` and
     :attr:`findings` read them back in input order), the run's and each session's
-    waterfall, skipped input records, the number of files read and what ``auto`` chose
-    per model (``notes``)."""
+    waterfall, skipped input records, the number of files read, what ``auto`` chose
+    per model (``notes``) and the block sizes of its block-aligned figures."""
 
     config: LintConfig
     store: ResultStore
@@ -102,6 +102,8 @@ class LintRun:
     skipped: tuple[Skipped, ...]
     files: int
     notes: dict[str | None, str]
+    #: Block sizes of the block-aligned figures (tokens): see :attr:`block_size`.
+    block_sizes: frozenset[int] = frozenset()
 
     @property
     def results(self) -> tuple[RequestResult, ...]:
@@ -115,8 +117,11 @@ class LintRun:
 
     @property
     def block_size(self) -> int:
-        """Block size of the block-aligned figure (tokens)."""
-        return self.config.block_size
+        """Block size of the block-aligned figure (tokens): ``--block-size``, or a block-hash
+        trace's own block size when the run's figures all come from traces of one block size
+        (Mooncake 512, kv-cache-tester 64, Bailian 16)."""
+        sizes = self.block_sizes
+        return next(iter(sizes)) if len(sizes) == 1 else self.config.block_size
 
     def report(self) -> LintReport:
         """The typed JSON document (``orjson.dumps(run.report())`` is ``--format json``)."""
@@ -296,7 +301,8 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
             on_request()
     summary = ingest.summary
     skipped = redact_skipped(summary.skipped) if cfg.redact else summary.skipped  # reasons quote input
-    return LintRun(cfg, store, linter.total, linter.sessions, skipped, summary.files, preparer.notes)
+    return LintRun(cfg, store, linter.total, linter.sessions, skipped, summary.files, preparer.notes,
+                   frozenset(linter.block_sizes))
 
 
 def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, ResultStore]:
