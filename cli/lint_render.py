@@ -124,6 +124,10 @@ def _finding(f: Finding) -> list[Text]:
     return lines
 
 
+#: Prompt-size lines printed before the rest is left to the JSON document.
+MAX_SIZE_LINES = 5
+
+
 def print_rich(console: Console, run: LintRun) -> None:
     """Print the whole terminal report of ``run``."""
     total, findings = run.total, run.findings
@@ -156,6 +160,12 @@ def print_rich(console: Console, run: LintRun) -> None:
                            "their rules are not selected.", style="yellow"))
     elif total.content_requests:
         console.print(Text("No findings: every request extends the previous one of its session.", style="green"))
+    shown = run.size_warnings[:MAX_SIZE_LINES]
+    for line in shown:
+        console.print(Text("prompt size: " + line, style="yellow"))
+    if len(run.size_warnings) > len(shown):
+        console.print(Text(f"prompt size: and {len(run.size_warnings) - len(shown)} more session(s) "
+                           "(all in --format json, warnings)", style="yellow"))
     for note in run.notes.values():
         console.print(Text(note, style="dim"))
 

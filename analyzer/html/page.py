@@ -121,7 +121,8 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
         sim = {**SIMULATE_DEFAULTS, **sim, "results": [{**ROW_DEFAULTS, **r} for r in sim["results"]]}
     findings, marked = _findings(lint, docs.diffs)
     content = [r for r in lint["requests"] if not r["usage_only"]]
-    notes = list(dict.fromkeys([*lint["tokenizers"].values(), *(sim["tokenizers"] if sim else {}).values()]))
+    notes = list(dict.fromkeys([*lint.get("warnings", []), *lint["tokenizers"].values(),
+                                *(sim["tokenizers"] if sim else {}).values()]))
     return {
         "title": title, "version": __version__, "docs": docs, "lint": lint, "sim": sim,
         "first": sim["results"][0] if sim and sim["results"] else None,

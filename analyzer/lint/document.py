@@ -10,7 +10,7 @@ apart in ``usage_only``).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Iterable, Iterator, Mapping
 
 import orjson
@@ -110,7 +110,9 @@ class LintRequestRow:
 class LintReport:
     """The ``lint --format json`` document: run summary, sessions, requests, findings
     (:class:`~prefixcache.analyzer.lint.rules.Finding`), skipped input records, and what
-    ``auto`` chose per model (``tokenizers``)."""
+    ``auto`` chose per model (``tokenizers``), and ``warnings``: one line per session whose
+    prompt counts are not within 2% of the billed ones
+    (:mod:`prefixcache.analyzer.prepare.size_check`)."""
 
     summary: LintSummary
     sessions: list[SessionFigures]
@@ -118,6 +120,7 @@ class LintReport:
     findings: list[Finding]
     skipped: list[SkippedRecord]
     tokenizers: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
 
 
 def _round(x: float | None) -> float | None:

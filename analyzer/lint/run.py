@@ -21,6 +21,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.document import LintReport, json_chunks, lint_summary, request_row, session_figures
+from prefixcache.analyzer.prepare.size_check import SizeCheck
 from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, select_rules
 from prefixcache.analyzer.lint.order import RESTART, arrival_stream
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
@@ -104,6 +105,8 @@ class LintRun:
     notes: dict[str | None, str]
     #: Block sizes of the block-aligned figures (tokens): see :attr:`block_size`.
     block_sizes: frozenset[int] = frozenset()
+    #: The prompt-size check's lines: sessions whose prompts are not the billed ones.
+    size_warnings: tuple[str, ...] = ()
 
     @property
     def results(self) -> tuple[RequestResult, ...]:
@@ -132,6 +135,7 @@ class LintRun:
             sessions=[session_figures(name, w) for name, w in self.sessions.items()],
             requests=[request_row(r) for r in results], findings=findings,
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
+            warnings=list(self.size_warnings),
         )
 
     def json_chunks(self) -> Iterator[bytes]:
@@ -141,6 +145,7 @@ class LintRun:
             summary=lint_summary(self.total, len(self.sessions), self.block_size, self.store.by_severity),
             sessions=[], requests=[], findings=[],
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
+            warnings=list(self.size_warnings),
         )
         sessions = (session_figures(name, w) for name, w in self.sessions.items())
         return json_chunks(head, self.store.rows(), self.store.finding_dicts(), sessions)
@@ -291,18 +296,22 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     check_specs(cfg.template, cfg.tokenizer)
     ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
     linter, preparer, store = _start(cfg, rules)
+    sizes = SizeCheck()
     for pos, request in arrival_stream(ingest, lambda r: r.timestamp):
         if pos == RESTART or request is None:  # times went backwards: lint afresh in sorted order
             store.close()
             linter, preparer, store = _start(cfg, rules)
+            sizes = SizeCheck()
             continue
-        store.add(pos, linter.feed(preparer.prepare(request)))
+        prepared = preparer.prepare(request)
+        sizes.add(prepared)
+        store.add(pos, linter.feed(prepared))
         if on_request is not None:
             on_request()
     summary = ingest.summary
     skipped = redact_skipped(summary.skipped) if cfg.redact else summary.skipped  # reasons quote input
     return LintRun(cfg, store, linter.total, linter.sessions, skipped, summary.files, preparer.notes,
-                   frozenset(linter.block_sizes))
+                   frozenset(linter.block_sizes), tuple(sizes.warnings()))
 
 
 def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, ResultStore]:
