@@ -39,12 +39,17 @@ from prefixcache.analyzer.model import BlockTrace
 from prefixcache.analyzer.cache.index.compact import Shared
 from prefixcache.analyzer.sequence import common_prefix_len
 
-#: Trace formats whose records carry no session: lint infers sessions from hash chains.
-SESSIONLESS_FORMATS = frozenset({"mooncake"})
+#: Trace formats whose records carry no session: lint infers sessions from hash chains. Server
+#: request logs (vLLM, SGLang) hold many tenants' unrelated requests in one file.
+SESSIONLESS_FORMATS = frozenset({"mooncake", "vllm-log", "sglang-log"})
 #: How many of the most recent sessions sharing the first block beyond the head are compared (bounds the work).
 CANDIDATES = 64
-#: Leading blocks that can form the common head, and that index sessions (bounds the memory).
-HEAD_DEPTH = 16
+#: Leading tokens that can form the common head (a shared system prompt), and the bounds on how
+#: many leading blocks that is: 16 blocks of Mooncake's 512 tokens, 128 of vLLM's 16.
+HEAD_TOKENS, MIN_DEPTH, MAX_DEPTH = 8192, 16, 128
+#: Every this many requests, leading blocks held by under 1/16 of the requests are forgotten
+#: (they cannot be a head soon): the counts stay bounded on long logs.
+PRUNE_EVERY = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +87,23 @@ def _flat(ids: Sequence[int]) -> Sequence[int]:
     return ids.ids() if isinstance(ids, Shared) else ids
 
 
+def _depth(block_size: int) -> int:
+    """Leading blocks of ``block_size`` tokens that can form the common head."""
+    return max(MIN_DEPTH, min(MAX_DEPTH, HEAD_TOKENS // max(block_size, 1)))
+
+
 class TraceSessions:
     """Sessions of a sessionless trace, inferred from hash chains (see the module doc).
 
     :meth:`assign` names the session and index of each request in arrival order.
-    Memory: one hash-id tuple per session, and for the first :data:`HEAD_DEPTH` blocks of
-    each request a count, a first child and a session index entry."""
+    ``block_size`` (tokens) sets how many leading blocks are looked at (:data:`HEAD_TOKENS`).
+    Memory: one hash-id tuple per session, and for the first :attr:`depth` blocks of each
+    session's latest request an index entry; counts of leading blocks are pruned every
+    :data:`PRUNE_EVERY` requests."""
 
-    def __init__(self) -> None:
+    def __init__(self, block_size: int | None = None) -> None:
+        self.depth = _depth(block_size or 512)
+        self._sized = block_size is not None
         self._latest: list[tuple[int, ...]] = []
         self._names: list[str] = []
         self._counts: list[int] = []
@@ -107,7 +121,7 @@ class TraceSessions:
         before this request: leading blocks each held by more than half of the requests, up
         to the last one that has branched into two different next blocks (0 when none)."""
         h = 0
-        for p in range(min(len(ids), HEAD_DEPTH)):
+        for p in range(min(len(ids), self.depth)):
             key = (p, ids[p])
             if 2 * self._holders.get(key, 0) <= self._seen:
                 break
@@ -115,10 +129,13 @@ class TraceSessions:
                 h = p + 1
         return h
 
-    def assign(self, ids: tuple[int, ...], stem: str) -> tuple[str, int]:
-        """(session, index) of the next request, of hash chain ``ids`` and reader session
-        ``stem`` (the file stem: a new session is ``<stem>/s<n>``); updates the session's
-        latest request."""
+    def assign(self, ids: tuple[int, ...], stem: str, block_size: int | None = None) -> tuple[str, int]:
+        """(session, index) of the next request, of hash chain ``ids`` (blocks of ``block_size``
+        tokens: the first request's sets :attr:`depth` when the constructor was given none) and
+        reader session ``stem`` (the file stem: a new session is ``<stem>/s<n>``); updates the
+        session's latest request."""
+        if not self._sized and block_size:
+            self.depth, self._sized = _depth(block_size), True
         flat = _flat(ids)
         s = self._best(flat)
         if s is None:
@@ -138,7 +155,13 @@ class TraceSessions:
     def _learn(self, ids: Sequence[int]) -> None:
         """Count the leading blocks of ``ids`` and note which of them branch."""
         self._seen += 1
-        depth = min(len(ids), HEAD_DEPTH)
+        if self._seen % PRUNE_EVERY == 0:
+            rare = [k for k, n in self._holders.items() if 16 * n < self._seen]
+            for k in rare:
+                del self._holders[k]
+                self._child.pop(k, None)
+                self._branches.discard(k)
+        depth = min(len(ids), self.depth)
         for p in range(depth):
             key = (p, ids[p])
             self._holders[key] = self._holders.get(key, 0) + 1
@@ -149,10 +172,10 @@ class TraceSessions:
 
     def _index(self, s: int, old: Sequence[int], new: Sequence[int]) -> None:
         """Move session ``s`` in the block index from its old latest chain to the new one."""
-        for p in range(min(len(old), HEAD_DEPTH)):
+        for p in range(min(len(old), self.depth)):
             if p >= len(new) or new[p] != old[p]:
                 self._by_block.get((p, old[p]), {}).pop(s, None)
-        for p in range(min(len(new), HEAD_DEPTH)):
+        for p in range(min(len(new), self.depth)):
             peers = self._by_block.setdefault((p, new[p]), {})
             peers.pop(s, None)
             peers[s] = None  # most recent last
@@ -163,7 +186,7 @@ class TraceSessions:
         h = self.head(ids)
         if h >= len(ids):
             return None  # nothing beyond the common head: a new conversation
-        key = (min(h, HEAD_DEPTH - 1), ids[min(h, HEAD_DEPTH - 1)])
+        key = (min(h, self.depth - 1), ids[min(h, self.depth - 1)])
         best, most = None, h
         for s in islice(reversed(self._by_block.get(key, {})), CANDIDATES):
             k = common_prefix_len(ids, _flat(self._latest[s]))

@@ -97,3 +97,16 @@ def test_requests_sharing_only_the_head_are_new_conversations() -> None:
     # (0, 3) joins s1 (block 0 has not branched yet, so it is no head yet; s1's latest is now (0, 3));
     # from then on block 0 is the head: (0, 1, 2, 6) shares only it with every latest request.
     assert out == ["t/s1", "t/s1", "t/s2", "t/s3", "t/s2", "t/s4"]
+
+
+def test_server_log_requests_of_another_conversation_are_not_drift() -> None:
+    """A vLLM request log holds every tenant's requests in one file: request chatcmpl-a3 shares only the
+    96-token prefix both earlier conversations branched from, so it opens a session (cold), not drift."""
+    from tests.helpers import FIXTURES
+
+    result = CliRunner().invoke(cli_app(), ["lint", str(existing(FIXTURES / "formats" / "vllm_enable_log_requests.log")),
+                                            "--format", "json"])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 0, result.output
+    assert [s["session"] for s in doc["sessions"]] == ["vllm_enable_log_requests#1/s1", "vllm_enable_log_requests#1/s2"]
+    assert doc["summary"]["lost_tokens"] == 0 and not doc["findings"]  # was 9 tokens of PC002 drift
