@@ -13,6 +13,7 @@ from prefixcache.analyzer.lint.run import LintRun
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding
 
 from prefixcache.cli.common import plural
+from prefixcache.cli.lint_tenants import print_groups
 from prefixcache.cli.tables import print_table
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -145,6 +146,7 @@ def print_rich(console: Console, run: LintRun) -> None:
     if total.content_requests:
         print_table(console, _waterfall(total, console.width))
         console.print()
+    print_groups(console, run)
     if total.usage_only_requests:
         console.print(_usage_only(total))
         console.print()

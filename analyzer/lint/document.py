@@ -17,6 +17,7 @@ import orjson
 
 from prefixcache.analyzer.lint.engine import RequestResult, Waterfall
 from prefixcache.analyzer.lint.rules import Finding
+from prefixcache.analyzer.lint.tenants import DivergenceBucket, GroupFigures
 from prefixcache.analyzer.prepare.inspect import SkippedRecord
 
 #: Decimals of every fraction in the document.
@@ -112,7 +113,9 @@ class LintReport:
     (:class:`~prefixcache.analyzer.lint.rules.Finding`), skipped input records, and what
     ``auto`` chose per model (``tokenizers``), and ``warnings``: one line per session whose
     prompt counts are not within 2% of the billed ones
-    (:mod:`prefixcache.analyzer.prepare.size_check`)."""
+    (:mod:`prefixcache.analyzer.prepare.size_check`); ``tenants`` and ``tags`` (figures per
+    tenant and tag, empty when the log names none) and ``divergence`` (where prefixes broke,
+    bucketed) from :mod:`prefixcache.analyzer.lint.tenants`."""
 
     summary: LintSummary
     sessions: list[SessionFigures]
@@ -121,6 +124,9 @@ class LintReport:
     skipped: list[SkippedRecord]
     tokenizers: dict[str, str]
     warnings: list[str] = field(default_factory=list)
+    tenants: list[GroupFigures] = field(default_factory=list)
+    tags: list[GroupFigures] = field(default_factory=list)
+    divergence: list[DivergenceBucket] = field(default_factory=list)
 
 
 def _round(x: float | None) -> float | None:

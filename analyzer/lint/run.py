@@ -21,6 +21,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.document import LintReport, json_chunks, lint_summary, request_row, session_figures
+from prefixcache.analyzer.lint.tenants import DivergenceBucket, GroupFigures, Tenants
 from prefixcache.analyzer.prepare.size_check import SizeCheck
 from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, select_rules
 from prefixcache.analyzer.lint.order import RESTART, arrival_stream
@@ -107,6 +108,10 @@ class LintRun:
     block_sizes: frozenset[int] = frozenset()
     #: The prompt-size check's lines: sessions whose prompts are not the billed ones.
     size_warnings: tuple[str, ...] = ()
+    #: Figures per tenant and per tag, and the divergence histogram (:mod:`.tenants`).
+    tenants: tuple[GroupFigures, ...] = ()
+    tags: tuple[GroupFigures, ...] = ()
+    divergence: tuple[DivergenceBucket, ...] = ()
 
     @property
     def results(self) -> tuple[RequestResult, ...]:
@@ -135,7 +140,8 @@ class LintRun:
             sessions=[session_figures(name, w) for name, w in self.sessions.items()],
             requests=[request_row(r) for r in results], findings=findings,
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
-            warnings=list(self.size_warnings),
+            warnings=list(self.size_warnings), tenants=list(self.tenants), tags=list(self.tags),
+            divergence=list(self.divergence),
         )
 
     def json_chunks(self) -> Iterator[bytes]:
@@ -145,7 +151,8 @@ class LintRun:
             summary=lint_summary(self.total, len(self.sessions), self.block_size, self.store.by_severity),
             sessions=[], requests=[], findings=[],
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
-            warnings=list(self.size_warnings),
+            warnings=list(self.size_warnings), tenants=list(self.tenants), tags=list(self.tags),
+            divergence=list(self.divergence),
         )
         sessions = (session_figures(name, w) for name, w in self.sessions.items())
         return json_chunks(head, self.store.rows(), self.store.finding_dicts(), sessions)
@@ -296,22 +303,25 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     check_specs(cfg.template, cfg.tokenizer)
     ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
     linter, preparer, store = _start(cfg, rules)
-    sizes = SizeCheck()
+    sizes, tenants = SizeCheck(), Tenants()
     for pos, request in arrival_stream(ingest, lambda r: r.timestamp):
         if pos == RESTART or request is None:  # times went backwards: lint afresh in sorted order
             store.close()
             linter, preparer, store = _start(cfg, rules)
-            sizes = SizeCheck()
+            sizes, tenants = SizeCheck(), Tenants()
             continue
         prepared = preparer.prepare(request)
         sizes.add(prepared)
-        store.add(pos, linter.feed(prepared))
+        result = linter.feed(prepared)
+        tenants.add(request, result)
+        store.add(pos, result)
         if on_request is not None:
             on_request()
     summary = ingest.summary
     skipped = redact_skipped(summary.skipped) if cfg.redact else summary.skipped  # reasons quote input
     return LintRun(cfg, store, linter.total, linter.sessions, skipped, summary.files, preparer.notes,
-                   frozenset(linter.block_sizes), tuple(sizes.warnings()))
+                   frozenset(linter.block_sizes), tuple(sizes.warnings()), tuple(tenants.figures()),
+                   tuple(tenants.tag_figures()), tuple(tenants.histogram()))
 
 
 def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, ResultStore]:
