@@ -13,7 +13,9 @@ requests one by one and keeps, per session, how many calls with a reported count
 are within :data:`TOLERANCE` of it. Our count is the tokenized prompt (its hidden
 prefix included) plus the encrypted reasoning the reader sized from usage
 (``extra["opaque_reasoning_tokens"]``, Codex: tokens that are billed but cannot be
-rendered, so they are in no token stream). A session's hidden prefix is sized from
+rendered, so they are in no token stream) plus the provider's published cost of its
+images (:mod:`prefixcache.analyzer.render.images`; each image's short placeholder is
+in our count too). A session's hidden prefix is sized from
 its first call with usage, so that call matches by construction; the check says so.
 
 The tolerance is 2% of the billed count: what an exact tokenizer with the exact
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from prefixcache.analyzer.prepare.prepared import Prepared
+from prefixcache.analyzer.render.images import image_tokens
 
 #: Largest |ours − billed| / billed still called the same prompt (a fraction).
 TOLERANCE = 0.02
@@ -39,17 +42,20 @@ MAX_SESSION_LINES = 10
 class SizeRow:
     """One call's counts (tokens): ``ours`` (tokenized prompt, hidden prefix included),
     ``reasoning`` (encrypted reasoning sized from usage, added to ours), ``billed``
-    (``usage.prompt_tokens``) and ``hidden`` (our hidden-prefix tokens)."""
+    (``usage.prompt_tokens``), ``hidden`` (our hidden-prefix tokens) and ``images`` (what the
+    provider's published formula bills for the prompt's images, added to ours:
+    :func:`prefixcache.analyzer.render.images.image_tokens`)."""
 
     ours: int
     reasoning: int
     billed: int
     hidden: int
+    images: int = 0
 
     @property
     def delta(self) -> int:
-        """``ours + reasoning − billed`` (tokens; negative: we count less than was billed)."""
-        return self.ours + self.reasoning - self.billed
+        """``ours + reasoning + images − billed`` (tokens; negative: we count less than was billed)."""
+        return self.ours + self.reasoning + self.images - self.billed
 
     @property
     def within(self) -> bool:
@@ -113,7 +119,10 @@ class SizeCheck:
             return None
         extra = p.request.extra
         reasoning = extra.get("opaque_reasoning_tokens") if isinstance(extra, dict) else None
-        row = SizeRow(len(p.tokens.ids), int(reasoning or 0), int(u.prompt_tokens), p.tokens.opaque_prefix_tokens)
+        renderer = p.rendered.renderer if p.rendered is not None else ""
+        images = sum(image_tokens(part, renderer) or 0 for m in p.request.messages for part in m.parts)
+        row = SizeRow(len(p.tokens.ids), int(reasoning or 0), int(u.prompt_tokens), p.tokens.opaque_prefix_tokens,
+                      images)
         s = self.sessions.setdefault(p.request.session, SessionSizes(p.request.session))
         s.rows.append(row)
         s.exact = s.exact and bool(p.tokens.exact)
@@ -156,6 +165,8 @@ class SizeCheck:
                 added.append(f"a {s.hidden:,}-token hidden prefix sized from its first call's usage")
             if s.reasoning:
                 added.append(f"{s.reasoning:,} tokens of encrypted reasoning from the usage")
+            if s.rows[-1].images:
+                added.append(f"{s.rows[-1].images:,} image tokens by the provider's formula")
             how = f"; ours includes {' and '.join(added)}" if added else ""
             approx = "" if s.exact else " (approximate)"
             lo, hi = s.band

@@ -45,6 +45,7 @@ from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, digest, expect, field, parse_time, read_lines, skip
+from prefixcache.analyzer.ingest.images import content_part
 
 _OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
 #: Record types this reader models; others (e.g. newer ``world_state``) are reported, not guessed at.
@@ -70,7 +71,7 @@ def _content(items: Any, path: str) -> tuple[str, tuple[str, ...], tuple[Content
         if c.get("type") in ("input_text", "output_text", "text", "summary_text"):
             texts.append(expect(c.get("text", ""), str, f"{path}[{i}].text"))
         else:
-            parts.append(ContentPart(str(c.get("type")), digest(c)))
+            parts.append(content_part(str(c.get("type")), c))
     return "\n".join(texts), tuple(texts), tuple(parts)
 
 
