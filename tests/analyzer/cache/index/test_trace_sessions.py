@@ -15,9 +15,9 @@ import orjson
 from click.testing import CliRunner
 
 from prefixcache.analyzer.cache.index.trace_sessions import TraceSessions
-from tests.helpers import SAMPLES, cli_app, existing
+from tests.helpers import FIXTURES, cli_app, existing
 
-CONV = SAMPLES / "mooncake_conversation_trace_head6000.jsonl.gz"
+CONV = FIXTURES / "traces" / "mooncake_conversation_trace_head6000.jsonl.gz"
 B = 512  # Mooncake blocks, tokens
 
 
@@ -102,8 +102,6 @@ def test_requests_sharing_only_the_head_are_new_conversations() -> None:
 def test_server_log_requests_of_another_conversation_are_not_drift() -> None:
     """A vLLM request log holds every tenant's requests in one file: request chatcmpl-a3 shares only the
     96-token prefix both earlier conversations branched from, so it opens a session (cold), not drift."""
-    from tests.helpers import FIXTURES
-
     result = CliRunner().invoke(cli_app(), ["lint", str(existing(FIXTURES / "formats" / "vllm_enable_log_requests.log")),
                                             "--format", "json"])
     doc = json.loads(result.stdout)
