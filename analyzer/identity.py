@@ -66,7 +66,7 @@ def template_identity(m: Message) -> MessageIdentity:
 def chaining_key(m: Message) -> int:
     """The loose 64-bit session-chaining key of ``m``: role, whitespace-collapsed text,
     tool-call ids and names (not their arguments), ``tool_call_id``, ``name`` and the
-    non-text parts' types and digests. Equal for re-sends whose whitespace or tool-call
+    non-text parts' types (not their digests: a replaced image is named by lint, PC404). Equal for re-sends whose whitespace or tool-call
     serialization drifted; not an identity (see module doc)."""
     h = xxhash.xxh64()
     h.update(m.role.encode())
@@ -74,6 +74,6 @@ def chaining_key(m: Message) -> int:
     for tc in m.tool_calls:
         h.update(b"\x01" + tc.id.encode() + b"\x02" + tc.name.encode())
     h.update(b"\x03" + (m.tool_call_id or "").encode() + b"\x04" + (m.name or "").encode())
-    for p in m.parts:
-        h.update(b"\x05" + p.type.encode() + p.digest.encode())
+    for p in m.parts:  # the type only: an image re-encoded or replaced in the history is the same conversation
+        h.update(b"\x05" + p.type.encode())
     return h.intdigest()

@@ -57,12 +57,19 @@ class ToolCall:
 class ContentPart:
     """A non-text piece of a message (image, document, audio, file).
 
-    Only its presence and a stable digest matter for prefix analysis.
+    Its presence and a stable digest matter for prefix analysis: for an image the digest
+    of its content (``sha256:…``, or ``url:…`` when only a URL is logged), so the same
+    picture resent is the same part; for other parts the digest of the logged JSON.
     """
 
     type: str
     digest: str = ""
     text: str = ""
+    #: An image's size in pixels when its bytes are logged, and its requested ``detail``
+    #: (OpenAI ``low`` / ``high`` / ``auto``): :mod:`prefixcache.analyzer.ingest.images`.
+    width: int | None = None
+    height: int | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,8 @@ def _row(rec: InspectRecord) -> list[str]:
     parts.append(rec.group_tokens("generation_prompt") + rec.group_tokens("template"))
     shown = [_fmt(n) for n in parts] if rec.segments else ["—"] * len(parts)  # no content logged
     prompt = f"{rec.prompt_tokens:,}" + ("" if rec.exact else "~") + ("!" if rec.warnings else "")
+    if rec.reasoning_tokens:  # billed, not rendered: shown beside our count
+        prompt += f" +{rec.reasoning_tokens:,}r"
     return [str(rec.index), str(rec.record), str(rec.model or "—"), prompt, *shown,
             _fmt(rec.reported_prompt_tokens), _fmt(rec.reported_cached_tokens)]
 
@@ -53,7 +55,9 @@ def _row(rec: InspectRecord) -> list[str]:
 def _legend(rows: list[InspectRecord]) -> str:
     """The key to the ``~`` and ``!`` markers of the prompt column, for those that appear."""
     keys = (["~ approximate tokenizer or layout"] if any(not r.exact for r in rows) else []) + \
-        (["! the template dropped content (see warnings)"] if any(r.warnings for r in rows) else [])
+        (["! the template dropped content (see warnings)"] if any(r.warnings for r in rows) else []) + \
+        (["+Nr encrypted reasoning sized from usage (billed, not rendered)"] if any(r.reasoning_tokens for r in rows)
+         else [])
     return f" [dim]{'; '.join(keys)}[/]" if keys else ""
 
 
@@ -90,6 +94,8 @@ def run_inspect(paths: list[str], options: InspectOptions, fmt: str, skip_bad: b
         for w in fold_warnings(w for rec in rows for w in rec.warnings):
             console.print(f"[yellow]warning:[/] {escape(w)} (latest instance; lint rule PC503)")
         s = inspection.summary.summary
+        for line in ([s.prompt_size] if s.prompt_size else []) + s.warnings:
+            console.print(f"[yellow]{escape(line)}[/]")
         console.print(f"{s.files} file(s), {s.records} record(s), {s.requests} request(s), {s.sessions} session(s), "
                       f"{len(s.skipped)} skipped.{_legend(rows)}")
     return EXIT_ERROR if report_skipped(inspection.skipped, skip_bad) else EXIT_OK

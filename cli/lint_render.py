@@ -13,6 +13,7 @@ from prefixcache.analyzer.lint.run import LintRun
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding
 
 from prefixcache.cli.common import plural
+from prefixcache.cli.lint_tenants import print_groups
 from prefixcache.cli.tables import print_table
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -124,6 +125,10 @@ def _finding(f: Finding) -> list[Text]:
     return lines
 
 
+#: Prompt-size lines printed before the rest is left to the JSON document.
+MAX_SIZE_LINES = 5
+
+
 def print_rich(console: Console, run: LintRun) -> None:
     """Print the whole terminal report of ``run``."""
     total, findings = run.total, run.findings
@@ -141,6 +146,7 @@ def print_rich(console: Console, run: LintRun) -> None:
     if total.content_requests:
         print_table(console, _waterfall(total, console.width))
         console.print()
+    print_groups(console, run)
     if total.usage_only_requests:
         console.print(_usage_only(total))
         console.print()
@@ -156,6 +162,12 @@ def print_rich(console: Console, run: LintRun) -> None:
                            "their rules are not selected.", style="yellow"))
     elif total.content_requests:
         console.print(Text("No findings: every request extends the previous one of its session.", style="green"))
+    shown = run.size_warnings[:MAX_SIZE_LINES]
+    for line in shown:
+        console.print(Text("prompt size: " + line, style="yellow"))
+    if len(run.size_warnings) > len(shown):
+        console.print(Text(f"prompt size: and {len(run.size_warnings) - len(shown)} more session(s) "
+                           "(all in --format json, warnings)", style="yellow"))
     for note in run.notes.values():
         console.print(Text(note, style="dim"))
 

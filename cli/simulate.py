@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
                                      param_hint="--replicas")
         if any(x is not None for x in (replicas, router, tiers, calibrate, rate)):
             fleet = FleetOptions(replicas or 1, router or "round-robin", hardware, calibrate, tiers, rate, seed)
-        ingest = Ingest(paths, format=input_format, stdin=sys.stdin.buffer if "-" in paths else None)
+        ingest = Ingest(paths, format=input_format, stdin=sys.stdin.buffer if "-" in paths else None, require_requests=True)
         with progress("prepare", enabled=None if out == "rich" else False) as bar:
             report = simulate(ingest, options, on_prepared=bar.advance) if fleet is None else \
                 simulate_fleet(ingest, options, fleet, on_prepared=bar.advance)

@@ -174,7 +174,7 @@ def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = Canonic
     refused when written) and InputError (missing path).
     """
     check_specs(template, tokenizer)
-    ingest = Ingest(paths, format=input_format, stdin=stdin)
+    ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
     requests = tuple(ingest)
     bare = next((r for r in requests if usage_only(r)), None)
     if bare is not None:

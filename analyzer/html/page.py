@@ -93,7 +93,7 @@ def _session_figures(lint: dict[str, Any], marked: dict[int, str]) -> list[dict[
         by_session.setdefault(r["session"], []).append(r)
     largest = sorted(by_session, key=lambda s: -len(by_session[s]))[:MAX_SESSION_CHARTS]
     return [{"session": s, "figure": charts.session_turns(s, by_session[s], marked,
-                                                           not all(r["exact"] for r in by_session[s]))}
+                                                           any(r["exact"] is False for r in by_session[s]))}
             for s in by_session if s in largest]
 
 
@@ -121,11 +121,13 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
         sim = {**SIMULATE_DEFAULTS, **sim, "results": [{**ROW_DEFAULTS, **r} for r in sim["results"]]}
     findings, marked = _findings(lint, docs.diffs)
     content = [r for r in lint["requests"] if not r["usage_only"]]
-    notes = list(dict.fromkeys([*lint["tokenizers"].values(), *(sim["tokenizers"] if sim else {}).values()]))
+    notes = list(dict.fromkeys([*lint.get("warnings", []), *lint["tokenizers"].values(),
+                                *(sim["tokenizers"] if sim else {}).values()]))
     return {
         "title": title, "version": __version__, "docs": docs, "lint": lint, "sim": sim,
         "first": sim["results"][0] if sim and sim["results"] else None,
-        "exact": sum(r["exact"] for r in content), "approx": sum(not r["exact"] for r in content),
+        # block-hash trace rows (exact None) make no tokenizer claim either way
+        "exact": sum(r["exact"] is True for r in content), "approx": sum(r["exact"] is False for r in content),
         "notes": notes, "findings": findings,
         "waterfall": charts.waterfall(lint["summary"]) if lint["summary"]["prompt_tokens"] else None,
         "sessions": _session_figures(lint, marked), "charted_all": len(lint["sessions"]) <= MAX_SESSION_CHARTS,

@@ -56,6 +56,18 @@ class IngestSummary:
         return tuple(s for s in self.skipped if s.bad)
 
 
+def no_requests_reason(summary: IngestSummary) -> str:
+    """Why a pass yielded no request, from its counts and skipped records (the first three
+    distinct reasons, with how many records each covers)."""
+    reasons: dict[str, int] = {}
+    for s in summary.skipped:
+        reasons[s.reason] = reasons.get(s.reason, 0) + 1
+    why = "; ".join(f"{r} ({n} records)" if n > 1 else r for r, n in list(reasons.items())[:3])
+    more = f"; and {len(reasons) - 3} other reason(s)" if len(reasons) > 3 else ""
+    return (f"no requests in the input(s): {summary.records} record(s) read, none is a model call"
+            + (f" ({why}{more})" if why else " (nothing but context: no prompt or usage was logged)"))
+
+
 class Ingest:
     """Iterate the requests of some log inputs.
 
@@ -65,10 +77,15 @@ class Ingest:
     the stream ``-`` reads (default ``sys.stdin.buffer``). Iterating streams the
     requests; each pass starts afresh. ``summary`` describes the last complete
     pass (running one, discarding the requests, if none has been made yet).
+    With ``require_requests`` (what every command passes), a pass that yields no
+    request and no unreadable record (those already fail the command) raises :class:`InputError` at its end with the reason
+    (:func:`no_requests_reason`): a command exits 2, never 0, on inputs read as nothing.
     """
 
-    def __init__(self, inputs: Sequence[str], format: str = "auto", stdin: IO[bytes] | None = None) -> None:
+    def __init__(self, inputs: Sequence[str], format: str = "auto", stdin: IO[bytes] | None = None,
+                 require_requests: bool = False) -> None:
         self.format = format
+        self.require_requests = require_requests
         self._forced = None if format == "auto" else get_reader(format)
         expanded = expand_inputs(inputs, stdin)
         self.sources: list[Source] = [s for s in expanded if not s.skip]
@@ -94,6 +111,8 @@ class Ingest:
                 else:
                     records += item.records
         self._summary = IngestSummary(len(self.sources), records, requests, grouper.sessions, tuple(skipped))
+        if not requests and self.require_requests and not any(s.bad for s in skipped):
+            raise InputError(no_requests_reason(self._summary), ", ".join(s.name for s in self.sources[:3]))
 
     def _read(self, source: Source) -> Iterator[str | Request | Skipped | RecordsSeen]:
         """One source through its reader; whole-file failures become one bad ``Skipped``.
@@ -130,7 +149,11 @@ class Ingest:
         """Counts and skipped records of the last complete pass."""
         summary = self._summary
         while summary is None:
-            for _ in self:
-                pass
+            try:
+                for _ in self:
+                    pass
+            except InputError:
+                if self._summary is None:  # a file that cannot be read, not an empty pass
+                    raise
             summary = self._summary
         return summary

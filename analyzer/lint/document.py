@@ -10,13 +10,14 @@ apart in ``usage_only``).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Iterable, Iterator, Mapping
 
 import orjson
 
 from prefixcache.analyzer.lint.engine import RequestResult, Waterfall
 from prefixcache.analyzer.lint.rules import Finding
+from prefixcache.analyzer.lint.tenants import DivergenceBucket, GroupFigures
 from prefixcache.analyzer.prepare.inspect import SkippedRecord
 
 #: Decimals of every fraction in the document.
@@ -98,7 +99,7 @@ class LintRequestRow:
     lost_code: str | None
     shared_with: tuple[str, int] | None
     compared_with: tuple[str, int] | None
-    exact: bool
+    exact: bool | None
     line: int | None
     usage_only: bool
     reported_prompt_tokens: int | None
@@ -110,7 +111,11 @@ class LintRequestRow:
 class LintReport:
     """The ``lint --format json`` document: run summary, sessions, requests, findings
     (:class:`~prefixcache.analyzer.lint.rules.Finding`), skipped input records, and what
-    ``auto`` chose per model (``tokenizers``)."""
+    ``auto`` chose per model (``tokenizers``), and ``warnings``: one line per session whose
+    prompt counts are not within 2% of the billed ones
+    (:mod:`prefixcache.analyzer.prepare.size_check`); ``tenants`` and ``tags`` (figures per
+    tenant and tag, empty when the log names none) and ``divergence`` (where prefixes broke,
+    bucketed) from :mod:`prefixcache.analyzer.lint.tenants`."""
 
     summary: LintSummary
     sessions: list[SessionFigures]
@@ -118,6 +123,10 @@ class LintReport:
     findings: list[Finding]
     skipped: list[SkippedRecord]
     tokenizers: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+    tenants: list[GroupFigures] = field(default_factory=list)
+    tags: list[GroupFigures] = field(default_factory=list)
+    divergence: list[DivergenceBucket] = field(default_factory=list)
 
 
 def _round(x: float | None) -> float | None:

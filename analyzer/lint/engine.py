@@ -76,7 +76,8 @@ class RequestResult:
     """Lint figures for one request (tokens). ``shared_with`` is the (session,
     index) of the earlier request sharing the longest prefix; ``compared_with``
     the request the break was judged against; ``lost_code`` the code the lost
-    tokens are attributed to. ``exact`` is False for approximate tokenizers.
+    tokens are attributed to. ``exact`` is False for approximate tokenizers and
+    None for a block-hash trace request (no tokenizer: its counts are the trace's).
     ``line`` is the 1-based line of the log file where the record starts (None
     inside one JSON document). ``reported_prompt_tokens`` / ``reported_cached_tokens``
     are the provider's own counts when the log has them. For a usage-only request
@@ -97,7 +98,7 @@ class RequestResult:
     shared_with: tuple[str, int] | None
     compared_with: tuple[str, int] | None
     findings: tuple[Finding, ...]
-    exact: bool = True
+    exact: bool | None = True
     line: int | None = None
     usage_only: bool = False
     reported_prompt_tokens: int | None = None
@@ -236,6 +237,9 @@ class Linter:
         if block_size < 1:
             raise ValueError(f"block size must be >= 1, got {block_size}")
         self.block_size = block_size
+        #: Block sizes of the block-aligned figures so far (tokens): ``block_size`` for token
+        #: requests, each trace's own block size for block-hash traces.
+        self.block_sizes: set[int] = set()
         self.rules = tuple(rules)
         self._enabled = frozenset(r.code for r in self.rules)
         self._pair_rules = tuple(r for r in RULES if r.scope == "pair")
@@ -312,7 +316,8 @@ class Linter:
         if trace is None:
             return self._result(p, 0, None, None, 0, None, ())
         ids = compact_ids(trace.hash_ids)  # one compact chain, shared by the index, sessions and last requests
-        session, index = (self._trace_sessions.assign(ids, req.session) if req.format in SESSIONLESS_FORMATS
+        session, index = (self._trace_sessions.assign(ids, req.session, trace.block_size)
+                          if req.format in SESSIONLESS_FORMATS
                           else (req.session, req.index))
         s = self._trace_session(session)
         length, number = self._traces.insert(ids, self._trace_owner(s, index))
@@ -446,6 +451,8 @@ class Linter:
         req, n = p.request, p.prompt_tokens
         session, index = name or (req.session, req.index)
         block = self.block_size if p.tokens is not None or req.trace is None else req.trace.block_size
+        if p.tokens is not None or req.trace is not None:
+            self.block_sizes.add(block)
         usage = req.usage
         return RequestResult(
             session=session, index=index, source=req.provenance.source, record=req.provenance.record,
@@ -453,7 +460,8 @@ class Linter:
             reusable_block_tokens=servable_tokens(shared, n, block) if p.tokens is not None else shared,
             new_tokens=n - shared - lost, lost_tokens=lost, lost_code=lost_code,
             shared_with=tuple(owner) if owner else None, compared_with=compared, findings=findings,
-            exact=p.tokens.exact if p.tokens is not None else True, line=req.provenance.line,
+            exact=p.tokens.exact if p.tokens is not None else (None if req.trace is not None else True),
+            line=req.provenance.line,
             reported_prompt_tokens=usage.prompt_tokens if usage is not None else None,
             reported_cached_tokens=usage.cached_tokens if usage is not None else None,
         )

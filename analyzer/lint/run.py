@@ -21,6 +21,8 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.document import LintReport, json_chunks, lint_summary, request_row, session_figures
+from prefixcache.analyzer.lint.tenants import DivergenceBucket, GroupFigures, Tenants
+from prefixcache.analyzer.prepare.size_check import SizeCheck
 from prefixcache.analyzer.lint.engine import Linter, RequestResult, Waterfall, select_rules
 from prefixcache.analyzer.lint.order import RESTART, arrival_stream
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
@@ -92,8 +94,8 @@ class LintRun:
     """Everything one lint run produced: per-request results and every reported finding
     (``store``, on disk: :mod:`prefixcache.analyzer.lint.spill`; :attr:`results` and
     :attr:`findings` read them back in input order), the run's and each session's
-    waterfall, skipped input records, the number of files read and what ``auto`` chose
-    per model (``notes``)."""
+    waterfall, skipped input records, the number of files read, what ``auto`` chose
+    per model (``notes``) and the block sizes of its block-aligned figures."""
 
     config: LintConfig
     store: ResultStore
@@ -102,6 +104,14 @@ class LintRun:
     skipped: tuple[Skipped, ...]
     files: int
     notes: dict[str | None, str]
+    #: Block sizes of the block-aligned figures (tokens): see :attr:`block_size`.
+    block_sizes: frozenset[int] = frozenset()
+    #: The prompt-size check's lines: sessions whose prompts are not the billed ones.
+    size_warnings: tuple[str, ...] = ()
+    #: Figures per tenant and per tag, and the divergence histogram (:mod:`.tenants`).
+    tenants: tuple[GroupFigures, ...] = ()
+    tags: tuple[GroupFigures, ...] = ()
+    divergence: tuple[DivergenceBucket, ...] = ()
 
     @property
     def results(self) -> tuple[RequestResult, ...]:
@@ -115,8 +125,11 @@ class LintRun:
 
     @property
     def block_size(self) -> int:
-        """Block size of the block-aligned figure (tokens)."""
-        return self.config.block_size
+        """Block size of the block-aligned figure (tokens): ``--block-size``, or a block-hash
+        trace's own block size when the run's figures all come from traces of one block size
+        (Mooncake 512, kv-cache-tester 64, Bailian 16)."""
+        sizes = self.block_sizes
+        return next(iter(sizes)) if len(sizes) == 1 else self.config.block_size
 
     def report(self) -> LintReport:
         """The typed JSON document (``orjson.dumps(run.report())`` is ``--format json``)."""
@@ -127,6 +140,8 @@ class LintRun:
             sessions=[session_figures(name, w) for name, w in self.sessions.items()],
             requests=[request_row(r) for r in results], findings=findings,
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
+            warnings=list(self.size_warnings), tenants=list(self.tenants), tags=list(self.tags),
+            divergence=list(self.divergence),
         )
 
     def json_chunks(self) -> Iterator[bytes]:
@@ -136,6 +151,8 @@ class LintRun:
             summary=lint_summary(self.total, len(self.sessions), self.block_size, self.store.by_severity),
             sessions=[], requests=[], findings=[],
             skipped=skipped_records(self.skipped), tokenizers=tokenizer_notes(self.notes),
+            warnings=list(self.size_warnings), tenants=list(self.tenants), tags=list(self.tags),
+            divergence=list(self.divergence),
         )
         sessions = (session_figures(name, w) for name, w in self.sessions.items())
         return json_chunks(head, self.store.rows(), self.store.finding_dicts(), sessions)
@@ -284,19 +301,27 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     except KeyError as exc:
         raise ConfigError(f"--select/--ignore: {exc.args[0]}") from None
     check_specs(cfg.template, cfg.tokenizer)
-    ingest = Ingest(paths, format=input_format, stdin=stdin)
+    ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
     linter, preparer, store = _start(cfg, rules)
+    sizes, tenants = SizeCheck(), Tenants()
     for pos, request in arrival_stream(ingest, lambda r: r.timestamp):
         if pos == RESTART or request is None:  # times went backwards: lint afresh in sorted order
             store.close()
             linter, preparer, store = _start(cfg, rules)
+            sizes, tenants = SizeCheck(), Tenants()
             continue
-        store.add(pos, linter.feed(preparer.prepare(request)))
+        prepared = preparer.prepare(request)
+        sizes.add(prepared)
+        result = linter.feed(prepared)
+        tenants.add(request, result)
+        store.add(pos, result)
         if on_request is not None:
             on_request()
     summary = ingest.summary
     skipped = redact_skipped(summary.skipped) if cfg.redact else summary.skipped  # reasons quote input
-    return LintRun(cfg, store, linter.total, linter.sessions, skipped, summary.files, preparer.notes)
+    return LintRun(cfg, store, linter.total, linter.sessions, skipped, summary.files, preparer.notes,
+                   frozenset(linter.block_sizes), tuple(sizes.warnings()), tuple(tenants.figures()),
+                   tuple(tenants.tag_figures()), tuple(tenants.histogram()))
 
 
 def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, ResultStore]:

@@ -12,6 +12,7 @@ bad options, InputError for unreadable inputs).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Callable, Sequence
 
@@ -26,6 +27,7 @@ from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.engine import DriftCauses
 from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.prepare.size_check import SizeCheck
 from prefixcache.analyzer.sequence import arrival_order
 
 
@@ -42,8 +44,9 @@ def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = N
     """
     options = options or SimulateOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
-    ingest, preparer, items, reqs, causes = _simulated(inputs, options, on_prepared)
-    return simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes)
+    ingest, preparer, items, reqs, causes, sizes = _simulated(inputs, options, on_prepared)
+    report = simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes)
+    return dataclasses.replace(report, warnings=[*report.warnings, *sizes.warnings()])
 
 
 def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None,
@@ -59,14 +62,16 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
     fleet = fleet or FleetOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
     fit, links = calibration_of(fleet.calibrate) if fleet.calibrate else (None, None)
-    ingest, preparer, items, reqs, causes = _simulated(inputs, options, on_prepared)
-    return fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit, links)
+    ingest, preparer, items, reqs, causes, sizes = _simulated(inputs, options, on_prepared)
+    report = fleet_report(items, reqs, options, fleet, shape, ingest.summary, preparer.notes, causes, fit, links)
+    return dataclasses.replace(report, warnings=[*report.warnings, *sizes.warnings()])
 
 
 def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared: Callable[[], None] | None):
     """The inputs read and prepared for the simulator: (ingest, preparer, the prepared items
     in input order — :class:`~.cache.workload.Kept` parts once their prompts are dropped —,
-    simulator requests in arrival order, lint's drift cause per request order).
+    simulator requests in arrival order, lint's drift cause per request order, the
+    prompt-size check of the prepared prompts against their billed counts).
 
     Streamed: each request is prepared, its drift linted (in arrival order while that is
     the input order) and reduced to a compact simulator request before the next is read.
@@ -79,8 +84,10 @@ def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prep
     hold = not _rereadable(ingest)
     stream, items, held = SimStream(), [], []
     lint: DriftCauses | None = DriftCauses()
+    sizes = SizeCheck()
     for request in ingest:
         p = preparer.prepare(request)
+        sizes.add(p)
         stream.add(p)
         items.append(p if hold else Kept.of(p))
         if hold:
@@ -91,14 +98,14 @@ def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prep
             on_prepared()
     reqs = stream.requests()
     if not reqs:
-        return ingest, preparer, items, reqs, {}
+        return ingest, preparer, items, reqs, {}, sizes
     if hold or not stream.in_input_order:
         lint = DriftCauses()
         again = held or map(Preparer(template=options.template, tokenizer=options.tokenizer).prepare, ingest)
         for _, p in arrival_order(again, lambda p: p.request.timestamp):
             if (lint := _fed(lint, p)) is None:
                 break
-    return ingest, preparer, items, reqs, lint.of(reqs) if lint is not None else {}
+    return ingest, preparer, items, reqs, lint.of(reqs) if lint is not None else {}, sizes
 
 
 def _fed(lint: DriftCauses, p) -> DriftCauses | None:

@@ -9,13 +9,14 @@ what ``auto`` chose per model) are defined here, the first layer that knows both
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Mapping, Sequence
 
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.prepare.prepared import Prepared, Preparer
 from prefixcache.analyzer.prepare.resolve import resolve
+from prefixcache.analyzer.prepare.size_check import SizeCheck
 from prefixcache.analyzer.redact import redact_message, redact_skipped
 from prefixcache.analyzer.tokenize import get_tokenizer
 
@@ -72,7 +73,9 @@ class InspectRecord:
     tokenizer used (or ``block trace`` / ``reported usage`` when there is no text), prompt
     tokens (``exact`` False for approximate counts), the provider's reported prompt and
     cached tokens (None when not logged), tokens per segment, reader notes and renderer
-    warnings."""
+    warnings, and ``reasoning_tokens``: encrypted reasoning in the prompt, sized from the
+    usage of the calls that produced it (billed, not in ``prompt_tokens``; None when the
+    prompt holds none)."""
 
     source: str
     record: int
@@ -89,6 +92,7 @@ class InspectRecord:
     segments: list[SegmentTokens]
     notes: list[str]
     warnings: list[str]
+    reasoning_tokens: int | None = None
 
     def group_tokens(self, kind: str) -> int:
         """Tokens of the segments of one ``kind`` (``system``, ``tool``, ``message`` …)."""
@@ -98,7 +102,10 @@ class InspectRecord:
 @dataclass(frozen=True, slots=True)
 class InspectSummary:
     """The counts of one ``inspect`` pass: files, input records, requests, sessions,
-    every skipped record, and what ``auto`` chose per model."""
+    every skipped record, what ``auto`` chose per model, and the prompt-size check:
+    ``prompt_size`` (one line over the calls with a reported count, None without any) and
+    ``warnings`` (one line per session whose counts are off the billed ones by more than 2%,
+    :mod:`prefixcache.analyzer.prepare.size_check`)."""
 
     files: int
     records: int
@@ -106,6 +113,8 @@ class InspectSummary:
     sessions: int
     skipped: list[SkippedRecord]
     tokenizers: dict[str, str]
+    prompt_size: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +138,7 @@ def inspect_record(p: Prepared) -> InspectRecord:
         reported_prompt_tokens=usage.prompt_tokens if usage else None,
         reported_cached_tokens=usage.cached_tokens if usage else None, segments=segments, notes=list(r.notes),
         warnings=list(p.rendered.warnings) if p.rendered is not None else [],
+        reasoning_tokens=r.extra.get("opaque_reasoning_tokens") if isinstance(r.extra, dict) else None,
     )
 
 
@@ -162,13 +172,17 @@ class Inspection:
     def __init__(self, paths: Sequence[str], input_format: str = "auto", tokenizer: str = "auto",
                  template: str = "auto", stdin: IO[bytes] | None = None, redact: bool = False) -> None:
         check_specs(template, tokenizer)
-        self._ingest = Ingest(paths, format=input_format, stdin=stdin)
+        self._ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
         self._preparer = Preparer(template=template, tokenizer=tokenizer)
         self._redact = redact
+        self._sizes = SizeCheck()
 
     def __iter__(self) -> Iterator[InspectRecord]:
+        self._sizes = SizeCheck()
         for request in self._ingest:
-            rec = inspect_record(self._preparer.prepare(request))
+            p = self._preparer.prepare(request)
+            self._sizes.add(p)
+            rec = inspect_record(p)
             yield dataclasses.replace(rec, notes=[redact_message(n) for n in rec.notes],
                                       warnings=[redact_message(w) for w in rec.warnings]) if self._redact else rec
 
@@ -189,4 +203,5 @@ class Inspection:
         """The summary line of the last pass (skip reasons redacted with ``redact``)."""
         s = self._ingest.summary
         return InspectSummaryLine(InspectSummary(s.files, s.records, s.requests, s.sessions,
-                                                 skipped_records(self.skipped), tokenizer_notes(self._preparer.notes)))
+                                                 skipped_records(self.skipped), tokenizer_notes(self._preparer.notes),
+                                                 self._sizes.summary(), self._sizes.warnings()))

@@ -93,9 +93,10 @@ class Preparer:
         key = str(request.extra.get("opaque_prefix_key", ""))
         tokens = session_tok.tokenize(rendered, request.session, key=key)
         if key and not request.opaque_prefix_tokens:
-            if key not in self._opaque:
-                self._opaque[key] = opaque_prefix_for(request, len(tokens.ids))
-            tokens = with_opaque_prefix(tokens, self._opaque[key], key)
+            u = request.usage
+            if key not in self._opaque and u is not None and u.prompt_tokens is not None:
+                self._opaque[key] = opaque_prefix_for(request, len(tokens.ids))  # the first call with usage
+            tokens = with_opaque_prefix(tokens, self._opaque.get(key, 0), key)
         return Prepared(request, rendered, tokens)
 
 

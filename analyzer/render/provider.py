@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 
 from prefixcache.analyzer.model import Message, RenderedPrompt, Request, Segment, ToolDef
+from prefixcache.analyzer.render.images import placeholder
 from prefixcache.analyzer.render.segments import paint
 
 
@@ -96,5 +97,5 @@ class ProviderLayout:
             else:
                 body.append(_compact({"name": c.name, "arguments": c.arguments}))
         for p in m.parts:
-            body.append(f"[{p.type} {p.digest}]")
+            body.append(placeholder(p))
         return f"{role}:\n" + "\n".join(body) + "\n\n"

@@ -10,8 +10,15 @@ transformers builds in ``AutoTokenizer.from_pretrained(dir, gguf_file=...)``:
   the byte alphabet are re-spelled byte by byte;
 * tokens of type 3 (CONTROL) become special added tokens, type 4 (USER_DEFINED)
   non-special added tokens, all matched whole (``normalized=False``);
-* the split regex of the named pre-tokenizer (``llama3``, ``qwen2``, ``gpt-4o``
-  families) followed by a byte-level step, else GPT-2's byte-level regex.
+* the pre-tokenizer named by ``tokenizer.ggml.pre``, as llama.cpp defines it
+  (``llama_vocab::impl::load``, ``src/llama-vocab.cpp``): the split regex of the
+  ``llama3``, ``qwen2`` and ``gpt-4o`` families followed by a byte-level step;
+  the ``smollm`` family (also ``starcoder``, ``refact``, ``command-r``,
+  ``codeshell``, ``exaone``, ``minerva-7b``), which first isolates every digit
+  (``\\p{N}``) and then applies GPT-2's regex; and GPT-2's byte-level regex for the
+  ``gpt-2`` family. A name outside these is built with GPT-2's regex but marked
+  *not exact* (``meta["exact"]`` False, ``meta["pre"]`` names it): its counts are
+  never reported as exact.
 
 Reading a GGUF takes seconds (the reader parses every tensor header), so the
 result is cached as ``tokenizer.json`` + ``gguf_meta.json`` under
@@ -48,7 +55,28 @@ SPLITS = {
     **dict.fromkeys(("qwen2", "deepseek-r1-qwen", "megrez"), _QWEN2),
     **dict.fromkeys(("gpt-4o", "llama4", "minimax-m2"), _GPT4O),
 }
+#: Pre-tokenizers that isolate each digit, then split with GPT-2's regex (llama.cpp's
+#: ``LLAMA_VOCAB_PRE_TYPE_SMOLLM`` group: regexes ``\p{N}``, then GPT-2's).
+DIGITS_THEN_GPT2 = frozenset(("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"))
+#: Pre-tokenizers whose split is GPT-2's byte-level regex (llama.cpp's GPT2 group).
+GPT2 = frozenset(("gpt-2", "gpt2", "phi-2", "jina-es", "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de",
+                  "jina-v2-code", "mpt", "olmo", "jais", "trillion", "gigachat", "a.x-4.0", "mellum"))
 _CONTROL, _USER_DEFINED = 3, 4
+_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+
+
+def pre_tokenizer(name: str | None) -> tuple[dict[str, Any], bool]:
+    """The ``tokenizers`` pre-tokenizer for a GGUF's ``tokenizer.ggml.pre`` name, and whether
+    it is the one llama.cpp applies (False: an unimplemented name, built as GPT-2's regex)."""
+    split = SPLITS.get(name or "")
+    if split is not None:
+        return {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
+            {**_BYTE_LEVEL, "use_regex": False}]}, True
+    if name in DIGITS_THEN_GPT2:
+        return {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True},
+                                                      _BYTE_LEVEL]}, True
+    return dict(_BYTE_LEVEL), name in GPT2
 
 
 def _byte_alphabet() -> dict[int, str]:
@@ -82,7 +110,8 @@ def read_gguf_tokenizer(path: str | os.PathLike[str]) -> tuple[dict[str, Any], d
     """``(tokenizer_json, meta)`` for a GGUF file.
 
     ``meta`` has ``chat_template``, ``bos_token``, ``eos_token``, ``unk_token``,
-    ``pad_token`` (strings or None) and ``name``. Raises :class:`ConfigError` for a
+    ``pad_token`` (strings or None), ``name``, ``pre`` (the pre-tokenizer name) and
+    ``exact`` (False when that name is not implemented, see :func:`pre_tokenizer`). Raises :class:`ConfigError` for a
     missing file or a tokenizer type other than byte-level BPE.
     """
     from gguf import GGUFReader
@@ -112,13 +141,8 @@ def read_gguf_tokenizer(path: str | os.PathLike[str]) -> tuple[dict[str, Any], d
         if (ty == _CONTROL and set(t) <= alphabet) or (ty == _USER_DEFINED and t in vocab):
             added.append({"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
                           "normalized": False, "special": ty == _CONTROL})
-    split = SPLITS.get(_field(reader, "tokenizer.ggml.pre"))
-    if split is None:
-        pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    else:
-        pre = {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    pre_name = _field(reader, "tokenizer.ggml.pre")
+    pre, exact = pre_tokenizer(pre_name)
     tj = {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
         "normalizer": None, "pre_tokenizer": pre, "post_processor": None,
@@ -133,7 +157,7 @@ def read_gguf_tokenizer(path: str | os.PathLike[str]) -> tuple[dict[str, Any], d
         return tokens[int(i)] if i is not None and 0 <= int(i) < len(tokens) else None
 
     meta = {
-        "name": _field(reader, "general.name") or p.stem,
+        "name": _field(reader, "general.name") or p.stem, "pre": pre_name, "exact": exact,
         "chat_template": _field(reader, "tokenizer.chat_template"),
         "bos_token": tok_of("bos_token_id"), "eos_token": tok_of("eos_token_id"),
         "unk_token": tok_of("unknown_token_id"), "pad_token": tok_of("padding_token_id"),
@@ -162,7 +186,7 @@ def cached_gguf_tokenizer(path: str | os.PathLike[str]) -> tuple[Path, dict[str,
     if not p.is_file():
         raise ConfigError(f"GGUF file not found: {p}")
     st = p.stat()
-    digest = hashlib.sha256(f"{p}|{st.st_size}|{st.st_mtime_ns}|v1".encode()).hexdigest()[:20]
+    digest = hashlib.sha256(f"{p}|{st.st_size}|{st.st_mtime_ns}|v2".encode()).hexdigest()[:20]
     d = cache_dir() / "gguf" / digest
     tj_path, meta_path = d / "tokenizer.json", d / "gguf_meta.json"
     if tj_path.is_file() and meta_path.is_file():

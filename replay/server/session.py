@@ -136,7 +136,8 @@ def open_server(paths: Sequence[str], options: ReplayOptions, *, stdin: IO[bytes
     ConfigError / InputError / EngineError."""
     shape = load_shape(options)
     ingest = Ingest(list(paths), format=options.input_format,
-                    stdin=stdin if stdin is not None else (sys.stdin.buffer if "-" in paths else None))
+                    stdin=stdin if stdin is not None else (sys.stdin.buffer if "-" in paths else None),
+                    require_requests=True)
     requests = replayable(ingest, options.max_requests)
     info = asyncio.run(_detect(options))
     tokenizer = _tokenizer(options, info)

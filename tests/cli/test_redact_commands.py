@@ -137,7 +137,7 @@ def test_redacted_diff_has_no_token_ids(tmp_path: Path) -> None:
 
 def test_report_redacts_skip_reasons_in_the_page(tmp_path: Path) -> None:
     """Fresh-user trial: the HTML page held an unreadable file's raw skip reason (its first bytes)."""
-    bad = tmp_path / "unknown.txt"
+    bad = tmp_path / "unknown.log"
     bad.write_text(f"sk-live-{SECRET} is my key and this is junk\n")
     page = tmp_path / "rep.html"
     res = _run("report", str(bad), "--template", "chatml_tools", "--redact", "-o", str(page))

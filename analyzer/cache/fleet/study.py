@@ -138,7 +138,7 @@ def inferred_sessions(reqs: Sequence[SimRequest]) -> Sequence[SimRequest]:
     if not any(r.infer_session for r in reqs):
         return reqs
     sessions = TraceSessions()
-    return [replace(r, session=sessions.assign(r.hashes or (), r.session)[0], infer_session=False)
+    return [replace(r, session=sessions.assign(r.hashes or (), r.session, r.block_size)[0], infer_session=False)
             if r.infer_session else r for r in reqs]
 
 

@@ -86,7 +86,7 @@ class _TraceDrift:
 
     def overlap(self, r: SimRequest) -> int:
         hashes = r.chain(r.block_size) if r.hashes is not None else ()  # flat ids
-        key = self._sessions.assign(r.hashes or (), r.session)[0] if r.infer_session else r.session
+        key = self._sessions.assign(r.hashes or (), r.session, r.block_size)[0] if r.infer_session else r.session
         q = self._last.get(key)
         self._last[key] = r
         if q is None or chain_break(hashes, q.chain(q.block_size) if q.hashes is not None else (), q.num_tokens,

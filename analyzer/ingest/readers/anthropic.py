@@ -25,7 +25,8 @@ from typing import Any, Iterator
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, ToolCall, ToolDef
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import head_fields, is_array, reader
-from prefixcache.analyzer.ingest.jsonio import FieldError, digest, expect, field, read_records
+from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, read_records
+from prefixcache.analyzer.ingest.images import content_part
 from prefixcache.analyzer.ingest.readers.openai_chat import common, sniff_body, ttl, unwrap
 
 FORMAT = "anthropic-messages"
@@ -63,7 +64,7 @@ class _Blocks:
         elif kind == "redacted_thinking":
             self.opaque = True
         else:
-            self.parts.append(ContentPart(kind, digest(block)))
+            self.parts.append(content_part(kind, block))
 
     def message(self, role: str, path: str, *, as_list: bool, tool_call_id: str | None = None) -> Message:
         return Message(role=role, content="\n".join(self.texts),

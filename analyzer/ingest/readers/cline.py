@@ -25,6 +25,13 @@ The model is the latest ``model_usage`` entry at or before the call.
 The hidden prefix (system prompt + tools) is sized from usage
 (``extra["opaque_prefix_key"] = "cline"``), as for Claude Code. ``ui_messages.json`` and
 ``task_metadata.json`` are read as context of the history file: each yields one note.
+
+A ``ui_messages.json`` **without** its ``api_conversation_history.json`` (what a user
+finds exported, or the only file of a task kept) is a usage-only log, like an OpenHands
+trajectory: one request per ``api_req_started`` row with token counts (usage, time,
+model from the row's ``modelInfo.modelId`` or ``task_metadata.json``, cost), a note for
+each ``api_req_started`` row without counts (a call cancelled or failed before usage
+arrived), and every other row counted as UI context.
 """
 
 from __future__ import annotations
@@ -106,6 +113,14 @@ class ClineTaskReader:
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         base = os.path.basename(source.name)
         doc = load_json(source)
+        folder = os.path.dirname(source.name) or "."
+        if base == UI and not os.path.isfile(os.path.join(folder, HISTORY)):
+            if not isinstance(doc, list):
+                raise FieldError("", f"expected a list of UI rows, got {type_name(doc)}")
+            yield from self._usage_only(source.name, doc, _load(os.path.join(folder, META)),
+                                        os.path.basename(os.path.abspath(folder)))
+            yield RecordsSeen(source.name, len(doc))
+            return
         if base != HISTORY:
             what = "UI rows" if base == UI else "task metadata"
             n = len(doc) if isinstance(doc, list) else 1
@@ -115,11 +130,44 @@ class ClineTaskReader:
             return
         if not isinstance(doc, list):
             raise FieldError("", f"expected a list of messages, got {type_name(doc)}")
-        folder = os.path.dirname(source.name) or "."
         calls = api_requests(_load(os.path.join(folder, UI)))
         meta = _load(os.path.join(folder, META))
         yield from self._requests(source.name, doc, calls, meta, os.path.basename(os.path.abspath(folder)))
         yield RecordsSeen(source.name, len(doc))
+
+    def _usage_only(self, name: str, rows: list, meta: Any, task: str) -> Iterator[Request | Skipped]:
+        """One usage-only request per ``api_req_started`` row with token counts (standalone UI rows)."""
+        k = 0
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict) or row.get("say") != "api_req_started":
+                continue  # UI context: task text, tool rows, command output, checkpoints
+            where = f"[{i}].text"
+            try:
+                info = orjson.loads(row["text"]) if isinstance(row.get("text"), str) else None
+            except orjson.JSONDecodeError:
+                yield Skipped(name, i + 1, "api_req_started text is not JSON", where, True)
+                continue
+            if not isinstance(info, dict) or not isinstance(info.get("tokensIn"), int):
+                yield Skipped(name, i + 1, "api_req_started without token counts (the call was cancelled or "
+                              "failed before usage arrived)", where, False)
+                continue
+            try:
+                ts = parse_time(row.get("ts"), f"[{i}].ts")
+            except FieldError:
+                ts = None
+            model_info = row.get("modelInfo")
+            model = (str(model_info["modelId"]) if isinstance(model_info, dict) and model_info.get("modelId")
+                     else _model(meta, ts))
+            usage = _usage(info)
+            notes = ("prompt not stored in ui_messages.json (no api_conversation_history.json beside it): usage "
+                     "only (Anthropic semantics: prompt = tokensIn + cacheWrites + cacheReads)",)
+            extra: dict[str, Any] = {"task_id": task}
+            if info.get("cost") is not None:
+                extra["cost"] = info["cost"]
+            observed = {"usage"} | {p for p, v in (("timestamp", ts), ("model", model)) if v}
+            yield Request(f"cline:{task}", k, FORMAT, Provenance(name, i + 1, where), model=model, timestamp=ts,
+                          usage=usage, observed=frozenset(observed), notes=notes, extra=extra)
+            k += 1
 
     def _requests(self, name: str, doc: list, calls: list, meta: Any, task: str) -> Iterator[Request | Skipped]:
         history: list[Message] = []

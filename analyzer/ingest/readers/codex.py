@@ -18,8 +18,21 @@ Layout (serde ``RolloutItem`` in codex-rs/protocol): one
 ``web_search_call``); its prompt is every item before the run. The run's items become
 one assistant message (reasoning summaries → ``reasoning``, encrypted reasoning →
 ``reasoning_opaque``), as a chat template would see the turn. Tool outputs become
-``tool`` messages. The tools array is never logged. Unknown record and item types are
-``Skipped(bad=False)``.
+``tool`` messages. Unknown record and item types are ``Skipped(bad=False)``;
+``ghost_snapshot`` items (Codex's undo snapshots, git commits of the work tree) are a
+known non-request item: never sent to the model, counted, one note per file.
+
+**What the rollout leaves out.** The tools array is never logged, and most versions
+log no base instructions either (``instructions: null``): both are sent on every call.
+So every request carries ``extra["opaque_prefix_key"] = "codex:<model>:<cli_version>"``,
+a hidden prefix sized from the first call's reported usage, the mechanism Claude Code
+uses (:meth:`prefixcache.analyzer.prepare.Preparer.prepare`). Encrypted reasoning items
+(``encrypted_content``) are sent back on later calls and billed, but their tokens
+cannot be rendered: each run's ``reasoning_output_tokens`` (its ``token_count``) is its
+size, and ``extra["opaque_reasoning_tokens"]`` is the sum over the encrypted reasoning
+in a request's prompt (``extra["opaque_reasoning_unsized"]`` counts those whose run
+logged no usage). The prompt-size check adds them to our count
+(:mod:`prefixcache.analyzer.prepare.size_check`).
 """
 
 from __future__ import annotations
@@ -32,12 +45,19 @@ from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, digest, expect, field, parse_time, read_lines, skip
+from prefixcache.analyzer.ingest.images import content_part
 
 _OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call"})
 #: Record types this reader models; others (e.g. newer ``world_state``) are reported, not guessed at.
 _KNOWN_RECORDS = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+#: Responses items that are no part of any prompt: context of the rollout, counted, never a request.
+_NON_REQUEST_ITEMS = frozenset({"ghost_snapshot"})
 NOTE_TOOLS = "tools are not logged in Codex rollouts"
 NOTE_NO_SYSTEM = "instructions not logged by this Codex version: no system message"
+NOTE_HIDDEN = ("base instructions and tools are sent but not logged: a hidden prefix (extra.opaque_prefix_key) "
+               "sized from the first call's usage")
+NOTE_REASONING = ("encrypted reasoning is sent back and billed but cannot be rendered: its size from the usage of the "
+                  "calls that produced it (extra.opaque_reasoning_tokens) is added by the prompt-size check only")
 
 
 def _content(items: Any, path: str) -> tuple[str, tuple[str, ...], tuple[ContentPart, ...]]:
@@ -51,7 +71,7 @@ def _content(items: Any, path: str) -> tuple[str, tuple[str, ...], tuple[Content
         if c.get("type") in ("input_text", "output_text", "text", "summary_text"):
             texts.append(expect(c.get("text", ""), str, f"{path}[{i}].text"))
         else:
-            parts.append(ContentPart(str(c.get("type")), digest(c)))
+            parts.append(content_part(str(c.get("type")), c))
     return "\n".join(texts), tuple(texts), tuple(parts)
 
 
@@ -65,6 +85,9 @@ class _Turn:
     reasoning: list[str] = dc_field(default_factory=list)
     opaque: bool = False
     parts: list[ContentPart] = dc_field(default_factory=list)
+    #: The run's ``reasoning_output_tokens`` (its call's token_count), when logged: the size of
+    #: its encrypted reasoning, sent back on later calls.
+    reasoning_tokens: int | None = None
 
     def message(self) -> Message:
         """The run as one assistant message."""
@@ -148,6 +171,15 @@ def _token_usage(payload: dict[str, Any]) -> Usage | None:
                  output_tokens=field(last, "output_tokens", int, path))
 
 
+def _reasoning_tokens(payload: dict[str, Any]) -> int | None:
+    """``reasoning_output_tokens`` of a ``token_count`` event's latest call, or None."""
+    info = payload.get("info")
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    last = last if isinstance(last, dict) else payload
+    n = last.get("reasoning_output_tokens")
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
 @reader(priority=30)
 class CodexReader:
     """Codex CLI rollout JSONL."""
@@ -166,7 +198,7 @@ class CodexReader:
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         """One request per model call, yielded once its usage (a later token_count) can be attached."""
         st = _Rollout(source.name)
-        yield from read_lines(source, st.add, finish=st.flush)
+        yield from read_lines(source, st.add, finish=st.finish)
 
 
 class _Rollout:
@@ -182,6 +214,8 @@ class _Rollout:
         self.pending: dict[str, Any] | None = None  # call waiting for its token_count
         self.index = 0
         self.extra: dict[str, Any] = {}
+        self.turns: list[_Turn] = []  # the closed runs in the history (their reasoning sizes)
+        self.ghosts: list[int] = []  # lines of ghost_snapshot items
 
     def add(self, line: int, rec: dict[str, Any]) -> Iterator[Request | Skipped]:
         """Apply one rollout line; yields a finished call or a skip. FieldError on a bad shape."""
@@ -197,6 +231,9 @@ class _Rollout:
         elif kind == "event_msg":
             if payload.get("type") == "token_count" and self.pending is not None:
                 self.pending["usage"] = _token_usage(payload) or self.pending["usage"]
+                turn = self.pending["turn"]
+                if turn.opaque and (n := _reasoning_tokens(payload)) is not None:
+                    turn.reasoning_tokens = n
         elif kind == "response_item":
             yield from self._item(line, rec, payload)
         elif kind == "compacted":
@@ -220,10 +257,16 @@ class _Rollout:
             if self.turn is None:
                 yield from self.flush()
                 prompt = ((self.system,) if self.system else ()) + tuple(self.history)
-                self.pending = {"line": line, "messages": prompt, "timestamp": _time(rec.get("timestamp")),
-                                "model": self.model, "usage": None}
+                opaque = [t for t in self.turns if t.opaque]
                 self.turn = _Turn(path)
+                self.pending = {"line": line, "messages": prompt, "timestamp": _time(rec.get("timestamp")),
+                                "model": self.model, "usage": None, "turn": self.turn,
+                                "reasoning": sum(t.reasoning_tokens or 0 for t in opaque),
+                                "unsized": sum(t.reasoning_tokens is None for t in opaque)}
             _add_output(self.turn, item)
+            return
+        if item.get("type") in _NON_REQUEST_ITEMS:
+            self.ghosts.append(line)
             return
         msg = _input_message(item, path)
         if msg is None:
@@ -236,11 +279,13 @@ class _Rollout:
     def _close(self) -> None:
         if self.turn is not None:
             self.history.append(self.turn.message())
+            self.turns.append(self.turn)
             self.turn = None
 
     def _compact(self, line: int, payload: dict[str, Any]) -> None:
         repl = payload.get("replacement_history")
         self.history = []
+        self.turns = []
         if isinstance(repl, list):
             for i, item in enumerate(repl):
                 path = f"line {line}: payload.replacement_history[{i}]"
@@ -249,10 +294,20 @@ class _Rollout:
                     turn = _Turn(path)
                     _add_output(turn, item)
                     self.history.append(turn.message())
+                    self.turns.append(turn)
                 elif (msg := _input_message(item, path)) is not None:
                     self.history.append(msg)
         elif isinstance(payload.get("message"), str):
             self.history.append(Message("user", payload["message"], path=f"line {line}: payload.message"))
+
+    def finish(self) -> Iterator[Request | Skipped]:
+        """End of the file: the pending call, then one note for the ghost snapshots."""
+        yield from self.flush()
+        if self.ghosts:
+            n = len(self.ghosts)
+            yield skip(self.source, self.ghosts[0], f"{n} ghost_snapshot item{'s' if n > 1 else ''} (Codex's undo "
+                       "snapshots of the work tree, never sent to the model): known non-request items",
+                       field="payload.type", bad=False)
 
     def flush(self) -> Iterator[Request]:
         """Yield the pending call (if any)."""
@@ -260,10 +315,17 @@ class _Rollout:
         if p is None:
             return
         notes = (NOTE_TOOLS,) if self.system else (NOTE_TOOLS, NOTE_NO_SYSTEM)
+        notes += (NOTE_HIDDEN,)
+        extra = {**self.extra, "opaque_prefix_key": f"codex:{p['model'] or ''}:{self.extra.get('cli_version', '')}"}
+        if p["reasoning"] or p["unsized"]:
+            extra["opaque_reasoning_tokens"] = p["reasoning"]
+            if p["unsized"]:
+                extra["opaque_reasoning_unsized"] = p["unsized"]
+            notes += (NOTE_REASONING,)
         observed = {"messages", "timestamp"} | ({"system"} if self.system else set())
         observed |= ({"model"} if p["model"] else set()) | ({"usage"} if p["usage"] else set())
         yield Request(session=self.session, index=self.index, format="codex",
                       provenance=Provenance(self.source, p["line"], "payload", p["line"]), messages=p["messages"],
                       model=p["model"], timestamp=p["timestamp"], usage=p["usage"], observed=frozenset(observed),
-                      notes=notes, extra=dict(self.extra))
+                      notes=notes, extra=extra)
         self.index += 1

@@ -76,7 +76,13 @@ class LiteLLMReader:
         ts = parse_time(record.get("startTime"), "startTime")
         model = field(record, "model", str) or field(response, "model", str, "response")
         extra = {k: params[k] for k in EXTRA_KEYS if params.get(k) is not None}
-        extra.update({k: record[k] for k in ("id", "trace_id", "custom_llm_provider", "status") if record.get(k)})
+        extra.update({k: record[k] for k in ("id", "trace_id", "custom_llm_provider", "status", "end_user",
+                                             "request_tags") if record.get(k)})
+        meta = record.get("metadata")
+        keys = {k: meta[k] for k in ("user_api_key_team_id", "user_api_key_user_id")
+                if isinstance(meta, dict) and meta.get(k)}
+        if keys and "metadata" not in extra:  # the proxy's tenant (team, key owner): lint.tenants reads it
+            extra["metadata"] = keys
         observed = {"messages", "tools", "system"} | {k for k, v in (("usage", usage), ("timestamp", ts),
                                                                       ("model", model)) if v is not None}
         yield Request("", 0, FORMAT, prov, tuple(messages), tools, model, ts, usage, frozenset(observed),

@@ -22,7 +22,8 @@ from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import head_fields, is_array, reader
 from prefixcache.analyzer.ingest.diagnostics import verdict
-from prefixcache.analyzer.ingest.jsonio import FieldError, decode_error, digest, expect, field, parse_time, parse_usage, read_records
+from prefixcache.analyzer.ingest.jsonio import FieldError, decode_error, expect, field, parse_time, parse_usage, read_records
+from prefixcache.analyzer.ingest.images import content_part
 
 FORMAT = "openai-chat"
 
@@ -59,7 +60,7 @@ def content_of(value: Any, path: str) -> tuple[str, tuple[str, ...] | None, tupl
 
     A string stays as is (``text_blocks`` None); a list of parts joins its text
     parts with ``"\\n"`` and keeps them in ``text_blocks``; other parts (images,
-    audio, files) become :class:`ContentPart` with a digest of their JSON.
+    audio, files) become :class:`ContentPart` (images by content: :func:`~.images.content_part`).
     """
     if value is None:
         return "", None, (), None
@@ -81,7 +82,7 @@ def content_of(value: Any, path: str) -> tuple[str, tuple[str, ...] | None, tupl
         if kind in _TEXT_PARTS or kind == "refusal":
             texts.append(field(part, "text" if kind != "refusal" else "refusal", str, where, required=True))
         else:
-            parts.append(ContentPart(kind, digest(part)))
+            parts.append(content_part(kind, part))
     return "\n".join(texts), tuple(texts), tuple(parts), cache
 
 

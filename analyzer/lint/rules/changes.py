@@ -142,6 +142,25 @@ def _reasoning_dropped(previous: Sequence[Message], current: Sequence[Message], 
                          certain=same)
 
 
+def image_change(old: Sequence, new: Sequence) -> str | None:
+    """How the images of a message changed (content digests, :mod:`~prefixcache.analyzer.ingest.images`),
+    or None when the parts that differ are not images."""
+    olds = [p for p in old if p.type == "image"]
+    news = [p for p in new if p.type == "image"]
+    if not olds and not news:
+        return None
+    if len(olds) != len(news):
+        return f"{len(olds)} image(s) became {len(news)}"
+    pairs = [(a, b) for a, b in zip(olds, news) if a.digest != b.digest]
+    if not pairs:
+        return None
+    a, b = pairs[0]
+
+    def size(p) -> str:
+        return f" {p.width}x{p.height}" if p.width else ""
+    return f"an image was replaced: {a.digest}{size(a)} → {b.digest}{size(b)}, a different picture (not a volatile id)"
+
+
 def _rewritten(previous: Sequence[Message], current: Sequence[Message], old: list[MessageIdentity],
                new: list[MessageIdentity], j: int) -> HistoryChange | None:
     """PC404: removed in the middle, compacted, inserted, or edited / elided."""
@@ -161,6 +180,8 @@ def _rewritten(previous: Sequence[Message], current: Sequence[Message], old: lis
     role = "tool result" if b.role == "tool" else f"{b.role} message"
     if a.content == b.content:
         what = next(label for label, field in _FIELDS if getattr(old[j], field) != getattr(new[j], field))
+        if what == "non-text parts" and (img := image_change(a.parts, b.parts)):
+            what = img
         return HistoryChange("PC404", j, f"earlier {role} {seg} changed ({what})", path)
     shorter = len(b.content) < len(a.content)
     marked = any(mark in b.content.lower() for mark in ELISION_MARKERS)

@@ -377,3 +377,39 @@ def check_mutants(reader, path: Path, tmp_path: Path, jsonl: bool, seeds: int = 
                                             (mini_swe_agent.MiniSweAgentReader, MINI_LEGACY, False)])
 def test_mutated_samples_never_crash(samples, tmp_path, cls, name, jsonl):
     check_mutants(cls(), samples / name, tmp_path, jsonl)
+
+
+def test_codex_ghost_snapshots_hidden_prefix_and_encrypted_reasoning(tmp_path):
+    """Reader semantics (not a figure): ghost_snapshot items are counted non-request items with one note;
+    every call carries the hidden-prefix key; encrypted reasoning sent back is sized from the
+    reasoning_output_tokens of the call that produced it."""
+    def ri(payload):
+        return {"timestamp": "2025-11-23T19:30:19Z", "type": "response_item", "payload": payload}
+
+    def tc(inp, reasoning):
+        return {"timestamp": "2025-11-23T19:30:20Z", "type": "event_msg", "payload": {
+            "type": "token_count", "info": {"last_token_usage": {
+                "input_tokens": inp, "cached_input_tokens": 0, "output_tokens": 40,
+                "reasoning_output_tokens": reasoning}}}}
+    ghost = {"type": "ghost_snapshot", "ghost_commit": {"id": "4a64dbe7", "parent": "4272a68a",
+                                                          "preexisting_untracked_files": []}}
+    think = {"type": "reasoning", "summary": [], "content": None, "encrypted_content": "gAAAAB..."}
+    call = {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}
+    lines = [
+        {"timestamp": "2025-11-23T19:30:18Z", "type": "session_meta",
+         "payload": {"id": "s", "instructions": None, "cli_version": "0.60.1"}},
+        {"timestamp": "2025-11-23T19:30:18Z", "type": "turn_context", "payload": {"model": "gpt-5.1-codex-max"}},
+        ri({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}),
+        ri(ghost), ri(think), ri(call), tc(5153, 64),
+        ri({"type": "function_call_output", "call_id": "c1", "output": "done"}), ri(ghost),
+        ri(think), ri({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}),
+        tc(5300, 32),
+    ]
+    reqs, skipped, records = read(codex.CodexReader(), write(tmp_path, "r.jsonl", lines))
+    assert records == 12 and len(reqs) == 2
+    assert {r.extra["opaque_prefix_key"] for r in reqs} == {"codex:gpt-5.1-codex-max:0.60.1"}
+    assert "opaque_reasoning_tokens" not in reqs[0].extra  # the first prompt holds no reasoning yet
+    assert reqs[1].extra["opaque_reasoning_tokens"] == 64  # call 1's reasoning, sent back on call 2
+    assert [r.usage.prompt_tokens for r in reqs] == [5153, 5300]
+    (note,) = skipped
+    assert (note.record, note.bad) == (4, False) and note.reason.startswith("2 ghost_snapshot items")

@@ -21,7 +21,9 @@ AGREED = {"openai-chat", "openai-responses", "anthropic-messages", "litellm", "o
           "openhands-completions", "codex", "claude-code", "swe-agent", "mini-swe-agent", "mooncake", "bailian",
           "kvcache-tester",
           # the formats users bring (issue 15)
-          "otel-genai", "openinference", "aider", "gemini-cli", "cline-task", "opencode", "vllm-log", "sglang-log"}
+          "otel-genai", "openinference", "aider", "gemini-cli", "cline-task", "opencode", "vllm-log", "sglang-log",
+          # ShareGPT datasets and plain prompt files (issue 22)
+          "sharegpt", "prompt-text"}
 
 #: What each real sample must be detected as (SOURCES.md).
 SAMPLE_FORMATS = {
@@ -43,7 +45,7 @@ def _expected() -> dict:
 def test_registry_holds_every_agreed_format() -> None:
     assert set(formats()) == AGREED
     modules = {type(r).__module__ for r in registry().values()}
-    assert len(modules) == 17 and len(registry()) == 21 and modules <= set(reader_modules())
+    assert len(modules) == 18 and len(registry()) == 23 and modules <= set(reader_modules())
 
 
 @pytest.mark.parametrize("name", sorted(json.loads((CASES / "expected.json").read_text())) if CASES.exists() else [])
@@ -151,9 +153,9 @@ def test_forced_format() -> None:
 def test_summary_without_iterating() -> None:
     s = Ingest([str(FIXTURES)]).summary
     assert isinstance(s, IngestSummary)
-    assert (s.files, s.records, s.requests, s.sessions) == (6, 10, 9, 5)
+    assert (s.files, s.records, s.requests, s.sessions) == (7, 19, 12, 6)
     assert [(Path(k.source).name, k.record, k.field, k.bad) for k in s.skipped] == [
-        ("litellm_payloads.jsonl", 3, "call_type", False)]
+        ("litellm_payloads.jsonl", 3, "call_type", False), ("ui_messages.json", 8, "[7].text", False)]
 
 
 _BIG = "x" * 100_000  # a first record longer than the 64 KiB detection head

@@ -23,7 +23,7 @@ def test_openai_chat_pairs_list_with_deepseek_usage() -> None:
     assert r1.usage == Usage(2001, 1920, None, 5)  # prompt_cache_hit_tokens when details are absent
     assert (r0.timestamp, r1.timestamp) == (1767322800.0, 1767322860.0)  # response.created
     assert r1.messages[2].reasoning == "Greet back."
-    assert r1.messages[3].content == "What is in this image?" and [p.type for p in r1.messages[3].parts] == ["image_url"]
+    assert r1.messages[3].content == "What is in this image?" and [p.type for p in r1.messages[3].parts] == ["image"]
     assert r1.messages[3].text_blocks == ("What is in this image?",)
     assert r0.extra == {"user": "u-42"} and r0.session == r1.session and (r0.index, r1.index) == (0, 1)
     assert {"usage", "timestamp", "model", "messages", "tools", "system"} == r1.observed

@@ -107,3 +107,19 @@ def test_lint_walks_requests_in_logged_time_order(tmp_path):
 def test_cli_never_says_no_findings_when_tokens_were_lost():
     res = CliRunner().invoke(app, ["lint", str(KVT)], catch_exceptions=False)
     assert "No findings" not in res.output and "PC002" in res.output
+
+
+def test_traces_are_labelled_with_their_own_block_size_and_no_tokenizer_claim(tmp_path):
+    """Mooncake blocks are 512 tokens, kv-cache-tester's 64: the block-aligned figure says so (not the
+    --block-size default 16), and trace rows make no tokenizer claim (exact None, no badge)."""
+    for path, size in ((MOONCAKE, 512), (KVT, 64)):
+        run = _lint(path)
+        assert run.block_size == size and run.report().summary.block_size == size
+        assert {r.exact for r in run.results} == {None}
+    result = CliRunner().invoke(app, ["lint", str(KVT)], env={"COLUMNS": "200"})
+    assert "block-aligned, B=64:" in result.stdout
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(KVT), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert 'id="tokenizer-badge"' not in page and "block size 64 tokens" in page

