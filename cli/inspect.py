@@ -45,7 +45,7 @@ def _row(rec: InspectRecord) -> list[str]:
     parts = [rec.group_tokens(k) for k in ("opaque", "system", "tool", "message")]
     parts.append(rec.group_tokens("generation_prompt") + rec.group_tokens("template"))
     shown = [_fmt(n) for n in parts] if rec.segments else ["—"] * len(parts)  # no content logged
-    prompt = f"{rec.prompt_tokens:,}" + ("" if rec.exact else "~") + ("!" if rec.warnings else "")
+    prompt = f"{rec.prompt_tokens:,}" + ("~" if rec.exact is False else "") + ("!" if rec.warnings else "")
     if rec.reasoning_tokens:  # billed, not rendered: shown beside our count
         prompt += f" +{rec.reasoning_tokens:,}r"
     return [str(rec.index), str(rec.record), str(rec.model or "—"), prompt, *shown,
@@ -54,7 +54,7 @@ def _row(rec: InspectRecord) -> list[str]:
 
 def _legend(rows: list[InspectRecord]) -> str:
     """The key to the ``~`` and ``!`` markers of the prompt column, for those that appear."""
-    keys = (["~ approximate tokenizer or layout"] if any(not r.exact for r in rows) else []) + \
+    keys = (["~ approximate tokenizer or layout"] if any(r.exact is False for r in rows) else []) + \
         (["! the template dropped content (see warnings)"] if any(r.warnings for r in rows) else []) + \
         (["+Nr encrypted reasoning sized from usage (billed, not rendered)"] if any(r.reasoning_tokens for r in rows)
          else [])

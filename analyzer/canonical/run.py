@@ -91,10 +91,15 @@ def session_rows(results: Sequence[Canonicalized], before: Sequence[Reuse], afte
 def minimum_effects(results: Sequence[Canonicalized], before: Sequence[Reuse], after: Sequence[Reuse]
                     ) -> list[MinimumEffect]:
     """Requests whose rewrite crossed their hosted provider's minimum cacheable prompt length
-    (self-hosted and unknown models have none)."""
+    (self-hosted and unknown models have none). Only a request that a rewrite changed: a
+    request left as it was whose count drops only because the written format cannot carry
+    part of the prompt (Claude Code's hidden system prompt in ``--to openai``) is the
+    in-memory note's, not a rewrite's effect."""
     out = []
     for c, b, a in zip(results, before, after):
         r = c.original
+        if not any(t.applied for t in c.transformations):
+            continue
         found = provider_minimum(r.model)
         if found is None or (b.prompt_tokens >= found[0]) == (a.prompt_tokens >= found[0]):
             continue

@@ -457,7 +457,7 @@ class Linter:
         return RequestResult(
             session=session, index=index, source=req.provenance.source, record=req.provenance.record,
             model=req.model, prompt_tokens=n, reusable_tokens=shared,
-            reusable_block_tokens=servable_tokens(shared, n, block) if p.tokens is not None else shared,
+            reusable_block_tokens=servable_tokens(shared, n, block) if p.tokens is not None or req.trace is not None else shared,
             new_tokens=n - shared - lost, lost_tokens=lost, lost_code=lost_code,
             shared_with=tuple(owner) if owner else None, compared_with=compared, findings=findings,
             exact=p.tokens.exact if p.tokens is not None else (None if req.trace is not None else True),

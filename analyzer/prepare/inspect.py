@@ -71,8 +71,8 @@ class SegmentTokens:
 class InspectRecord:
     """One request of ``inspect --json``: where it came from, its session and index, the
     tokenizer used (or ``block trace`` / ``reported usage`` when there is no text), prompt
-    tokens (``exact`` False for approximate counts), the provider's reported prompt and
-    cached tokens (None when not logged), tokens per segment, reader notes and renderer
+    tokens (``exact`` False for approximate counts, None for a block trace: no tokenizer
+    claim), the provider's reported prompt and cached tokens (None when not logged), tokens per segment, reader notes and renderer
     warnings, and ``reasoning_tokens``: encrypted reasoning in the prompt, sized from the
     usage of the calls that produced it (billed, not in ``prompt_tokens``; None when the
     prompt holds none)."""
@@ -85,7 +85,7 @@ class InspectRecord:
     format: str
     model: str | None
     tokenizer: str
-    exact: bool
+    exact: bool | None
     prompt_tokens: int
     reported_prompt_tokens: int | None
     reported_cached_tokens: int | None
@@ -130,7 +130,8 @@ def inspect_record(p: Prepared) -> InspectRecord:
     if tokens is not None:
         used, exact = tokens.tokenizer, bool(tokens.exact)
     else:
-        used, exact = ("reported usage (prompt not logged)" if p.usage_only else "block trace"), True
+        # a block trace makes no tokenizer claim (its lengths are the log's); usage-only counts are the billed ones
+        used, exact = ("reported usage (prompt not logged)", True) if p.usage_only else ("block trace", None)
     segments = [SegmentTokens(s.kind, s.label, s.end - s.start) for s in tokens.segments] if tokens else []
     return InspectRecord(
         source=r.provenance.source, record=r.provenance.record, pointer=r.provenance.pointer, session=r.session,

@@ -14,7 +14,7 @@ arXiv 2407.00079 — and the providers' reported usage):
 * lost tokens (prompt − cached) by cause, a chain of nested "what could have
   been cached" levels, each loss the drop between two levels:
 
-  ``prompt ≥ lcp ≥ granular ≥ ideal ≥ ttl-only ≥ cached``
+  ``prompt ≥ lcp ≥ granular ≥ ideal ≥ capacity-only ≥ cached``
 
   - ``cold``: new content no earlier request had (compulsory misses);
   - ``drift``: content the session's previous request also had at those
@@ -23,8 +23,11 @@ arXiv 2407.00079 — and the providers' reported usage):
   - ``granularity``: prefix shorter than a block/unit, the last-token cap, or
     no breakpoint where the prefix ends;
   - ``below_minimum``: the prompt or prefix is under the provider's minimum;
-  - ``ttl``: the prefix expired (retention / TTL) before it was reused;
-  - ``capacity``: evicted for room.
+  - ``capacity``: evicted for room (an unbounded cache with the same rules would
+    have held it; the capacity-only level is the same capacity without expiry);
+  - ``ttl``: the prefix expired (retention / TTL) before it was reused although the
+    cache had room for it: what removing the TTL would win at this capacity. A block
+    that capacity evicts anyway is ``capacity``, never ``ttl``.
 
   The causes add up to prompt − cached exactly.
 * hits by segment: cached tokens inside system (incl. a hidden prefix), tools,
@@ -53,15 +56,15 @@ class Levels:
     lcp: int          # longest prefix shared with any earlier request
     drift_end: int    # end of the previous session request's overlap (≥ lcp when drift)
     granular: int     # lcp after block/unit rounding and caps
-    ideal: int        # unbounded cache with the same rules (minimum length applied)
-    ttl_only: int     # unbounded cache with expiry
-    cached: int       # the simulated cache
+    ideal: int          # unbounded cache with the same rules (minimum length applied)
+    capacity_only: int  # the simulated capacity without expiry
+    cached: int         # the simulated cache
 
 
 def lost_by_cause(lv: Levels) -> dict[str, int]:
     """Split ``prompt − cached`` over :data:`CAUSES` (see module docstring)."""
     c = lv.cached
-    chain = [lv.prompt, lv.lcp, lv.granular, lv.ideal, lv.ttl_only]
+    chain = [lv.prompt, lv.lcp, lv.granular, lv.ideal, lv.capacity_only]
     lvl = []
     top = lv.prompt
     for v in chain:
@@ -74,8 +77,8 @@ def lost_by_cause(lv: Levels) -> dict[str, int]:
     lost["cold"] = miss - lost["drift"]
     lost["granularity"] = lvl[1] - lvl[2]
     lost["below_minimum"] = lvl[2] - lvl[3]
-    lost["ttl"] = lvl[3] - lvl[4]
-    lost["capacity"] = lvl[4] - c
+    lost["capacity"] = lvl[3] - lvl[4]
+    lost["ttl"] = lvl[4] - c
     return lost
 
 

@@ -106,22 +106,23 @@ def simulate_stream(reqs: Sequence[SimRequest], spec: CacheSpec, capacity_blocks
     expires = spec.model_class().ttl_of(spec) is not None
     main = make_model(spec, block_size, capacity_blocks)
     ideal_m = make_model(spec, block_size, None, expire=False) if (capacity_blocks is not None or expires) else None
-    ttl_m = make_model(spec, block_size, None) if (expires and capacity_blocks is not None) else None
+    # the same capacity without expiry: what expiry alone loses once capacity has taken its share
+    cap_m = make_model(spec, block_size, capacity_blocks, expire=False) if (expires and capacity_blocks is not None) else None
     causes = drift_causes or {}
     out = []
     for i, r in enumerate(reqs):
         hit = main.step(r)
         ideal = ideal_m.step(r).cached_tokens if ideal_m else hit.cached_tokens
-        ttl_only = ttl_m.step(r).cached_tokens if ttl_m else (hit.cached_tokens if capacity_blocks is None else ideal)
-        out.append(_measure(main, r, base, i, hit, ideal, ttl_only, causes.get(i)))
+        cap_only = cap_m.step(r).cached_tokens if cap_m else (ideal if capacity_blocks is None else hit.cached_tokens)
+        out.append(_measure(main, r, base, i, hit, ideal, cap_only, causes.get(i)))
     return out
 
 
-def _measure(model: CacheModel, r: SimRequest, base: Baseline, i: int, hit: Hit, ideal: int, ttl_only: int,
+def _measure(model: CacheModel, r: SimRequest, base: Baseline, i: int, hit: Hit, ideal: int, cap_only: int,
              drift_cause: str | None) -> RequestFigures:
     """The figures of request ``i`` from its levels (the granular one from ``model``)."""
     lcp = base.lcp[i]
-    lv = Levels(r.num_tokens, lcp, base.drift_end[i], model.granular(r, lcp), ideal, ttl_only, hit.cached_tokens)
+    lv = Levels(r.num_tokens, lcp, base.drift_end[i], model.granular(r, lcp), ideal, cap_only, hit.cached_tokens)
     return request_figures(r, model.block_size, hit, ideal, lost_by_cause(lv), drift_cause, lcp)
 
 

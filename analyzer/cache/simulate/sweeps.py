@@ -118,7 +118,7 @@ def _rows(model, reqs: Sequence[SimRequest], base: Baseline, cached: Sequence[in
 def _row(model, r: SimRequest, base: Baseline, i: int, cached: int, ideal: int,
          drift_cause: str | None = None) -> RequestFigures:
     lcp = base.lcp[i]
-    lv = Levels(r.num_tokens, lcp, base.drift_end[i], model.granular(r, lcp), ideal, ideal, cached)
+    lv = Levels(r.num_tokens, lcp, base.drift_end[i], model.granular(r, lcp), ideal, cached, cached)
     return request_figures(r, model.block_size, Hit(cached), ideal, lost_by_cause(lv), drift_cause, lcp)
 
 

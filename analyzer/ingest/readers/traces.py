@@ -95,7 +95,8 @@ class MooncakeReader:
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         """One request per line, ``timestamp`` ms → seconds; bad lines are bad Skipped."""
         session, index = _stem(source.name), 0
-        note = ("Mooncake trace: no session ids; the whole file is one session in arrival order",)
+        note = ("Mooncake trace: no session ids; read as one session in arrival order, and lint and simulate infer "
+                "its conversations from the hash chains",)
 
         def one(line: int, rec: dict[str, Any]) -> tuple[Request]:
             nonlocal index

@@ -23,12 +23,23 @@ def _run(*args: str) -> dict:
 
 
 def test_lost_by_cause_adds_up():
-    lv = Levels(prompt=1000, lcp=700, drift_end=900, granular=688, ideal=600, ttl_only=400, cached=320)
+    lv = Levels(prompt=1000, lcp=700, drift_end=900, granular=688, ideal=600, capacity_only=400, cached=320)
     lost = lost_by_cause(lv)
-    assert lost == {"cold": 100, "drift": 200, "granularity": 12, "below_minimum": 88, "ttl": 200, "capacity": 80}
+    assert lost == {"cold": 100, "drift": 200, "granularity": 12, "below_minimum": 88, "ttl": 80, "capacity": 200}
     assert sum(lost.values()) == 1000 - 320
     odd = lost_by_cause(Levels(100, 50, 50, 48, 48, 48, 60))  # cached above a level: still sums
     assert sum(odd.values()) == 40 and set(odd) == set(CAUSES)
+
+
+def test_ttl_is_what_expiry_loses_once_capacity_has_taken_its_share():
+    """A TTL that never bites under eviction loses nothing to ``ttl``: on Mooncake at 5% a 60 s TTL gives the
+    same hits as none, so every lost token stays ``capacity`` (it used to move 19.8 M tokens to ``ttl``,
+    measured against an unbounded cache with expiry)."""
+    trace = str(existing(SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl"))
+    plain = _run(trace, "--cache", "blocks", "--capacity", "5%")["results"][0]
+    ttl = _run(trace, "--cache", "blocks", "--capacity", "5%", "--ttl", "60")["results"][0]
+    assert ttl["cached_tokens"] == plain["cached_tokens"]
+    assert ttl["lost_tokens_by_cause"] == plain["lost_tokens_by_cause"] and ttl["lost_tokens_by_cause"]["ttl"] == 0
 
 
 def test_hits_by_segment_and_calibration():
