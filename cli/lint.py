@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from prefixcache.analyzer import api
 from prefixcache.analyzer.api import LintOptions
-from prefixcache.analyzer.lint.config import FORMATS, load_config, parse_fraction
+from prefixcache.analyzer.lint.config import FORMATS, load_config, parse_fraction, parse_ttl
 from prefixcache.analyzer.lint.run import LintRun
 
 from prefixcache.cli.common import (
@@ -28,8 +28,8 @@ from prefixcache.cli.common import (
 )
 from prefixcache.cli.lint_render import print_rich
 from prefixcache.cli.options import (
-    AsJson, Config, Force, InputFormat, LintBlockSize, ModelAsTokenizer, Paths, RedactKey, RedactOrNot, SkipBad,
-    Template, Tokenizer, deprecated_alias, format_option, implied_redact, output_format,
+    AsJson, Config, Force, InputFormat, LintBlockSize, LintTtl, ModelAsTokenizer, Paths, RedactKey, RedactOrNot,
+    SkipBad, Template, Tokenizer, deprecated_alias, format_option, implied_redact, output_format,
 )
 from prefixcache.cli.output import atomic_output
 
@@ -83,6 +83,7 @@ def register(app: typer.Typer) -> None:
         block_size: LintBlockSize = None,
         fail_under: Optional[str] = typer.Option(None, "--fail-under", help="Exit 1 when reusable/prompt tokens is below this: a fraction (0.8) or a percentage (80%)."),
         fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Lowest severity that exits 1: info, warning (default), error."),
+        ttl: LintTtl = None,
         redact: RedactOrNot = None,
         redact_key: RedactKey = None,
         tokenizer: Tokenizer = None,  # type: ignore[assignment]  # None: the config file's, else auto
@@ -98,7 +99,7 @@ def register(app: typer.Typer) -> None:
             format=output_format(fmt, as_json, FORMATS, None), select=_split(select), ignore=_split(ignore),  # type: ignore[arg-type]
             block_size=block_size, fail_under=parse_fraction(fail_under, "--fail-under") if fail_under is not None else None,
             fail_on=fail_on, redact=implied_redact(redact, redact_key), tokenizer=deprecated_alias("--model", "--tokenizer", model, tokenizer),
-            template=template,
+            template=template, ttl=parse_ttl(ttl, "--ttl"),
         )
         options = LintOptions(cfg, input_format, redact_key)
         if fix:

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from prefixcache.analyzer.lint.engine import Waterfall
+from prefixcache.analyzer.lint.engine import TTL, TTL_NAME, Waterfall
 from prefixcache.analyzer.lint.run import LintRun
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding
 
@@ -18,6 +18,11 @@ from prefixcache.cli.tables import print_table
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 BAR = 40
+
+
+def _cause(code: str) -> str:
+    """A loss cause as the report names it: a rule code and name, or ``ttl`` and what it means."""
+    return f"{code} {TTL_NAME if code == TTL else REGISTRY[code].name}"
 
 
 def _pct(part: int, whole: int) -> str:
@@ -36,7 +41,7 @@ def _sessions_table(sessions: dict[str, Waterfall]) -> Table:
                           Text("prompts not logged (usage only)", style="dim"))
             continue
         top = w.lost_tokens_by_code.most_common(1)
-        cause = f"{top[0][0]} {REGISTRY[top[0][0]].name}" if top else "—"
+        cause = _cause(top[0][0]) if top else "—"
         if w.usage_only_requests:
             cause += f" (+{w.usage_only_requests} usage-only request(s))"
         table.add_row(escape(name), f"{w.requests:,}", f"{w.prompt_tokens:,}", f"{w.reusable_tokens:,}",
@@ -47,7 +52,7 @@ def _sessions_table(sessions: dict[str, Waterfall]) -> Table:
 def waterfall_rows(w: Waterfall) -> list[tuple[str, int]]:
     """(label, tokens) rows of the waterfall: reused, new, then lost per code (largest first)."""
     rows = [("reused (prefix hit)", w.reusable_tokens), ("new (appended)", w.new_tokens)]
-    rows += [(f"lost · {code} {REGISTRY[code].name}", n) for code, n in w.lost_tokens_by_code.most_common()]
+    rows += [(f"lost · {_cause(code)}", n) for code, n in w.lost_tokens_by_code.most_common()]
     return rows
 
 
@@ -156,12 +161,16 @@ def print_rich(console: Console, run: LintRun) -> None:
             for line in _finding(f):
                 console.print(line)
             console.print()
-    elif total.lost_tokens:  # the rules behind them were not selected: never an all-clear
-        lost = ", ".join(f"{c} {k:,}" for c, k in total.lost_tokens_by_code.most_common())
-        console.print(Text(f"No reported findings, but {total.lost_tokens:,} prompt tokens were lost ({lost}): "
-                           "their rules are not selected.", style="yellow"))
+    elif total.lost_tokens > total.ttl_tokens:  # the rules behind them were not selected: never an all-clear
+        lost = ", ".join(f"{c} {k:,}" for c, k in total.lost_tokens_by_code.most_common() if c != TTL)
+        console.print(Text(f"No reported findings, but {total.lost_tokens - total.ttl_tokens:,} prompt tokens were "
+                           f"lost ({lost}): their rules are not selected.", style="yellow"))
     elif total.content_requests:
         console.print(Text("No findings: every request extends the previous one of its session.", style="green"))
+    if total.ttl_tokens:  # idle time, not a prompt defect: a note, never a finding
+        console.print(Text(f"note: {total.ttl_tokens:,} prompt tokens lost to ttl: their prefix expired in an idle "
+                           f"gap past the TTL (--ttl {run.config.ttl}); keep the cache warm or buy a longer "
+                           "retention.", style="cyan"))
     shown = run.size_warnings[:MAX_SIZE_LINES]
     for line in shown:
         console.print(Text("prompt size: " + line, style="yellow"))

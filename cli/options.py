@@ -74,6 +74,14 @@ Cache = Annotated[str, typer.Option("--cache", help=f"Cache model: {', '.join(CA
 KvModel = Annotated[Optional[str], typer.Option(
     "--kv-model", help="KV size preset for byte capacities (llama-3-8b, llama-3-70b, qwen2.5-7b, ...).")]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
+#: ``--ttl SECONDS``: idle expiry on the logical clock. ``simulate`` expires cache entries with it;
+#: ``lint`` (:data:`LintTtl`) also takes ``provider`` (the logged model's provider default).
+Ttl = Annotated[Optional[float], typer.Option(
+    "--ttl", min=0.0, help="Expire entries idle longer than this (seconds, logical clock; ≥ 0).")]
+LintTtl = Annotated[Optional[str], typer.Option(
+    "--ttl", metavar="SECONDS|provider",
+    help="Idle TTL: a prefix idle longer than this since the session's previous request is lost to "
+         "ttl (seconds, logged clock; provider: the model's provider default, none for engines). Default: off.")]
 Config = Annotated[Optional[str], typer.Option(
     "--config", help="Lint config file (default: prefixcache.toml or [tool.prefixcache] in pyproject.toml).")]
 Redact = Annotated[bool, typer.Option(

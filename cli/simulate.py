@@ -20,7 +20,7 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.cli.common import EXIT_ERROR, err, handle_errors, progress, report_skipped
 from prefixcache.cli.fleet import render_fleet
 from prefixcache.cli.options import (
-    AsJson, BlockSize, Cache, Capacity, InputFormat, KvModel, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer,
+    AsJson, BlockSize, Cache, Capacity, InputFormat, KvModel, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, Ttl,
     deprecated_alias, format_option, output_format, policy_option, rate_option, seed_option,
 )
 from prefixcache.cli.simulate_analyses import render_analyses
@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         policy: policy_option("Eviction policies, comma-separated: lru, fifo, lfu, slru, length, gdsf, belady (sglang: lru, fifo, lfu, slru, mru).") = "lru",
         capacity: Capacity = None,
         block_size: BlockSize = None,
-        ttl: Annotated[Optional[float], typer.Option("--ttl", min=0.0, help="Expire entries idle longer than this (seconds, logical clock; ≥ 0).")] = None,
+        ttl: Ttl = None,
         kv_model: KvModel = None,
         model_config: Annotated[Optional[str], typer.Option("--model-config", help="HF config.json (or folder) for KV bytes per token.")] = None,
         kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV dtype (bf16, fp16, fp8, fp32); default from the config.")] = None,

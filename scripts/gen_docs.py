@@ -130,6 +130,7 @@ def schema(name: str) -> dict:
 
 def rule_pages() -> dict[Path, str]:
     """``docs/rules/index.md`` and one page per rule."""
+    from prefixcache.analyzer.lint.engine import TTL
     from prefixcache.analyzer.lint.rules import RULES, rule_markdown
 
     rows = ["# Lint rules", "", "Generated from the rule classes by `scripts/gen_docs.py`; do not edit.",
@@ -154,6 +155,8 @@ def rule_pages() -> dict[Path, str]:
         if "no finding" in r.severity_when:
             effect += "; nothing (exit 0) where there is no finding"
         rows.append(f"| {r.code} | {r.severity} | {r.severity_when or '-'} | {effect} |")
+    rows.append(f"| `{TTL}` (a loss cause, not a rule: `lint --ttl`) | none | - | nothing: no finding at any "
+                "`--fail-on` (exit 0), and `--fail-under` counts its tokens as reusable |")
     pages[DOCS / "rules" / "index.md"] = "\n".join(rows) + "\n"
     return pages
 

@@ -295,6 +295,19 @@ def _sent(r: Request) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def idle_gap(prev: Request, r: Request) -> float | None:
+    """Seconds the cache sat idle between ``prev`` and ``r`` on the clock of ``now`` and
+    ``sent`` (:class:`SimRequest`): from ``prev``'s logged time (when its response landed and
+    its prefix was last used) to ``r``'s send time, or ``r``'s logged time when the log keeps
+    no send time. None when either logged time is missing (no clock: position is no time).
+    What ``lint --ttl`` compares with the TTL; a provider cache's entries expire on the same
+    clock (:meth:`~.provider.caches.AnthropicCache.step` refreshes an entry at ``now``)."""
+    if prev.timestamp is None or r.timestamp is None:
+        return None
+    start = _sent(r)
+    return (r.timestamp if start is None else start) - prev.timestamp
+
+
 @dataclass(frozen=True, slots=True)
 class Kept:
     """What the simulate reports read of a prepared request once its prompt is dropped:

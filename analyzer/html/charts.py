@@ -54,10 +54,13 @@ def session_turns(session: str, rows: Sequence[dict[str, Any]], marked: dict[int
     x = [r["index"] for r in rows]
     data = [go.Bar(x=x, y=[r["reusable_tokens"] or 0 for r in rows], name="reused", marker_color=REUSED),
             go.Bar(x=x, y=[r["new_tokens"] or 0 for r in rows], name="new", marker_color=NEW)]
-    codes = sorted({r["lost_code"] for r in rows if r["lost_code"] and r["lost_tokens"]})
+    expired = [r.get("ttl_tokens") or 0 for r in rows]  # part of lost_tokens: the ttl cause, not lost_code's
+    codes = sorted({r["lost_code"] for r, t in zip(rows, expired) if r["lost_code"] and (r["lost_tokens"] or 0) > t})
     for i, code in enumerate(codes):
-        data.append(go.Bar(x=x, y=[r["lost_tokens"] if r["lost_code"] == code else 0 for r in rows],
+        data.append(go.Bar(x=x, y=[r["lost_tokens"] - t if r["lost_code"] == code else 0 for r, t in zip(rows, expired)],
                            name=f"lost {code}", marker_color=LOST[i % len(LOST)]))
+    if any(expired):
+        data.append(go.Bar(x=x, y=expired, name="lost ttl", marker_color=LOST[len(codes) % len(LOST)]))
     hits = [(n, r) for n, r in enumerate(rows) if r["_row"] in marked]
     if hits:
         data.append(go.Scatter(

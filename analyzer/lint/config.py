@@ -20,6 +20,8 @@ key                type         meaning
 ``redact``         bool         lengths and hashes instead of prompt text
 ``template``       str          chat template spec (see ``inspect``)
 ``tokenizer``      str          tokenizer spec
+``ttl``            seconds or   idle TTL: misses after a longer idle gap are lost
+                   "provider"   to ``ttl`` (default: none; ``parse_ttl``)
 =================  ===========  ================================================
 
 Sub-tables (``[tool.prefixcache.simulate]`` ...) belong to other commands and are
@@ -57,6 +59,7 @@ class LintConfig:
     redact: bool = False
     template: str = "auto"
     tokenizer: str = "auto"
+    ttl: float | str | None = None
     source: str = ""
 
     def merged(self, **overrides: Any) -> "LintConfig":
@@ -91,6 +94,33 @@ def parse_fraction(value: Any, where: str = "fail-under") -> float:
     return number
 
 
+#: ``ttl = "provider"``: each request's hosted provider's default retention
+#: (:func:`~prefixcache.analyzer.lint.rules.provider.provider_ttl`), none for engines.
+PROVIDER_TTL = "provider"
+
+
+def parse_ttl(value: Any, where: str = "ttl") -> float | str | None:
+    """The idle TTL of ``lint --ttl``: seconds (a number ≥ 0, or its string: ``300``,
+    ``"300"``), :data:`PROVIDER_TTL` (the logged model's provider default), or None (off: no
+    ``ttl`` loss). ConfigError (naming ``where``) for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() == PROVIDER_TTL:
+        return PROVIDER_TTL
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        try:
+            number = float(str(value).strip().removesuffix("s"))
+        except ValueError:
+            number = None
+    if number is None or not number >= 0 or number == float("inf"):
+        raise ConfigError(f"{where}: must be seconds >= 0 (300) or {PROVIDER_TTL!r}, got {value!r}")
+    return number
+
+
 def _validate(cfg: LintConfig, where: str) -> LintConfig:
     def bad(key: str, why: str) -> ConfigError:
         return ConfigError(f"{where}: {key}: {why}")
@@ -104,6 +134,8 @@ def _validate(cfg: LintConfig, where: str) -> LintConfig:
         raise bad("fail-on", f"must be one of {', '.join(SEVERITIES)}, got {cfg.fail_on!r}")
     if cfg.format not in FORMATS:
         raise bad("format", f"must be one of {', '.join(FORMATS)}, got {cfg.format!r}")
+    if cfg.ttl is not None:
+        cfg = dataclasses.replace(cfg, ttl=parse_ttl(cfg.ttl, f"{where}: ttl"))
     for key in ("select", "ignore"):
         value = getattr(cfg, key)
         if not all(isinstance(v, str) for v in value):

@@ -3,7 +3,8 @@
 Every type's fields are exactly its JSON keys, in output order, with JSON-ready values
 (fractions rounded to 6 decimals), so ``orjson.dumps(report)`` is the document byte
 for byte. Token figures are tokens; ``prompt = reusable + lost + new`` per request,
-session and run (usage-only requests, whose prompts were not logged, are counted
+session and run (lost includes ``ttl``: prefixes expired in idle gaps past ``--ttl``, keyed
+``ttl`` in ``lost_tokens_by_code`` and per request ``ttl_tokens``) (usage-only requests, whose prompts were not logged, are counted
 apart in ``usage_only``).
 """
 
@@ -84,7 +85,8 @@ class SessionFigures:
 class LintRequestRow:
     """One request's figures (:class:`~prefixcache.analyzer.lint.engine.RequestResult`
     without its findings, which the document lists apart): content figures are None for
-    usage-only requests; ``shared_with`` / ``compared_with`` are ``[session, index]``."""
+    usage-only requests; ``shared_with`` / ``compared_with`` are ``[session, index]``;
+    ``ttl_tokens``: the part of ``lost_tokens`` lost to ``ttl`` (``lost_code`` names the rest)."""
 
     session: str
     index: int
@@ -97,6 +99,7 @@ class LintRequestRow:
     new_tokens: int | None
     lost_tokens: int | None
     lost_code: str | None
+    ttl_tokens: int | None
     shared_with: tuple[str, int] | None
     compared_with: tuple[str, int] | None
     exact: bool | None
@@ -173,7 +176,8 @@ def request_row(r: RequestResult) -> LintRequestRow:
     return LintRequestRow(
         session=r.session, index=r.index, source=r.source, record=r.record, model=r.model,
         prompt_tokens=r.prompt_tokens, reusable_tokens=r.reusable_tokens, reusable_block_tokens=r.reusable_block_tokens,
-        new_tokens=r.new_tokens, lost_tokens=r.lost_tokens, lost_code=r.lost_code, shared_with=r.shared_with,
+        new_tokens=r.new_tokens, lost_tokens=r.lost_tokens, lost_code=r.lost_code, ttl_tokens=r.ttl_tokens,
+        shared_with=r.shared_with,
         compared_with=r.compared_with, exact=r.exact, line=r.line, usage_only=r.usage_only,
         reported_prompt_tokens=r.reported_prompt_tokens, reported_cached_tokens=r.reported_cached_tokens,
         reusable_fraction=_round(r.reusable_fraction),

@@ -33,6 +33,18 @@ Per request ``r`` with ``n`` prompt tokens:
   PC002 (cause unknown: no text) with the same ``lost`` formula when a request's hash
   chain does not extend its predecessor's (:mod:`prefixcache.analyzer.cache.index.trace_sessions`;
   Mooncake sessions are inferred from the chains).
+* **Idle gaps past the TTL** (``ttl``, off by default): with a TTL (``Linter(ttl=...)``,
+  ``lint --ttl``: seconds, or ``provider``: the logged model's hosted provider's default
+  retention, :func:`~prefixcache.analyzer.lint.rules.provider.provider_ttl`, none for
+  engines), a request whose idle gap after the previous request of its session
+  (:func:`~prefixcache.analyzer.cache.workload.idle_gap`: that request's logged time to this
+  one's send time, the clock ``simulate`` expires entries on) exceeds the TTL finds its
+  prefix expired: its ``p`` reusable tokens are lost to :data:`TTL` (``ttl_tokens``) and
+  reusable becomes 0. Drift keeps its own cause: the tokens after the break stay lost to
+  the finding's code, so ``lost = ttl_tokens + (min(n, len(q)) − p)`` and ``new`` is
+  unchanged. ``ttl`` is a cause, not a rule: it raises no finding (a prompt cannot fix
+  idle time). Not applied to a session's first request (no previous request: no gap
+  known), to block-hash traces, or when either logged time is missing.
 * **Advice** follows who controls the fix (:mod:`prefixcache.analyzer.lint.rules.control`):
   template and tokenizer fixes (PC5xx) for a hosted API say what the user can do instead
   of "choose another template"; prompts an agent harness built say so.
@@ -53,14 +65,14 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import DEFAULT_BLOCK_SIZE, servable_tokens
 from prefixcache.analyzer.cache.index.radix import PrefixIndex
-from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.cache.workload import SimRequest, idle_gap
 from prefixcache.analyzer.prepare import Prepared
 from prefixcache.analyzer.cache.index.chains import ChainIndex
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import arrival_order, common_prefix_len
 from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContext, Rule, classify
 from prefixcache.analyzer.lint.rules.control import advice, control_of, control_severity
-from prefixcache.analyzer.lint.rules.provider import static_end_tokens
+from prefixcache.analyzer.lint.rules.provider import provider_ttl, static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 from prefixcache.analyzer.cache.index.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, chain_break
 from prefixcache.analyzer.model import RenderedPrompt, Request, compact_ids
@@ -69,6 +81,12 @@ from prefixcache.analyzer.model import RenderedPrompt, Request, compact_ids
 #: How many earlier requests (besides each session's last) lint keeps to judge a session's first
 #: request against its best match (PC602); an older best match is not compared.
 OWNERS = 1024
+
+#: The loss cause of a prefix that expired during an idle gap longer than the TTL (not a rule
+#: code: it raises no finding), keyed beside the rule codes in ``lost_tokens_by_code``.
+TTL = "ttl"
+#: How reports name the :data:`TTL` cause.
+TTL_NAME = "idle gap past the TTL"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +97,9 @@ class RequestResult:
     tokens are attributed to. ``exact`` is False for approximate tokenizers and
     None for a block-hash trace request (no tokenizer: its counts are the trace's).
     ``line`` is the 1-based line of the log file where the record starts (None
-    inside one JSON document). ``reported_prompt_tokens`` / ``reported_cached_tokens``
+    inside one JSON document). ``ttl_tokens``: the part of ``lost_tokens`` lost to
+    :data:`TTL` (the prefix expired in an idle gap; ``lost_code`` names the rest).
+    ``reported_prompt_tokens`` / ``reported_cached_tokens``
     are the provider's own counts when the log has them. For a usage-only request
     (``usage_only``: prompt not logged) the content figures (``prompt_tokens`` …
     ``lost_tokens``) are None: nothing about its prefix can be known."""
@@ -103,6 +123,7 @@ class RequestResult:
     usage_only: bool = False
     reported_prompt_tokens: int | None = None
     reported_cached_tokens: int | None = None
+    ttl_tokens: int | None = 0
 
     @property
     def reusable_fraction(self) -> float | None:
@@ -159,6 +180,11 @@ class Waterfall:
         return sum(n for _, n in self.lost_pairs)
 
     @property
+    def ttl_tokens(self) -> int:
+        """Lost tokens whose prefix expired in an idle gap past the TTL (:data:`TTL`)."""
+        return dict(self.lost_pairs).get(TTL, 0)
+
+    @property
     def reusable_fraction(self) -> float:
         return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
@@ -185,7 +211,11 @@ class Waterfall:
         self.reusable_block_tokens += res.reusable_block_tokens
         self.new_tokens += res.new_tokens
         if res.lost_tokens:
-            self.lost_pairs = _bump(self.lost_pairs, res.lost_code or "PC001", res.lost_tokens)
+            drift = res.lost_tokens - (res.ttl_tokens or 0)
+            if drift:
+                self.lost_pairs = _bump(self.lost_pairs, res.lost_code or "PC001", drift)
+            if res.ttl_tokens:
+                self.lost_pairs = _bump(self.lost_pairs, TTL, res.ttl_tokens)
         for f in res.findings:
             self.finding_pairs = _bump(self.finding_pairs, f.code, 1)
 
@@ -229,11 +259,13 @@ class Linter:
     by code (``{"PC502": "warning"}``). ``owners`` bounds the earlier requests held for
     first-of-session comparisons (:data:`OWNERS`); ``render`` (the request's renderer, as
     the preparer used it) lets held requests drop their rendering and redo it when compared.
+    ``ttl``: the idle TTL (seconds; ``"provider"``: each request's hosted provider's default,
+    none for engines; None: off) past which a prefix is lost to :data:`TTL` (module docstring).
     """
 
     def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE, rules: Sequence[Rule] = RULES, redact: bool = False,
                  severity: Mapping[str, str] | None = None, owners: int = OWNERS,
-                 render: Callable[[Request], RenderedPrompt] | None = None) -> None:
+                 render: Callable[[Request], RenderedPrompt] | None = None, ttl: float | str | None = None) -> None:
         if block_size < 1:
             raise ValueError(f"block size must be >= 1, got {block_size}")
         self.block_size = block_size
@@ -245,6 +277,7 @@ class Linter:
         self._pair_rules = tuple(r for r in RULES if r.scope == "pair")
         self._request_rules = tuple(r for r in self.rules if r.scope == "request")
         self.redact = redact
+        self.ttl = ttl
         self._severity = {k.upper(): v for k, v in (severity or {}).items()}
         self._index = PrefixIndex()
         #: Trace requests' chains (:class:`ChainIndex`); its owners are trace request numbers: session
@@ -302,7 +335,7 @@ class Linter:
             session=req.session, index=req.index, source=req.provenance.source, record=req.provenance.record,
             model=req.model, prompt_tokens=None, reusable_tokens=None, reusable_block_tokens=None,
             new_tokens=None, lost_tokens=None, lost_code=None, shared_with=None, compared_with=None, findings=(),
-            line=req.provenance.line, usage_only=True,
+            line=req.provenance.line, usage_only=True, ttl_tokens=None,
             reported_prompt_tokens=usage.prompt_tokens if usage is not None else None,
             reported_cached_tokens=usage.cached_tokens if usage is not None else None,
         )
@@ -389,13 +422,23 @@ class Linter:
         self._state["shared"] = shared
         singles = [f for rule in self._request_rules for f in rule.check_request(p, self._state)]
         lost_code = findings[0].code if lost and findings else None
+        expired = shared if shared and prev is not None and self._expired(prev.request, req) else 0
         if findings:
             findings[0] = dataclasses.replace(findings[0], lost_tokens=lost)
         control = control_of(req)
         findings, singles = ([dataclasses.replace(f, fix=advice(f.code, f.fix, control) if f.fix == REGISTRY[f.code].fix
                                                   else f.fix, severity=control_severity(f.code, f.severity, control))
                               for f in group] for group in (findings, singles))
-        return self._result(p, shared, owner, compared, lost, lost_code, self._kept(findings, singles))
+        return self._result(p, shared, owner, compared, lost, lost_code, self._kept(findings, singles), expired=expired)
+
+    def _expired(self, prev: Request, req: Request) -> bool:
+        """Whether the idle gap from ``prev`` to ``req`` (:func:`idle_gap`, seconds) is longer
+        than the TTL that applies to ``req`` (``ttl``, or its provider's default)."""
+        ttl = provider_ttl(req.model) if self.ttl == "provider" else self.ttl
+        if ttl is None:
+            return False
+        gap = idle_gap(prev, req)
+        return gap is not None and gap > float(ttl)
 
     def _owner(self, key: tuple[str, int]) -> Prepared | None:
         """The earlier token request named ``key`` (a radix owner), when still held."""
@@ -447,7 +490,9 @@ class Linter:
         return classify(PairContext(p, other, div, redact=self.redact), self._pair_rules)
 
     def _result(self, p: Prepared, shared: int, owner, compared, lost: int, lost_code: str | None,
-                findings: tuple[Finding, ...], name: tuple[str, int] | None = None) -> RequestResult:
+                findings: tuple[Finding, ...], name: tuple[str, int] | None = None,
+                expired: int = 0) -> RequestResult:
+        """The result; ``expired``: reusable tokens lost to :data:`TTL` (moved from reusable to lost)."""
         req, n = p.request, p.prompt_tokens
         session, index = name or (req.session, req.index)
         block = self.block_size if p.tokens is not None or req.trace is None else req.trace.block_size
@@ -456,14 +501,15 @@ class Linter:
         usage = req.usage
         return RequestResult(
             session=session, index=index, source=req.provenance.source, record=req.provenance.record,
-            model=req.model, prompt_tokens=n, reusable_tokens=shared,
-            reusable_block_tokens=servable_tokens(shared, n, block) if p.tokens is not None or req.trace is not None else shared,
-            new_tokens=n - shared - lost, lost_tokens=lost, lost_code=lost_code,
+            model=req.model, prompt_tokens=n, reusable_tokens=shared - expired,
+            reusable_block_tokens=(servable_tokens(shared - expired, n, block)
+                                   if p.tokens is not None or req.trace is not None else shared - expired),
+            new_tokens=n - shared - lost, lost_tokens=lost + expired, lost_code=lost_code,
             shared_with=tuple(owner) if owner else None, compared_with=compared, findings=findings,
             exact=p.tokens.exact if p.tokens is not None else (None if req.trace is not None else True),
             line=req.provenance.line,
             reported_prompt_tokens=usage.prompt_tokens if usage is not None else None,
-            reported_cached_tokens=usage.cached_tokens if usage is not None else None,
+            reported_cached_tokens=usage.cached_tokens if usage is not None else None, ttl_tokens=expired,
         )
 
 

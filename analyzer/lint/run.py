@@ -208,14 +208,17 @@ class LintRun:
 
     def verdict(self) -> Verdict:
         """Fail-on and fail-under judged (``fail_under`` judges the reusable fraction of
-        logged prompts; a run with none is not failed by it)."""
+        logged prompts, counting tokens lost to ``ttl`` as reusable: idle time is not a prompt
+        defect, so ``--ttl`` never changes the exit code; a run with no logged prompt is not
+        failed by it)."""
         cfg, total = self.config, self.total
         threshold = severity_rank(cfg.fail_on)
         failing = sum(n for sev, n in self.store.by_severity.items() if severity_rank(sev) >= threshold)
         below = None
-        if cfg.fail_under is not None and total.prompt_tokens and total.reusable_fraction < cfg.fail_under:
-            below = (f"{total.reusable_fraction:.1%} of prompt tokens reusable, below --fail-under "
-                     f"{cfg.fail_under:.1%}")
+        kept = (total.reusable_tokens + total.ttl_tokens) / total.prompt_tokens if total.prompt_tokens else 0.0
+        if cfg.fail_under is not None and total.prompt_tokens and kept < cfg.fail_under:
+            below = (f"{kept:.1%} of prompt tokens reusable{' (before TTL expiry)' if total.ttl_tokens else ''}, "
+                     f"below --fail-under {cfg.fail_under:.1%}")
         return Verdict(failing, below, cfg.fail_under is not None and not total.prompt_tokens)
 
 
@@ -328,5 +331,5 @@ def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, ResultSt
     """A fresh linter, preparer and result store (input position → result, on disk)."""
     preparer = Preparer(template=cfg.template, tokenizer=cfg.tokenizer)
     linter = Linter(block_size=cfg.block_size, rules=rules, redact=cfg.redact, severity=cfg.severity,
-                    render=lambda r: preparer.pipeline(r.model).renderer.render(r))
+                    render=lambda r: preparer.pipeline(r.model).renderer.render(r), ttl=cfg.ttl)
     return linter, preparer, ResultStore()

@@ -125,11 +125,12 @@ class Tenants:
         self._tenants.setdefault(tenant_of(request), _Sums()).add(result)
         for tag in tags_of(request):
             self._tags.setdefault(tag, _Sums()).add(result)
-        if result.lost_tokens and result.reusable_tokens is not None:
-            at = result.reusable_tokens
+        expired = result.ttl_tokens or 0  # an expired prefix did not diverge: not a divergence
+        if result.lost_tokens and result.lost_tokens > expired and result.reusable_tokens is not None:
+            at = result.reusable_tokens + expired
             k = next((i for i, b in enumerate(BUCKETS) if at < b), len(BUCKETS))
             self._buckets[k][0] += 1
-            self._buckets[k][1] += result.lost_tokens
+            self._buckets[k][1] += result.lost_tokens - expired
 
     def figures(self) -> list[GroupFigures]:
         """Per tenant, most requests first; empty when no request names a tenant."""

@@ -48,6 +48,21 @@ def provider_minimum(model: str | None) -> tuple[int, str] | None:
     return None
 
 
+def provider_ttl(model: str | None) -> float | None:
+    """The default idle retention (seconds, refreshed on hit) of the hosted provider that serves
+    ``model`` (:func:`~prefixcache.analyzer.cache.provider.rules.rules_for` ``.ttl_s``, the row
+    ``simulate`` applies: Anthropic 5 min, OpenAI in-memory 5 min (GPT-5.6+ 30 min by its price
+    row), DeepSeek 24 h), or None for a model no hosted family matches (a self-hosted engine
+    keeps its KV until evicted: no TTL). What ``lint --ttl provider`` applies."""
+    if not model:
+        return None
+    name = model.rsplit("/", 1)[-1]
+    for pattern, key, _provider in HOSTED_FAMILIES:
+        if pattern.search(name):
+            return rules_for(key, name).ttl_s
+    return None
+
+
 class BelowProviderMinimum(Rule):
     """The prompt is shorter than the provider's minimum cacheable length.
 
