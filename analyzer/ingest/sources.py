@@ -44,7 +44,7 @@ PIPE_MAX_BYTES = 4 << 30
 
 def file_source(path: str, walked: bool = False) -> Source:
     """A :class:`Source` that opens ``path`` in binary mode on each call (decompressing)."""
-    return Source(path, opener(lambda: open(path, "rb")), walked)
+    return Source(path, opener(lambda: open(path, "rb"), path), walked)
 
 
 def read_pipe(path: str, timeout: float | None = None, max_bytes: int = PIPE_MAX_BYTES) -> bytes:
@@ -104,7 +104,7 @@ def _closed_stdin() -> IO[bytes]:
 
 def bytes_source(name: str, data: bytes) -> Source:
     """A :class:`Source` over in-memory bytes (stdin, tests), decompressed when compressed."""
-    return Source(name, opener(lambda: io.BytesIO(data)))
+    return Source(name, opener(lambda: io.BytesIO(data), name))
 
 
 def _special(path: str) -> str:
