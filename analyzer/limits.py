@@ -47,6 +47,7 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("MAX_EXPANDED_BYTES", 64 << 30, "bytes", "what one compressed input may decompress to"),
     Limit("MAX_EXPANSION_RATIO", 500, "×", "decompressed ÷ compressed bytes, checked as the stream is read once "
                                            "32 MiB have come out"),
+    Limit("MAX_PIPE_BYTES", 4 << 30, "bytes", "a FIFO named on the command line (read whole into memory)"),
     Limit("PIPE_TIMEOUT", 30, "seconds", "wait for a FIFO's writer, and for each of its chunks"),
     Limit("RENDER_TIMEOUT", 10, "seconds", "wall time of one template render, enforced from outside the render"),
     Limit("RENDER_MAX_CHARS", 16 << 20, "characters", "output of one render (4x the longest context window "
