@@ -26,6 +26,8 @@ import os
 import pickle
 import resource
 import signal
+import threading
+import time
 from typing import Any, Callable
 
 from prefixcache.analyzer import limits
@@ -47,9 +49,13 @@ def _address_space() -> int:
         return 0
 
 
-def _serve(conn: Any, extra: int) -> None:
-    """The worker's loop: cap the address space, then answer ``(fn, args, env)`` messages."""
+def _serve(conn: Any, extra: int, theirs: Any) -> None:
+    """The worker's loop: cap the address space, then answer ``(fn, args, env)`` messages until the
+    caller's end of the pipe closes (``theirs``, inherited through the fork, is closed here first, so
+    a caller that dies, even by ``SIGKILL``, ends the worker at once)."""
+    theirs.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+    threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True).start()
     held = _address_space()
     if held:
         cap = held + extra
@@ -86,6 +92,13 @@ def _serve(conn: Any, extra: int) -> None:
         del reply, data
 
 
+def _orphan_watch(parent: int) -> None:
+    """In the worker: end it once the caller is gone, even in the middle of a long compile or render."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
 def _memory_message() -> str:
     return (f"template needs more than {limits.value('RENDER_MAX_MEMORY'):,} bytes of memory "
             "(PREFIXCACHE_RENDER_MAX_MEMORY); the render worker was stopped")
@@ -101,7 +114,7 @@ class _Worker:
         self.extra = extra
         self.conn, child = ctx.Pipe()
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")  # no "forked after parallelism" warning
-        self.proc = ctx.Process(target=_serve, args=(child, extra), daemon=True, name="prefixcache-render")
+        self.proc = ctx.Process(target=_serve, args=(child, extra, self.conn), daemon=True, name="prefixcache-render")
         self.proc.start()
         child.close()
 
