@@ -29,6 +29,7 @@ from markupsafe import Markup
 from prefixcache import __version__
 from prefixcache.analyzer.html import charts
 from prefixcache.analyzer.html.content import ReportDocuments
+from prefixcache.analyzer.html.bounded import CHARTED_SESSIONS
 
 #: Optional keys of a simulate document (older or newer releases may lack them) and of its
 #: result rows, with the value the page reads when one is absent.
@@ -39,7 +40,7 @@ ROW_DEFAULTS: dict[str, Any] = {"ttl_s": None, "capacity_tokens": None, "capacit
                                 "lost_tokens_by_cause": {}}
 
 #: Sessions charted one by one (the largest first); the rest are in the sessions table.
-MAX_SESSION_CHARTS = 12
+MAX_SESSION_CHARTS = CHARTED_SESSIONS
 
 
 @lru_cache(maxsize=1)
@@ -131,6 +132,7 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
         "sessions": _session_figures(lint, marked), "charted_all": len(lint["sessions"]) <= MAX_SESSION_CHARTS,
         "capacity": [f for f in (charts.capacity_curves(sim, u) for u in ("tokens", "bytes")) if f] if sim else [],
         "replay": _replay(docs.replay), "fleet": _fleet(docs.fleet), "plotly": plotly_js_packed(),
+        "bounded": lint.get("report_bounded"), "replay_bounded": docs.replay_bounded,
     }
 
 
