@@ -18,6 +18,8 @@ every request's prompt tokens and reusable fraction, so the page can say what it
 ``summary`` is never touched: every headline figure is over all requests. A document within
 every bound is returned as it is (without ``report_bounded``).
 
+:func:`bound_simulate` samples the simulate document's per-call rows (``calls``) evenly to
+:data:`MAX_CALLS` (its ``results``, the capacity rows the page plots, are never cut);
 :func:`bound_replay` samples replay rows evenly per pass to :data:`MAX_REPLAY_ROWS` in all.
 """
 
@@ -33,9 +35,11 @@ MAX_SESSIONS = 200
 #: Findings listed (largest lost tokens first).
 MAX_FINDINGS = 200
 #: Request rows kept per charted session (sampled evenly; first and last kept).
-MAX_ROWS_PER_SESSION = 400
+MAX_ROWS_PER_SESSION = 150
 #: Skipped records listed (the first ones, in input order).
 MAX_SKIPPED = 200
+#: Rows of ``simulate --json``'s per-call list (``calls``) kept (sampled evenly).
+MAX_CALLS = 300
 #: Replay rows kept in all (sampled evenly per pass).
 MAX_REPLAY_ROWS = 4000
 #: Sessions whose turns are charted (the largest); :mod:`.page` charts this many.
@@ -103,6 +107,17 @@ def bound_lint(doc: dict[str, Any]) -> dict[str, Any]:
     }
     return {**doc, "sessions": kept_sessions, "findings": kept_findings, "requests": kept_rows,
             "skipped": skipped[:MAX_SKIPPED], "report_bounded": note}
+
+
+def bound_simulate(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``doc`` (a ``simulate --json`` document) with ``calls`` sampled evenly to :data:`MAX_CALLS`
+    rows and ``report_bounded.calls`` = ``{"total", "shown", "how"}``; the same object when shorter."""
+    calls = doc.get("calls") if doc else None
+    if not isinstance(calls, list) or len(calls) <= MAX_CALLS:
+        return doc
+    kept = _sample(calls, MAX_CALLS)
+    note = {"calls": {"total": len(calls), "shown": len(kept), "how": f"sampled evenly to {MAX_CALLS} rows"}}
+    return {**doc, "calls": kept, "report_bounded": note}
 
 
 def bound_replay(rows: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:

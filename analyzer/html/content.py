@@ -21,7 +21,7 @@ from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.cache.models import MODELS
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.html.bounded import bound_lint, bound_replay
+from prefixcache.analyzer.html.bounded import bound_lint, bound_replay, bound_simulate
 from prefixcache.analyzer.html.excerpts import DIFF_WINDOW, break_diffs
 from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simulate
 from prefixcache.analyzer.lint.config import LintConfig
@@ -166,7 +166,7 @@ def gather(paths: Sequence[str], options: ReportOptions,
     seconds["lint"] = round(time.perf_counter() - t0, 3)
     if saved is None and lint["summary"]["prompt_tokens"]:
         t0 = time.perf_counter()
-        saved = _json(simulate(paths, sim_options, on_prepared=on_request))
+        saved = bound_simulate(_json(simulate(paths, sim_options, on_prepared=on_request)))
         seconds["simulate"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
     cfg = options.lint

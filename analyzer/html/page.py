@@ -33,7 +33,7 @@ from prefixcache.analyzer.html.bounded import CHARTED_SESSIONS
 
 #: Optional keys of a simulate document (older or newer releases may lack them) and of its
 #: result rows, with the value the page reads when one is absent.
-SIMULATE_DEFAULTS: dict[str, Any] = {"unique_blocks": None, "kv_bytes_per_token": None, "calls": [], "agreement": None,
+SIMULATE_DEFAULTS: dict[str, Any] = {"report_bounded": None, "unique_blocks": None, "kv_bytes_per_token": None, "calls": [], "agreement": None,
                                      "cost": None, "usage_only_requests": 0, "reported": None, "tokenizers": {}}
 ROW_DEFAULTS: dict[str, Any] = {"ttl_s": None, "capacity_tokens": None, "capacity_bytes": None, "cached_tokens": None,
                                 "hit_ratio_tokens": None, "ideal_hit_ratio": None, "fraction_of_ideal": None,
