@@ -41,7 +41,7 @@ class Limit:
 #: Every limit, by name. Sources of the defaults are in the modules that enforce them.
 LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("MAX_RECORD_BYTES", 1 << 30, "bytes", "one JSONL line; a longer line is one skipped record, never held"),
-    Limit("MAX_DOCUMENT_BYTES", 256 << 20, "bytes", "a single-document file (one JSON list or object), decoded whole"),
+    Limit("MAX_DOCUMENT_BYTES", 128 << 20, "bytes", "a single-document file (one JSON list or object), decoded whole"),
     Limit("MAX_JSON_DEPTH", 128, "levels", "nesting of any JSON value: records, documents, JSON text held in fields "
                                            "(bodies, tool-call arguments, schemas)"),
     Limit("MAX_EXPANDED_BYTES", 64 << 30, "bytes", "what one compressed input may decompress to"),

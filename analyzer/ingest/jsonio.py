@@ -436,22 +436,25 @@ def is_json_value(line: bytes) -> bool:
     return True
 
 
+#: Longest first line :func:`first_lines` reads whole (bytes); a pretty-printed document's first line is short.
+FIRST_LINE_BYTES = 1 << 20
+
+
 def first_lines(source: Source, n: int) -> list[bytes]:
     """The first ``n`` non-blank lines (stops reading as soon as it has them). A line longer than
-    :data:`MAX_DOCUMENT_BYTES` comes back as its first that many bytes (the rest is skipped, never
-    held), so it is never a complete value: a pretty-printed document has no such line."""
-    cap = limits.value("MAX_DOCUMENT_BYTES")
+    :data:`FIRST_LINE_BYTES` comes back cut to that length and ends the list (nothing more is read),
+    so it is never a complete value: :func:`iter_records` takes such a line for a JSONL record (or
+    a list, when it starts with ``[``), never for the first line of a pretty-printed document."""
     out: list[bytes] = []
     with source.open() as f:
         while len(out) < n:
-            raw = f.readline(cap)
+            raw = f.readline(FIRST_LINE_BYTES)
             if not raw:
                 break
-            rest = raw
-            while len(rest) == cap and not rest.endswith(b"\n"):
-                rest = f.readline(1 << 20)
             if raw.strip():
                 out.append(raw)
+            if len(raw) == FIRST_LINE_BYTES and not raw.endswith(b"\n"):
+                break
     return out
 
 
@@ -486,8 +489,8 @@ def iter_records(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
     first = first_lines(source, 2)
     if not first:
         raise InputError("empty file", source.name, 0)
-    cap = limits.value("MAX_DOCUMENT_BYTES")
-    if first[0].lstrip().startswith(b"[") or not any(len(line) >= cap or is_json_value(line) for line in first):
+    if first[0].lstrip().startswith(b"[") or not any(len(line) >= FIRST_LINE_BYTES or is_json_value(line)
+                                                     for line in first):
         yield from salvage_document(source)
         return
     for item in iter_jsonl(source):

@@ -30,8 +30,8 @@ from typing import Any, Iterator
 
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.ingest.base import Source
-from prefixcache.analyzer.ingest.jsonio import (FieldError, JSONDepthError, document_bytes, expect, first_lines,
-                                                 is_json_value, iter_records, parse_time, raw_decode)
+from prefixcache.analyzer.ingest.jsonio import (FIRST_LINE_BYTES, FieldError, JSONDepthError, document_bytes, expect,
+                                                 first_lines, is_json_value, iter_records, parse_time, raw_decode)
 
 
 
@@ -182,7 +182,7 @@ def iter_items(source: Source) -> Iterator[tuple[int, list[Item]] | Skipped]:
     each of several concatenated pretty-printed documents); undecodable lines pass through as
     bad :class:`Skipped`."""
     first = next(iter(first_lines(source, 1)), b"")
-    concatenated = first.lstrip().startswith(b"{") and not is_json_value(first)
+    concatenated = first.lstrip().startswith(b"{") and len(first) < FIRST_LINE_BYTES and not is_json_value(first)
     for rec in _concatenated(source) if concatenated else iter_records(source):
         if isinstance(rec, Skipped):
             yield rec
