@@ -209,11 +209,16 @@ def document_bytes(f: Any, name: str) -> bytes:
     (``$PREFIXCACHE_MAX_DOCUMENT_BYTES``). A longer file raises :class:`InputError` (record 0)
     naming the limit, once one byte past it has been read (never more held than the limit)."""
     max_bytes = limits.value("MAX_DOCUMENT_BYTES")
-    data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise InputError(f"a single JSON document over {max_bytes:,} bytes (PREFIXCACHE_MAX_DOCUMENT_BYTES "
-                         "sets the limit; JSONL, one record a line, has no such bound)", name, 0)
-    return data
+    chunks, size = [], 0
+    while size <= max_bytes:  # in pieces: a refused file is never held twice
+        chunk = f.read(min(_LINE_PIECE, max_bytes + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    del chunks
+    raise InputError(f"a single JSON document over {max_bytes:,} bytes (PREFIXCACHE_MAX_DOCUMENT_BYTES "
+                     "sets the limit; JSONL, one record a line, has no such bound)", name, 0)
 
 
 def _brackets(raw: bytes | str) -> int:
