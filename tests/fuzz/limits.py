@@ -21,9 +21,9 @@ CHUNK = 16 * 1024 * 1024
 
 #: Templates that build big values inside one C call (no output, no jinja call to check at).
 MEMORY_TEMPLATES: dict[str, str] = {
-    "pct_width": "{% for i in range(60) %}{{ ('%*s' % (16000000, 'x'))[:1] }}{% endfor %}",
-    "format_width": "{% for i in range(60) %}{% set s = '{:>{}}'.format('x', 16000000) %}{% endfor %}{{ 1 }}",
-    "filter_format_width": "{% for i in range(60) %}{% set s = '%16000000s' | format('x') %}{% endfor %}{{ 1 }}",
+    "pct_width": "{% for i in range(20) %}{{ ('%*s' % (16000000, 'x'))[:1] }}{% endfor %}",
+    "format_width": "{% for i in range(20) %}{% set s = '{:>{}}'.format('x', 16000000) %}{% endfor %}{{ 1 }}",
+    "filter_format_width": "{% for i in range(20) %}{% set s = '%16000000s' | format('x') %}{% endfor %}{{ 1 }}",
     "split_huge": "{% set s = 'a ' * 8000000 %}{% for i in range(100) %}{% set n = s.split() | length %}{% endfor %}"
                   "{{ 1 }}",
     "sort_huge": "{{ ((range(100000) | list) * 160) | sort | length }}",
