@@ -153,10 +153,19 @@ def run(fn: Callable[..., Any], *args: Any) -> Any:
     ``fn`` must be a module-level function and ``args`` picklable. Raises
     :class:`RenderLimitError` when the worker does not answer within the render timeout
     (plus :data:`GRACE_S`; it is killed) or dies (memory past ``RENDER_MAX_MEMORY``).
-    Runs ``fn`` in this process where there is no ``fork``, or inside a worker already.
+    Runs ``fn`` in this process where there is no ``fork``, or inside a worker already. Thread-safe
+    (one render at a time goes through the pipe).
     """
     if not hasattr(os, "fork") or _IN_WORKER:
         return fn(*args)
+    with _LOCK:  # one pipe, one render at a time
+        return _run(fn, args)
+
+
+_LOCK = threading.Lock()
+
+
+def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     timeout = limits.seconds("RENDER_TIMEOUT")
     env = {key: os.environ.get(key) for key in _SHARED_ENV}
     w = _worker()
