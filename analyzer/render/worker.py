@@ -54,6 +54,7 @@ def _serve(conn: Any, extra: int, theirs: Any) -> None:
     caller's end of the pipe closes (``theirs``, inherited through the fork, is closed here first, so
     a caller that dies, even by ``SIGKILL``, ends the worker at once)."""
     theirs.close()
+    _drop_inherited_fds(conn.fileno())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
     threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True).start()
     held = _address_space()
@@ -90,6 +91,26 @@ def _serve(conn: Any, extra: int, theirs: Any) -> None:
         except MemoryError:
             conn.send_bytes(pickle.dumps(("err", RenderLimitError(_memory_message()))))
         del reply, data
+
+
+def _drop_inherited_fds(keep: int) -> None:
+    """In the worker: close every descriptor inherited through the fork but the pipe ``keep`` and
+    stderr, and point stdin and stdout at ``/dev/null``. Otherwise the worker would hold open the
+    pipes the caller has to its own children (a browser driver, a server) and to whoever reads its
+    output, and they would wait for an end of file that never comes."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    try:
+        inherited = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        inherited = list(range(3, 1024))
+    for fd in inherited:
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _orphan_watch(parent: int) -> None:
