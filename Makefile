@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-fast bench bench-venv docs clean engine-vllm engine-llamacpp test-engines
+.PHONY: setup demo test test-fast test-scale bench bench-venv docs clean engine-vllm engine-llamacpp test-engines
 
 setup: $(STAMP)
 
@@ -31,12 +31,17 @@ demo: setup
 	$(VENV)/bin/prefixcache replay $(DEMO) --template chatml_tools --pass cold,warm,canonical --out build/replay-demo.jsonl --force
 
 test: setup
-	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider
+	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "not scale"
 
 # Everything but the `slow` marker (tests that load the torch model, or run long integration paths and
 # doc transcripts): under 3 minutes on 2 cores. `make test` stays the full suite.
 test-fast: setup
-	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "not slow"
+	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "not slow and not scale"
+
+# Reports of big inputs generated at test time (a 50 MB trace, a 20 MB agent log; tests/test_scale.py):
+# each page at most 5 MB, opened in headless Chromium. A few minutes on 2 cores; CI runs it after make test.
+test-scale: setup
+	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m scale
 
 # Rule pages, JSON Schemas, the --help blocks of docs/commands/, the package map of docs/architecture.md and
 # the fleet.md transcripts are generated from the code; tests/test_docs.py fails when they drift.

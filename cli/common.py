@@ -25,6 +25,7 @@ from prefixcache.analyzer import redact
 from prefixcache.analyzer.errors import ConfigError, PrefixcacheError
 from prefixcache.analyzer.ingest import skipped_message
 from prefixcache.analyzer.model import Skipped
+from prefixcache.cli.output import same_file
 
 if sys.stdin is None:  # a closed stdin (``<&-``): ``-`` reads as empty input, not an AttributeError
     sys.stdin = open(os.devnull)  # noqa: SIM115 (lives as long as the process)
@@ -169,7 +170,7 @@ def check_output(path: str | Path, inputs: Iterable[str], force: bool = False, f
                           "or to another path")
     target = path.resolve()
     for item in inputs:
-        if item != "-" and Path(item).exists() and Path(item).resolve() == target:
+        if item != "-" and Path(item).exists() and (Path(item).resolve() == target or same_file(path, Path(item))):
             raise ConfigError(f"{path}: is an input of this run; write the output elsewhere")
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory; give a file name for the output")

@@ -45,3 +45,26 @@ def _write_error(path: Path, exc: OSError) -> ConfigError:
 def _no_follow(name: str, flags: int) -> int:
     """``os.open`` that refuses a symbolic link at ``name`` (a planted ``.part`` link)."""
     return os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)
+
+
+def same_file(path: Path, item: Path) -> bool:
+    """Whether ``path`` is the file ``item``, or a file inside the folder ``item`` under another name: the
+    same inode (a hard link), which a comparison of resolved paths misses. The walk of a folder is
+    ``os.walk`` (symbolic links to folders are not followed)."""
+    try:
+        mine = path.stat()
+    except OSError:
+        return False
+    if item.is_dir():  # a hard link inside the folder (the path itself there is the command's own business)
+        here = os.path.realpath(path)
+        for folder, _, files in os.walk(item):
+            for name in files:
+                other_path = os.path.join(folder, name)
+                try:
+                    other = os.stat(other_path, follow_symlinks=False)
+                except OSError:
+                    continue
+                if (other.st_dev, other.st_ino) == (mine.st_dev, mine.st_ino) and os.path.realpath(other_path) != here:
+                    return True
+        return False
+    return os.path.samefile(path, item)

@@ -51,22 +51,27 @@ def repair_tail(path: Path, row_type: type[ReplayRow]) -> int:
 class ResultWriter:
     """Appends rows of ``row_type`` to the JSONL file ``path`` (None = write nothing), one
     flushed line per request. With ``append`` a torn last line of the existing file is
-    cut first (:func:`repair_tail`)."""
+    cut first (:func:`repair_tail`). The file is opened at the first row, so a run that
+    writes none (every record skipped, stopped before the first request) leaves an
+    earlier run's file as it was."""
 
     def __init__(self, path: Path | None, row_type: type[ReplayRow], append: bool = False) -> None:
         self.path = path
+        self.append = append
         self._f: IO[bytes] | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             if append and path.exists():
                 repair_tail(path, row_type)
-            self._f = path.open("ab" if append else "wb")
 
     def write(self, row: ReplayRow) -> None:
-        """Write one row and flush it."""
-        if self._f is not None:
-            self._f.write(row.to_json() + b"\n")
-            self._f.flush()
+        """Write one row and flush it (opening the file at the first)."""
+        if self.path is None:
+            return
+        if self._f is None:
+            self._f = self.path.open("ab" if self.append else "wb")
+        self._f.write(row.to_json() + b"\n")
+        self._f.flush()
 
     def close(self) -> None:
         """Close the file (idempotent)."""

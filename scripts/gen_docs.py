@@ -249,10 +249,27 @@ def package_map() -> str:
     return "```text\n" + "\n".join(lines) + "\n```\n"
 
 
+def limits_table() -> str:
+    """The table of ``docs/security.md``: every limit of :data:`prefixcache.analyzer.limits.LIMITS`."""
+    from prefixcache.analyzer.limits import LIMITS
+
+    def shown(value: float, unit: str) -> str:
+        for size, name in ((1 << 30, "GiB"), (1 << 20, "MiB")):
+            if unit in ("bytes", "characters") and value >= size and value % size == 0:
+                return f"{int(value) // size} {name}" + ("" if unit == "bytes" else " characters")
+        return f"{value:g}{unit}" if unit == "×" else f"{value:g} {unit}"
+
+    rows = ["| limit | default | environment | bounds |", "|---|---|---|---|"]
+    rows += [f"| `{lim.name}` | {shown(lim.default, lim.unit)} | `{lim.env}` | {lim.what} |" for lim in LIMITS.values()]
+    return "\n".join(rows) + "\n"
+
+
 def _block(what: str) -> str:
     """The text between a block's markers."""
     if what == "package map":
         return package_map()
+    if what == "limits":
+        return limits_table()
     out = "".join(line.rstrip() + "\n" for line in run_command(what).splitlines())  # rich pads lines
     shown = what.split(" ", 1)[1] if what.startswith("COLUMNS=") else what
     return "```text\n$ " + shown + "\n" + out + "```\n"
@@ -260,7 +277,7 @@ def _block(what: str) -> str:
 
 def slow_block(what: str) -> bool:
     """Blocks that run a simulation (seconds each): all but ``--help`` and the package map."""
-    return what != "package map" and not what.endswith("--help")
+    return what not in ("package map", "limits") and not what.endswith("--help")
 
 
 def generated_pages(fast: bool = False) -> dict[Path, str]:

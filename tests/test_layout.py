@@ -21,6 +21,7 @@ ROOTS = {"prefixcache": "prefixcache_ns", "prefixcache.cli": "cli", "prefixcache
 #: analyzer's layers, innermost first (a name is a root module or a subpackage).
 ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
+    ("limits",),  # the one resource budget of untrusted input
     ("stats",),  # the one Distribution (kernel: numpy only)
     ("replay_rows",),  # replay --out rows and their reader (read by html and the fleet; replay writes them)
     ("model",),

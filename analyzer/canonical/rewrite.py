@@ -72,6 +72,7 @@ from prefixcache.analyzer.lint.rules.serialization import sorted_json_text
 from prefixcache.analyzer.model import Message, Request, ToolDef
 from prefixcache.analyzer.sequence import common_prefix_len, common_suffix_len
 from prefixcache.analyzer.volatile import TIME_KINDS, VolatileSpan, find_volatile, rule_code
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 #: Codes of the rewrites this module applies (``only`` / ``skip`` filter on them).
 APPLIED_CODES = ("PC101", "PC102", "PC201", "PC203", "PC301", "PC302", "PC303", "PC304", "PC402")
@@ -192,7 +193,7 @@ def canonical_arguments(arguments: str, inferred: bool = False) -> str | None:
     the provider, not the client, turns that object into text.
     """
     try:
-        value = json.loads(arguments)
+        value = json_loads(arguments, lenient=True)
     except (ValueError, TypeError):
         return None
     if inferred:

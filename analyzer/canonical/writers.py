@@ -16,7 +16,6 @@ which :func:`write_requests` reports). Block-hash traces have no text to write.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
@@ -27,6 +26,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest.base import Source
 from prefixcache.analyzer.ingest.jsonio import iter_records
 from prefixcache.analyzer.model import Message, Request, ToolDef
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 WRITABLE = ("openai-chat", "anthropic-messages")
 _INDEX = re.compile(r"^(\w+)\[(\d+)\]")
@@ -111,7 +111,7 @@ def _at(body: dict[str, Any] | None, path: str) -> Any:
 
 def _args_object(arguments: str) -> Any:
     try:
-        return json.loads(arguments) if arguments else {}
+        return json_loads(arguments, lenient=True) if arguments else {}
     except ValueError:
         return arguments
 

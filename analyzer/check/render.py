@@ -17,6 +17,8 @@ chat-template convention); ``tojson`` follows transformers' semantics
 from __future__ import annotations
 
 import bisect
+import functools
+import itertools
 import os
 import re
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.check.static import BOUNDARY_RE
 from prefixcache.analyzer.render.files import not_text
 from prefixcache.analyzer.render.jinja_template import tojson
+from prefixcache.analyzer.render import worker
 from prefixcache.analyzer.render.sandbox import BoundedSandbox, RenderLimitError, SafeLoader, bounded_filter, render_bounded
 
 _MARK, _END, _BOUNDARY = "\ue000", "\ue001", "\ue002"
@@ -142,17 +145,44 @@ def _wrap_expression(tag: str, marker: str) -> str:
 
 
 def make_env(searchpath: Sequence[str], trace: bool) -> ImmutableSandboxedEnvironment:
-    """The sandboxed environment ``check`` renders with (see module docstring)."""
+    """The sandboxed environment ``check`` renders with (see module docstring). ``env.recipe``
+    is what the render worker builds its own copy from (the folders, the trace switch, a key)."""
     env = BoundedSandbox(loader=TracingLoader(searchpath, trace), keep_trailing_newline=True)
     env.filters["tojson"] = bounded_filter("tojson", tojson, env.cap)
+    env.recipe = (tuple(searchpath), trace, f"{os.getpid()}-{next(_ENV_IDS)}")  # type: ignore[attr-defined]
     return env
 
 
-def render(env: ImmutableSandboxedEnvironment, name: str, context: Mapping[str, Any], now: datetime) -> str:
+_ENV_IDS = itertools.count()
+
+
+@functools.lru_cache(maxsize=16)
+def _worker_env(recipe: tuple[tuple[str, ...], bool, str]) -> ImmutableSandboxedEnvironment:
+    return make_env(recipe[0], recipe[1])
+
+
+def _render_in_worker(recipe: tuple[tuple[str, ...], bool, str], name: str, context: Mapping[str, Any],
+                      now: datetime) -> tuple[str, list[tuple[str, int]], dict[str, list[str]]]:
+    """In the render worker: the text of one render, and the loader's marker table and sources."""
+    env = _worker_env(recipe)
     clock = {"now": lambda: now, "strftime_now": lambda fmt: now.strftime(fmt)}
     variables = {**clock, **{k: v for k, v in context.items() if k != "_prefixcache"}}
+    text = render_bounded(env.get_template(name), variables)
+    loader: TracingLoader = env.loader  # type: ignore[assignment]
+    return text, loader.table, loader.sources
+
+
+def render(env: ImmutableSandboxedEnvironment, name: str, context: Mapping[str, Any], now: datetime) -> str:
+    """One render of template ``name`` with ``context`` at clock ``now``, in the render worker
+    (:mod:`prefixcache.analyzer.render.worker`: hard time and memory bounds). The worker's marker
+    table and sources replace ``env``'s loader's. Every failure is one :class:`ConfigError` naming
+    the template (syntax error with its line, a sandbox bound, the template's own error)."""
+    loader: TracingLoader = env.loader  # type: ignore[assignment]
     try:
-        return render_bounded(env.get_template(name), variables)
+        text, table, sources = worker.run(_render_in_worker, env.recipe, name, dict(context), now)  # type: ignore[attr-defined]
+        loader.table[:] = table
+        loader.sources.update(sources)
+        return text
     except RenderLimitError as exc:
         raise ConfigError(f"{name}: {exc}") from None
     except (RecursionError, MemoryError, SyntaxError):  # compiling a template nested too deeply

@@ -21,6 +21,7 @@ from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.cache.models import MODELS
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.html.bounded import bound_lint, bound_replay, bound_simulate
 from prefixcache.analyzer.html.excerpts import DIFF_WINDOW, break_diffs
 from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simulate
 from prefixcache.analyzer.lint.config import LintConfig
@@ -95,7 +96,9 @@ class ReportDocuments:
     ``commands``: section → command line; ``skipped``: the input records lint left out;
     ``seconds``: wall time per document (seconds); ``fleet``: a ``simulate --replicas N
     --json`` document (None without one); ``diffs``: the break markers' ``diff --json``
-    excerpts (:func:`.excerpts.break_diffs`)."""
+    excerpts (:func:`.excerpts.break_diffs`). On a big input ``lint`` is bounded
+    (:func:`.bounded.bound_lint`: its ``report_bounded`` says what was left out) and so are the
+    replay rows (``replay_bounded``, :func:`.bounded.bound_replay`)."""
 
     lint: dict[str, Any]
     simulate: dict[str, Any] | None
@@ -106,6 +109,7 @@ class ReportDocuments:
     seconds: dict[str, float]
     fleet: dict[str, Any] | None = None
     diffs: list[dict[str, Any]] = field(default_factory=list)
+    replay_bounded: dict[str, Any] | None = None
 
 
 def _json(report: object) -> Any:
@@ -158,11 +162,11 @@ def gather(paths: Sequence[str], options: ReportOptions,
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     run = lint_paths(paths, options.lint, options.input_format, None, on_request)  # skip reasons redacted there
-    lint = _json(run.report())
+    lint = bound_lint(_json(run.report()))
     seconds["lint"] = round(time.perf_counter() - t0, 3)
     if saved is None and lint["summary"]["prompt_tokens"]:
         t0 = time.perf_counter()
-        saved = _json(simulate(paths, sim_options, on_prepared=on_request))
+        saved = bound_simulate(_json(simulate(paths, sim_options, on_prepared=on_request)))
         seconds["simulate"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
     cfg = options.lint
@@ -170,5 +174,6 @@ def gather(paths: Sequence[str], options: ReportOptions,
     seconds["diff"] = round(time.perf_counter() - t0, 3)
     if replay is not None:
         replay = [{k: v for k, v in row.items() if k != "output_ids"} for row in replay]  # model text as ids
+    replay, replay_note = bound_replay(replay)
     return ReportDocuments(lint, saved, replay, commands(paths, options, fleet is not None), cfg.redact,
-                           run.skipped, seconds, fleet, diffs)
+                           run.skipped, seconds, fleet, diffs, replay_note)

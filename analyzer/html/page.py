@@ -29,17 +29,18 @@ from markupsafe import Markup
 from prefixcache import __version__
 from prefixcache.analyzer.html import charts, reuse_time
 from prefixcache.analyzer.html.content import ReportDocuments
+from prefixcache.analyzer.html.bounded import CHARTED_SESSIONS
 
 #: Optional keys of a simulate document (older or newer releases may lack them) and of its
 #: result rows, with the value the page reads when one is absent.
-SIMULATE_DEFAULTS: dict[str, Any] = {"unique_blocks": None, "kv_bytes_per_token": None, "calls": [], "agreement": None,
+SIMULATE_DEFAULTS: dict[str, Any] = {"report_bounded": None, "unique_blocks": None, "kv_bytes_per_token": None, "calls": [], "agreement": None,
                                      "cost": None, "usage_only_requests": 0, "reported": None, "tokenizers": {}}
 ROW_DEFAULTS: dict[str, Any] = {"ttl_s": None, "capacity_tokens": None, "capacity_bytes": None, "cached_tokens": None,
                                 "hit_ratio_tokens": None, "ideal_hit_ratio": None, "fraction_of_ideal": None,
                                 "lost_tokens_by_cause": {}}
 
 #: Sessions charted one by one (the largest first); the rest are in the sessions table.
-MAX_SESSION_CHARTS = 12
+MAX_SESSION_CHARTS = CHARTED_SESSIONS
 
 
 @lru_cache(maxsize=1)
@@ -134,6 +135,7 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
         "capacity": [f for f in (charts.capacity_curves(sim, u) for u in ("tokens", "bytes")) if f] if sim else [],
         "replay": _replay(docs.replay), "fleet": _fleet(docs.fleet), "plotly": plotly_js_packed(),
         "reuse_time": reuse_time.section(sim),
+        "bounded": lint.get("report_bounded"), "replay_bounded": docs.replay_bounded,
     }
 
 

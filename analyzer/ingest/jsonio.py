@@ -1,8 +1,9 @@
 """Streaming JSON helpers shared by every reader.
 
 Readers never touch ``orjson`` or raw bytes directly: they call :func:`iter_jsonl`
-(one JSON value per line, streamed, 1-based line numbers) or :func:`load_json`
-(one whole JSON document), and validate fields with :func:`expect` /
+(one JSON value per line, streamed, 1-based line numbers), :func:`load_json`
+(one whole JSON document) or :func:`loads` (JSON text held in a field: a body stored
+as a string, tool-call ``arguments``), and validate fields with :func:`expect` /
 :func:`field`, which raise :class:`FieldError`. :func:`parse_records` (through
 :func:`read_records` for body formats, :func:`read_lines` for JSONL logs) runs the
 per-record loop and turns that into a :class:`~prefixcache.analyzer.model.Skipped`
@@ -21,14 +22,15 @@ into one bad ``Skipped`` for the file.
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import orjson
 import xxhash
 
+from prefixcache.analyzer import limits
 from prefixcache.analyzer.errors import InputError
+from prefixcache.analyzer.limits import LIMITS
 from prefixcache.analyzer.model import Provenance, Request, Skipped, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 
@@ -37,10 +39,14 @@ HEAD_BYTES = 64 * 1024
 
 #: Deepest nesting of lists and objects a record may have; deeper records are skipped (they would
 #: overflow Python's recursion in templates and ``json.dumps``). ``PREFIXCACHE_MAX_JSON_DEPTH`` overrides it.
-MAX_DEPTH = 128
+MAX_DEPTH = int(LIMITS["MAX_JSON_DEPTH"].default)
 #: Longest JSONL line (bytes) read as one record; longer lines are skipped unread.
 #: ``PREFIXCACHE_MAX_RECORD_BYTES`` overrides it.
-MAX_RECORD_BYTES = 1 << 30
+MAX_RECORD_BYTES = int(LIMITS["MAX_RECORD_BYTES"].default)
+#: Largest single-document file (one JSON list or object, not JSONL) decoded at once (bytes); it is
+#: held whole and decoded whole (several times its size in memory), so it is far below the record
+#: limit. ``PREFIXCACHE_MAX_DOCUMENT_BYTES`` overrides it.
+MAX_DOCUMENT_BYTES = int(LIMITS["MAX_DOCUMENT_BYTES"].default)
 
 _DECODER = json.JSONDecoder()
 
@@ -132,12 +138,6 @@ def decode_error(err: orjson.JSONDecodeError, length: int | None = None) -> str:
     return f"invalid JSON: {err.msg} at column {err.colno}"
 
 
-def limit(name: str, default: int) -> int:
-    """A size limit: ``$PREFIXCACHE_<name>`` when it is a positive integer, else ``default``."""
-    raw = os.environ.get(f"PREFIXCACHE_{name}", "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else default
-
-
 def too_deep(value: Any, raw_len: int | None = None, max_depth: int | None = None) -> FieldError | None:
     """A :class:`FieldError` naming the first list/object nested deeper than ``max_depth``
     (default :data:`MAX_DEPTH` or ``$PREFIXCACHE_MAX_JSON_DEPTH``), or None.
@@ -147,7 +147,7 @@ def too_deep(value: Any, raw_len: int | None = None, max_depth: int | None = Non
     iterative (no recursion), linear in the number of containers, and stops at the first
     offender; the path names at most its first six steps.
     """
-    depth_limit = max_depth or limit("MAX_JSON_DEPTH", MAX_DEPTH)
+    depth_limit = max_depth or limits.value("MAX_JSON_DEPTH")
     if raw_len is not None and raw_len <= depth_limit:
         return None
     stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 1, ())]
@@ -164,6 +164,61 @@ def too_deep(value: Any, raw_len: int | None = None, max_depth: int | None = Non
             stack.extend((v, depth + 1, path + (f"[{i}]",) if len(path) < 7 else path)
                          for i, v in enumerate(node) if isinstance(v, (dict, list)))
     return None
+
+
+class JSONDepthError(ValueError):
+    """JSON text nested deeper than the depth limit (a ``ValueError``, as a syntax error is);
+    ``field`` is the JSON path of the offender inside the text, ``reason`` the message."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field, self.reason = field, reason
+        super().__init__(reason)
+
+
+def loads(data: str | bytes, *, lenient: bool = False, max_depth: int | None = None) -> Any:
+    """The one entry point for JSON text found inside a record or a file (not JSONL lines, which
+    :func:`iter_jsonl` reads): orjson, then the depth check of :func:`too_deep`.
+
+    ``lenient`` also accepts what Python's ``json`` does and orjson refuses (``NaN``,
+    ``Infinity``, integers over 64 bits): tool-call argument strings are parsed so, as
+    vLLM parses them. Python's decoder is never given text nested deeper than the limit, so
+    it cannot raise ``RecursionError``. Raises ``orjson.JSONDecodeError`` (a ``ValueError``)
+    for text that is not JSON and :class:`JSONDepthError` (a ``ValueError``) for text nested
+    deeper than :data:`MAX_DEPTH` (``$PREFIXCACHE_MAX_JSON_DEPTH``) or than 1024 levels.
+    """
+    depth_limit = max_depth or limits.value("MAX_JSON_DEPTH")
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        if "depth limit exceeded" in e.msg:
+            raise JSONDepthError("", f"JSON nested deeper than 1024 levels (at column {e.colno})") from None
+        if not lenient or _brackets(data) > depth_limit:
+            raise
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError):
+            raise e from None
+    deep = too_deep(value, _brackets(data), depth_limit)
+    if deep is not None:
+        raise JSONDepthError(deep.field, deep.reason)
+    return value
+
+
+def document_bytes(f: Any, name: str) -> bytes:
+    """All of an open binary stream, for a single-document file: at most :data:`MAX_DOCUMENT_BYTES`
+    (``$PREFIXCACHE_MAX_DOCUMENT_BYTES``). A longer file raises :class:`InputError` (record 0)
+    naming the limit, once one byte past it has been read (never more held than the limit)."""
+    max_bytes = limits.value("MAX_DOCUMENT_BYTES")
+    chunks, size = [], 0
+    while size <= max_bytes:  # in pieces: a refused file is never held twice
+        chunk = f.read(min(_LINE_PIECE, max_bytes + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    del chunks
+    raise InputError(f"a single JSON document over {max_bytes:,} bytes (PREFIXCACHE_MAX_DOCUMENT_BYTES "
+                     "sets the limit; JSONL, one record a line, has no such bound)", name, 0)
 
 
 def _brackets(raw: bytes | str) -> int:
@@ -205,7 +260,7 @@ def iter_jsonl(source: Source) -> Iterator[tuple[int, Any] | Skipped]:
     :data:`MAX_RECORD_BYTES` yields a bad :class:`Skipped` for that line (truncated
     JSON is named as such); the file goes on. Only one line is in memory at a time.
     """
-    max_bytes = limit("MAX_RECORD_BYTES", MAX_RECORD_BYTES)
+    max_bytes = limits.value("MAX_RECORD_BYTES")
     with source.open() as f:
         for line_no, raw in enumerate(_lines(f, max_bytes), 1):
             if raw is None:
@@ -227,24 +282,37 @@ def iter_jsonl(source: Source) -> Iterator[tuple[int, Any] | Skipped]:
             yield line_no, value
 
 
+#: Piece of a long line read at a time (bytes): a line is gathered piece by piece, so one over the
+#: record limit is dropped as soon as it crosses it, never held twice.
+_LINE_PIECE = 16 << 20
+
+
 def _lines(f: Any, max_bytes: int) -> Iterator[bytes | None]:
-    """The lines of a binary stream; None for a line over ``max_bytes`` (skipped in chunks, never held)."""
+    """The lines of a binary stream; None for a line over ``max_bytes`` (dropped once it crosses the
+    limit, the rest skipped in pieces, never held)."""
+    piece = min(_LINE_PIECE, max_bytes + 1)
     while True:
-        raw = f.readline(max_bytes + 1)
+        raw = f.readline(piece)
         if not raw:
             return
-        if len(raw) <= max_bytes or raw.endswith(b"\n"):
+        if raw.endswith(b"\n") or len(raw) < piece:
             yield raw
             continue
-        while raw and not raw.endswith(b"\n"):
-            raw = f.readline(1 << 20)
+        parts, size = [raw], len(raw)
+        while size <= max_bytes and not parts[-1].endswith(b"\n"):
+            more = f.readline(min(piece, max_bytes + 1 - size))
+            if not more:
+                break
+            parts.append(more)
+            size += len(more)
+        if size <= max_bytes:
+            yield b"".join(parts)
+            continue
+        last = parts[-1]
+        del parts
+        while last and not last.endswith(b"\n"):
+            last = f.readline(1 << 20)
         yield None
-
-
-def count_records(source: Source) -> int:
-    """Number of non-blank lines of a source (JSONL records), streamed."""
-    with source.open() as f:
-        return sum(1 for raw in f if raw.strip())
 
 
 def load_json(source: Source) -> Any:
@@ -255,7 +323,7 @@ def load_json(source: Source) -> Any:
     line), and for a document nested deeper than :data:`MAX_DEPTH` (naming the field).
     """
     with source.open() as f:
-        data = f.read()
+        data = document_bytes(f, source.name)
     value = _decode_document(data, source.name)
     deep = too_deep(value, _brackets(data))
     if deep is not None:
@@ -287,7 +355,7 @@ def salvage_document(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]
     all raises :class:`InputError` as :func:`load_json` does.
     """
     with source.open() as f:
-        data = f.read()
+        data = document_bytes(f, source.name)
     try:
         doc = _decode_document(data, source.name)
     except InputError as err:
@@ -364,7 +432,8 @@ def _first_bad_utf8(data: bytes) -> int:
     return -1
 
 
-def _looks_like_value(line: bytes) -> bool:
+def is_json_value(line: bytes) -> bool:
+    """Whether ``line`` is one complete JSON value (orjson: no recursion, whatever its depth)."""
     try:
         orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -372,16 +441,40 @@ def _looks_like_value(line: bytes) -> bool:
     return True
 
 
-def _first_lines(source: Source, n: int) -> list[bytes]:
-    """The first ``n`` non-blank lines (stops reading as soon as it has them)."""
+#: Longest first line :func:`first_lines` reads whole (bytes); a pretty-printed document's first line is short.
+FIRST_LINE_BYTES = 1 << 20
+
+
+def first_lines(source: Source, n: int) -> list[bytes]:
+    """The first ``n`` non-blank lines (stops reading as soon as it has them). A line longer than
+    :data:`FIRST_LINE_BYTES` comes back cut to that length and ends the list (nothing more is read),
+    so it is never a complete value: :func:`iter_records` takes such a line for a JSONL record (or
+    a list, when it starts with ``[``), never for the first line of a pretty-printed document."""
     out: list[bytes] = []
     with source.open() as f:
-        for raw in f:
+        while len(out) < n:
+            raw = f.readline(FIRST_LINE_BYTES)
+            if not raw:
+                break
             if raw.strip():
                 out.append(raw)
-                if len(out) == n:
-                    break
+            if len(raw) == FIRST_LINE_BYTES and not raw.endswith(b"\n"):
+                break
     return out
+
+
+def raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
+    """``(value, end)`` of the JSON value starting at ``pos`` of ``text`` (one of several documents
+    in a row), with the depth check of :func:`loads`. Raises ``json.JSONDecodeError`` (a
+    ``ValueError``) for a syntax error and :class:`JSONDepthError` for nesting past the limit."""
+    try:
+        value, end = _DECODER.raw_decode(text, pos)
+    except RecursionError:
+        raise JSONDepthError("", "JSON nested too deep to decode (PREFIXCACHE_MAX_JSON_DEPTH)") from None
+    deep = too_deep(value)
+    if deep is not None:
+        raise JSONDepthError(deep.field, deep.reason)
+    return value, end
 
 
 def iter_records(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
@@ -398,10 +491,11 @@ def iter_records(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
     two non-blank lines is a complete JSON value. Undecodable lines / documents
     yield a bad :class:`Skipped` (line) or raise :class:`InputError` (document).
     """
-    first = _first_lines(source, 2)
+    first = first_lines(source, 2)
     if not first:
         raise InputError("empty file", source.name, 0)
-    if first[0].lstrip().startswith(b"[") or not any(_looks_like_value(line) for line in first):
+    if first[0].lstrip().startswith(b"[") or not any(len(line) >= FIRST_LINE_BYTES or is_json_value(line)
+                                                     for line in first):
         yield from salvage_document(source)
         return
     for item in iter_jsonl(source):

@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import IO, Iterator, Sequence
 
+from prefixcache.analyzer import limits
+from prefixcache.analyzer.limits import LIMITS
 from prefixcache.analyzer.errors import InputError
 from prefixcache.analyzer.ingest.base import Source
 from prefixcache.analyzer.ingest.compressed import opener, strip_suffix
@@ -37,26 +39,25 @@ LOG_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj", ".log")
 #: Log files a walk reads by their exact name, hidden or not (Aider's chat-history log).
 LOG_NAMES = frozenset({".aider.llm.history"})
 #: Seconds a FIFO named explicitly may stay silent before the read gives up.
-PIPE_TIMEOUT_S = 30.0
+PIPE_TIMEOUT_S = LIMITS["PIPE_TIMEOUT"].default
 #: Most bytes read from a FIFO named explicitly (it is held in memory).
-PIPE_MAX_BYTES = 4 << 30
+PIPE_MAX_BYTES = int(LIMITS["MAX_PIPE_BYTES"].default)
 
 
 def file_source(path: str, walked: bool = False) -> Source:
     """A :class:`Source` that opens ``path`` in binary mode on each call (decompressing)."""
-    return Source(path, opener(lambda: open(path, "rb")), walked)
+    return Source(path, opener(lambda: open(path, "rb"), path), walked)
 
 
-def read_pipe(path: str, timeout: float | None = None, max_bytes: int = PIPE_MAX_BYTES) -> bytes:
+def read_pipe(path: str, timeout: float | None = None, max_bytes: int | None = None) -> bytes:
     """All bytes of a FIFO, read without blocking forever: the read waits up to ``timeout``
     seconds (default :data:`PIPE_TIMEOUT_S` or ``$PREFIXCACHE_PIPE_TIMEOUT``) for a writer to
     open it (a producer that starts late, ``<(slow command)``) and for each chunk; a FIFO no
     writer opens in time, one whose writer stays silent that long, or one that sends more
     than ``max_bytes`` raises :class:`InputError`. A writer that opens and closes without
     data gives b""."""
-    if timeout is None:
-        raw = os.environ.get("PREFIXCACHE_PIPE_TIMEOUT", "")
-        timeout = float(raw) if raw.replace(".", "", 1).isdigit() else PIPE_TIMEOUT_S
+    timeout = limits.seconds("PIPE_TIMEOUT") if timeout is None else timeout
+    max_bytes = limits.value("MAX_PIPE_BYTES") if max_bytes is None else max_bytes
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     chunks, size, opened = [], 0, False
     try:
@@ -80,7 +81,8 @@ def read_pipe(path: str, timeout: float | None = None, max_bytes: int = PIPE_MAX
                 continue
             size += len(chunk)
             if size > max_bytes:
-                raise InputError(f"a FIFO that sent more than {max_bytes:,} bytes", path, 0)
+                raise InputError(f"a FIFO that sent more than {max_bytes:,} bytes (PREFIXCACHE_MAX_PIPE_BYTES sets the limit)",
+                                 path, 0)
             chunks.append(chunk)
     finally:
         os.close(fd)
@@ -104,7 +106,7 @@ def _closed_stdin() -> IO[bytes]:
 
 def bytes_source(name: str, data: bytes) -> Source:
     """A :class:`Source` over in-memory bytes (stdin, tests), decompressed when compressed."""
-    return Source(name, opener(lambda: io.BytesIO(data)))
+    return Source(name, opener(lambda: io.BytesIO(data), name))
 
 
 def _special(path: str) -> str:

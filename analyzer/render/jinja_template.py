@@ -30,7 +30,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from prefixcache.analyzer.model import Message, Request, ToolDef
+from prefixcache.analyzer.render import worker
 from prefixcache.analyzer.render.sandbox import BoundedSandbox, bounded_filter, compile_source, render_bounded
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
@@ -79,7 +81,7 @@ def compile_template(source: str, name: str = "") -> Any:
 def parse_arguments(raw: str) -> Any:
     """Tool-call arguments as the template sees them: the parsed JSON value, or the raw string if not JSON."""
     try:
-        return json.loads(raw)
+        return json_loads(raw, lenient=True)
     except (ValueError, TypeError):
         return raw
 
@@ -151,19 +153,28 @@ class JinjaChat:
 
     def __init__(self, source: str, special: dict[str, str | None] | None = None, extra: dict[str, Any] | None = None,
                  name: str = "") -> None:
-        self.source = source
-        self.template = compile_template(source, name)
+        self.source, self.name = source, name
+        worker.run(_compile, source, name)  # syntax errors now, and a compile bounded like a render
         self.special = {k: v for k, v in (special or {}).items() if v is not None}
         self.extra = dict(extra or {})
         self.content_format = content_format(source)
 
     def render(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool, now: float | None = None) -> str:
-        when = datetime.fromtimestamp(now, tz=timezone.utc) if now is not None else datetime.now()
-        return render_bounded(self.template, dict(
-            messages=[alias_reasoning(m) for m in messages], tools=tools, documents=None,
-            add_generation_prompt=add_generation_prompt, strftime_now=when.strftime,
-            **self.special, **self.extra,
-        ))
+        """The prompt text, rendered in the render worker (:mod:`.worker`: hard time and memory bounds)."""
+        variables = dict(messages=[alias_reasoning(m) for m in messages], tools=tools, documents=None,
+                         add_generation_prompt=add_generation_prompt, **self.special, **self.extra)
+        return worker.run(_render_chat, self.source, self.name, variables, now)
+
+
+def _compile(source: str, name: str) -> None:
+    """In the render worker: compile (and cache) a chat template; its errors go back to the caller."""
+    compile_template(source, name)
+
+
+def _render_chat(source: str, name: str, variables: dict[str, Any], now: float | None) -> str:
+    """In the render worker: one render of a chat template (compiled once per worker)."""
+    when = datetime.fromtimestamp(now, tz=timezone.utc) if now is not None else datetime.now()
+    return render_bounded(compile_template(source, name), {**variables, "strftime_now": when.strftime})
 
 
 def request_dicts(req: Request, arguments: str = "object", content: str = "string") -> tuple[list[dict], list[dict] | None]:

@@ -23,6 +23,7 @@ import json
 from prefixcache.analyzer.model import Message, RenderedPrompt, Request, Segment, ToolDef
 from prefixcache.analyzer.render.images import placeholder
 from prefixcache.analyzer.render.segments import paint
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 
 def _compact(obj: object) -> str:
@@ -90,7 +91,7 @@ class ProviderLayout:
         for c in m.tool_calls:
             if self.style == "anthropic":
                 try:
-                    args = json.loads(c.arguments)
+                    args = json_loads(c.arguments, lenient=True)
                 except ValueError:
                     args = c.arguments
                 body.append(_compact({"type": "tool_use", "id": c.id, "name": c.name, "input": args}))

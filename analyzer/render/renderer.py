@@ -59,6 +59,10 @@ class JinjaRenderer:
             self.chat = JinjaChat(source, special, extra, name)
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"chat template {name}: line {exc.lineno}: template syntax error: {exc.message}") from None
+        except RenderLimitError as exc:  # compiling it went past a bound (time, memory)
+            text = str(exc)
+            raise RenderLimitError(text if text.startswith(("chat template", "template ")) else
+                                   f"chat template {name}: {text}") from None
         self.name = name
         self.exact = exact
         self._memo: OrderedDict[int, tuple[int, int]] = OrderedDict()

@@ -39,37 +39,30 @@ from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
+from prefixcache.analyzer import limits
 from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.limits import LIMITS
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Seconds one render may take.
-TIME_LIMIT_S = 10.0
+TIME_LIMIT_S = LIMITS["RENDER_TIMEOUT"].default
 #: Characters one render may produce (and the longest string or list an operator may build).
-MAX_CHARS = 256 * 1024 * 1024
+MAX_CHARS = int(LIMITS["RENDER_MAX_CHARS"].default)
 
 
 class RenderLimitError(ConfigError):
     """A template went past a sandbox bound (time, size, recursion, memory) or read a file it may not."""
 
 
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name, "")
-    try:
-        value = float(raw)
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 def time_limit() -> float:
     """:data:`TIME_LIMIT_S`, or ``$PREFIXCACHE_RENDER_TIMEOUT`` when set."""
-    return _env_number("PREFIXCACHE_RENDER_TIMEOUT", TIME_LIMIT_S)
+    return limits.seconds("RENDER_TIMEOUT")
 
 
 def max_chars() -> int:
     """:data:`MAX_CHARS`, or ``$PREFIXCACHE_RENDER_MAX_CHARS`` when set."""
-    return int(_env_number("PREFIXCACHE_RENDER_MAX_CHARS", MAX_CHARS))
+    return limits.value("RENDER_MAX_CHARS")
 
 
 def _too_big(value: Any, cap: int) -> bool:
@@ -146,9 +139,18 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return super().getattr(obj, attribute)
 
 
+def _check_size(source: str, name: str) -> None:
+    most = limits.value("MAX_TEMPLATE_BYTES")
+    if len(source) > most:
+        raise RenderLimitError(f"template {name} is over {most:,} characters (PREFIXCACHE_MAX_TEMPLATE_BYTES "
+                               "sets the limit)")
+
+
 def compile_source(env: BoundedSandbox, source: str, name: str) -> Any:
     """``env.from_string(source)``; a template too deeply nested to compile is a
-    :class:`RenderLimitError` (jinja2's own ``TemplateSyntaxError`` propagates)."""
+    :class:`RenderLimitError` (jinja2's own ``TemplateSyntaxError`` propagates); so is a source
+    longer than ``MAX_TEMPLATE_BYTES`` characters (compiling it would take longer than any render)."""
+    _check_size(source, name)
     try:
         return env.from_string(source)
     except (RecursionError, MemoryError):
@@ -201,7 +203,8 @@ def render_bounded(template: Any, variables: dict[str, Any]) -> str:
     except RecursionError:
         raise RenderLimitError("template recursion too deep (a macro or loop calling itself)") from None
     except MemoryError:
-        raise RenderLimitError("template needs more memory than there is") from None
+        raise RenderLimitError(f"template needs more than {limits.value('RENDER_MAX_MEMORY'):,} bytes of memory "
+                               "(PREFIXCACHE_RENDER_MAX_MEMORY)") from None
     except OverflowError as exc:
         raise RenderLimitError(f"template went past a bound: {exc}") from None
     text = "".join(out)
@@ -230,7 +233,9 @@ class SafeLoader(FileSystemLoader):
             if os.path.lexists(path):
                 self._vet(root, pieces, template)
                 break
-        return super().get_source(environment, template)
+        found = super().get_source(environment, template)
+        _check_size(found[0], template)
+        return found
 
     @staticmethod
     def _vet(root: str, pieces: list[str], template: str) -> None:

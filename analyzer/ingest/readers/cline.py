@@ -39,13 +39,13 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
-import orjson
 
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, Usage
 from prefixcache.analyzer.ingest.readers.anthropic import message_of
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import is_list_document, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, load_json, parse_time, type_name
+from prefixcache.analyzer.ingest.jsonio import document_bytes, loads as json_loads
 
 FORMAT = "cline-task"
 HISTORY, UI, META = "api_conversation_history.json", "ui_messages.json", "task_metadata.json"
@@ -58,8 +58,8 @@ NOTE_HIDDEN = ("system prompt and tools are not stored in a Cline task folder: a
 def _load(path: str) -> Any:
     try:
         with open(path, "rb") as f:
-            return orjson.loads(f.read())
-    except (OSError, orjson.JSONDecodeError):
+            return json_loads(document_bytes(f, path))
+    except (OSError, ValueError):
         return None
 
 
@@ -70,8 +70,8 @@ def api_requests(rows: Any) -> list[dict[str, Any]]:
         if not isinstance(row, dict) or row.get("say") != "api_req_started" or not isinstance(row.get("text"), str):
             continue
         try:
-            info = orjson.loads(row["text"])
-        except orjson.JSONDecodeError:
+            info = json_loads(row["text"])
+        except ValueError:
             continue
         if isinstance(info, dict) and isinstance(info.get("tokensIn"), int):
             out.append({**info, "ts": row.get("ts")})
@@ -143,8 +143,8 @@ class ClineTaskReader:
                 continue  # UI context: task text, tool rows, command output, checkpoints
             where = f"[{i}].text"
             try:
-                info = orjson.loads(row["text"]) if isinstance(row.get("text"), str) else None
-            except orjson.JSONDecodeError:
+                info = json_loads(row["text"]) if isinstance(row.get("text"), str) else None
+            except ValueError:  # not JSON, or nested past the depth limit
                 yield Skipped(name, i + 1, "api_req_started text is not JSON", where, True)
                 continue
             if not isinstance(info, dict) or not isinstance(info.get("tokensIn"), int):

@@ -23,6 +23,7 @@ from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import head_fields, is_array, reader
 from prefixcache.analyzer.ingest.diagnostics import verdict
 from prefixcache.analyzer.ingest.jsonio import FieldError, decode_error, expect, field, parse_time, parse_usage, read_records
+from prefixcache.analyzer.ingest.jsonio import JSONDepthError, loads as json_loads
 from prefixcache.analyzer.ingest.images import content_part
 
 FORMAT = "openai-chat"
@@ -159,7 +160,9 @@ def _decoded(record: dict, key: str) -> Any:
     value = record.get(key)
     if isinstance(value, str) and value.lstrip().startswith("{"):
         try:
-            return orjson.loads(value)
+            return json_loads(value)
+        except JSONDepthError as e:
+            raise FieldError(f"{key}.{e.field}".rstrip("."), f"body text: {e.reason}") from None
         except orjson.JSONDecodeError as e:
             raise FieldError(key, f"body text is not JSON: {decode_error(e)}") from None
     return value

@@ -37,6 +37,7 @@ from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, To
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, load_json, parse_time
+from prefixcache.analyzer.ingest.jsonio import document_bytes, loads as json_loads
 
 FORMAT = "opencode"
 NOTE_HIDDEN = ("system prompt and tool schemas are not stored by opencode: an opaque shared prefix "
@@ -67,8 +68,8 @@ def _json_files(folder: str) -> list[Any]:
     for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*.json"))):
         try:
             with open(path, "rb") as f:
-                out.append(orjson.loads(f.read()))
-        except (OSError, orjson.JSONDecodeError):
+                out.append(json_loads(document_bytes(f, path)))
+        except (OSError, ValueError):
             continue
     return out
 

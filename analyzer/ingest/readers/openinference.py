@@ -33,6 +33,7 @@ from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, digest, skip
 from prefixcache.analyzer.ingest.readers.openai_chat import tool_of
 from prefixcache.analyzer.ingest.readers.otel_spans import Item, iter_items, looks_like_otel
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 FORMAT = "openinference"
 _INDEXED = re.compile(r"^(\d+)\.(.+)$")
@@ -80,8 +81,8 @@ def _tools(attrs: dict[str, Any]) -> tuple:
         schema = t.get("tool.json_schema")
         if isinstance(schema, str):
             try:
-                schema = orjson.loads(schema)
-            except orjson.JSONDecodeError:
+                schema = json_loads(schema)
+            except ValueError:
                 raise FieldError(f"llm.tools.{i}.tool.json_schema", "not valid JSON") from None
         out.append(tool_of(schema, f"llm.tools.{i}.tool.json_schema"))
     return tuple(out)

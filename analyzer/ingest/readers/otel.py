@@ -49,6 +49,7 @@ from prefixcache.analyzer.ingest.detect import first_object, reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, digest, skip
 from prefixcache.analyzer.ingest.readers.openai_chat import tool_of
 from prefixcache.analyzer.ingest.readers.otel_spans import Item, iter_items, looks_like_otel
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 FORMAT = "otel-genai"
 INFERENCE_OPS = frozenset({"chat", "text_completion", "generate_content"})
@@ -70,8 +71,8 @@ def decoded(value: Any) -> Any:
     """An attribute that holds JSON text (span attributes are strings) decoded; objects as they are."""
     if isinstance(value, str) and value[:1] in "[{":
         try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
+            return json_loads(value)
+        except ValueError:
             raise FieldError("", f"attribute is not valid JSON: {value[:40]!r}") from None
     return value
 

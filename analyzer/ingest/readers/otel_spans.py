@@ -25,15 +25,14 @@ item) they came from, which is the unit ``Provenance.record`` counts in.
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.ingest.base import Source
-from prefixcache.analyzer.ingest.jsonio import FieldError, expect, iter_records, parse_time
+from prefixcache.analyzer.ingest.jsonio import (FIRST_LINE_BYTES, FieldError, JSONDepthError, document_bytes, expect,
+                                                 first_lines, is_json_value, iter_records, parse_time, raw_decode)
 
-_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,7 @@ def _concatenated(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
     ``(record, "", value)`` each, record = its 1-based position. A syntax error ends the file
     with a bad :class:`Skipped` (the documents before it are kept)."""
     with source.open() as f:
-        text = f.read().decode("utf-8", errors="replace")
+        text = document_bytes(f, source.name).decode("utf-8", errors="replace")
     pos, n = 0, 0
     while True:
         while pos < len(text) and text[pos].isspace():
@@ -168,35 +167,22 @@ def _concatenated(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]:
             return
         n += 1
         try:
-            value, pos = _DECODER.raw_decode(text, pos)
+            value, pos = raw_decode(text, pos)
+        except JSONDepthError as e:
+            yield Skipped(source.name, n, e.reason, e.field, True)
+            return
         except ValueError as e:
             yield Skipped(source.name, n, f"invalid JSON document: {e.msg} at line {e.lineno}", "", True)
             return
         yield n, "", value
 
 
-def _first_line(source: Source) -> bytes:
-    with source.open() as f:
-        for raw in f:
-            if raw.strip():
-                return raw
-    return b""
-
-
-def _is_value(line: bytes) -> bool:
-    try:
-        json.loads(line)
-    except ValueError:
-        return False
-    return True
-
-
 def iter_items(source: Source) -> Iterator[tuple[int, list[Item]] | Skipped]:
     """``(record, items)`` per input record of the file (JSONL line, list item, one document, or
     each of several concatenated pretty-printed documents); undecodable lines pass through as
     bad :class:`Skipped`."""
-    first = _first_line(source)
-    concatenated = first.lstrip().startswith(b"{") and not _is_value(first)
+    first = next(iter(first_lines(source, 1)), b"")
+    concatenated = first.lstrip().startswith(b"{") and len(first) < FIRST_LINE_BYTES and not is_json_value(first)
     for rec in _concatenated(source) if concatenated else iter_records(source):
         if isinstance(rec, Skipped):
             yield rec

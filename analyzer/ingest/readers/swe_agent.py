@@ -25,7 +25,6 @@ is checked against what was read: calls the file has no messages for are a skip.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -36,6 +35,7 @@ from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import reader
 from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, load_json, skip
 from prefixcache.analyzer.ingest.readers.openai_chat import message_of
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 #: SWE-agent model names that are not LLMs (replays, humans, tests).
 _NOT_MODELS = frozenset({"replay", "human", "human_thought", "instant_empty_submit"})
@@ -84,7 +84,7 @@ def _agent_config(doc: dict[str, Any], key: str) -> Any:
     cfg = doc.get("replay_config")
     if isinstance(cfg, str):
         try:
-            cfg = json.loads(cfg)
+            cfg = json_loads(cfg, lenient=True)
         except ValueError:
             return None
     agent = cfg.get("agent") if isinstance(cfg, dict) else None

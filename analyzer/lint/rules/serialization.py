@@ -14,12 +14,13 @@ import orjson
 
 from prefixcache.analyzer.model import Message
 from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, whitespace_only
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 
 def _decode(text: str) -> object:
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
+        return json_loads(text)
+    except ValueError:
         return _INVALID
 
 
