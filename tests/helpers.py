@@ -47,3 +47,22 @@ def validate(doc: object, schema: str) -> None:
 
     path = existing(ROOT / "docs" / "schemas" / f"{schema}.schema.json")
     jsonschema.Draft202012Validator(json.loads(path.read_text())).validate(doc)
+
+
+def spaced_claude_session(tmp_path: Path, seconds: float = 1200.0) -> Path:
+    """The real Claude Code sample (tests/fixtures/samples) with every line from the middle on ``seconds``
+    later: a log with one idle gap, for the ``ttl`` cause of lint and simulate. Written to ``tmp_path``."""
+    import json
+    from datetime import datetime, timedelta
+
+    lines = existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl").read_text().splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        if i >= len(lines) // 2 and "timestamp" in rec:
+            t = datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")) + timedelta(seconds=seconds)
+            rec["timestamp"] = t.isoformat().replace("+00:00", "Z")
+        out.append(json.dumps(rec))
+    path = tmp_path / "claude_idle.jsonl"
+    path.write_text("\n".join(out) + "\n")
+    return path

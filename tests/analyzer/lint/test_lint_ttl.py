@@ -10,7 +10,6 @@ spaced, it comes 1,419.8 s later, so its 16,697 reusable tokens go to ``ttl`` (n
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -22,7 +21,7 @@ from prefixcache.analyzer.lint.config import LintConfig, from_mapping, parse_ttl
 from prefixcache.analyzer.lint.engine import TTL
 from prefixcache.analyzer.lint.run import lint_paths
 from prefixcache.analyzer.lint.rules.provider import provider_ttl
-from tests.helpers import CASES, SAMPLES, cli_app, existing, validate
+from tests.helpers import CASES, SAMPLES, cli_app, existing, spaced_claude_session, validate
 
 CLAUDE = SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"
 MAIN = "fe5e1c67-53e7-4862-81ae-d0e013e3270b"
@@ -30,17 +29,7 @@ MAIN = "fe5e1c67-53e7-4862-81ae-d0e013e3270b"
 
 def _spaced(tmp_path: Path) -> Path:
     """The Claude Code sample with every line from the middle on 1,200 s later."""
-    lines = existing(CLAUDE).read_text().splitlines()
-    out = []
-    for i, line in enumerate(lines):
-        rec = json.loads(line)
-        if i >= len(lines) // 2 and "timestamp" in rec:
-            t = datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")) + timedelta(seconds=1200)
-            rec["timestamp"] = t.isoformat().replace("+00:00", "Z")
-        out.append(json.dumps(rec))
-    path = tmp_path / "claude_idle.jsonl"
-    path.write_text("\n".join(out) + "\n")
-    return path
+    return spaced_claude_session(tmp_path, 1200.0)
 
 
 def _timed_window(tmp_path: Path, gap_before: int) -> Path:

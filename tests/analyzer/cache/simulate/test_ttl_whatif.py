@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timedelta
 
 import orjson
 import pytest
@@ -16,7 +14,7 @@ from prefixcache.analyzer.cache.simulate.simulator import baseline
 from prefixcache.analyzer.cache.simulate.ttl_whatif import ttl_whatif
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.cli.app import app
-from tests.helpers import SAMPLES, existing, validate
+from tests.helpers import SAMPLES, existing, spaced_claude_session, validate
 
 CLAUDE = SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"
 
@@ -73,16 +71,7 @@ def test_default_row_is_the_result_row_and_idle_gaps_are_ttl(tmp_path):
     assert five.usd_total == pytest.approx(doc.cost.usd_with_cache, abs=1e-6)
     assert doc.results[0].lost_tokens_by_cause["ttl"] == 0  # no idle gap over 5 min in the real session
 
-    lines = existing(CLAUDE).read_text().splitlines()
-    spaced = []
-    for i, line in enumerate(lines):
-        rec = json.loads(line)
-        if i >= len(lines) // 2 and "timestamp" in rec:
-            t = datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")) + timedelta(seconds=1200)
-            rec["timestamp"] = t.isoformat().replace("+00:00", "Z")
-        spaced.append(json.dumps(rec))
-    path = tmp_path / "claude_idle.jsonl"
-    path.write_text("\n".join(spaced) + "\n")
+    path = spaced_claude_session(tmp_path, 1200.0)
     gap = simulate([str(path)], SimulateOptions(cache="anthropic", ttl_whatif=True, per_request=True))
     lost = gap.results[0].lost_tokens_by_cause
     assert lost["ttl"] > 0
