@@ -47,7 +47,7 @@ def _render(cal) -> None:
         t.add_row(f"{n:,}", *(f"{got[c]:.5f}" if c in got else "—" for c in curves))
     print_table(console, t)
     for note in cal.notes:
-        console.print(f"[dim]{note}[/]")
+        console.print(f"[yellow]{note}[/]" if note.startswith("warning:") else f"[dim]{note}[/]", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from prefixcache.analyzer.cache.fleet.calibration import KIND, Measurement, TierCalibration, calibrate
+from prefixcache.analyzer.cache.fleet.calibration import KIND, Measurement, TierCalibration, calibrate, poor_fits
 from prefixcache.analyzer.errors import EngineError
 from prefixcache.replay.local.hf import HFEngine
 
@@ -123,5 +123,6 @@ def measure(engine: HFEngine, lengths: Sequence[int] = DEFAULT_LENGTHS, repeat: 
                 points.append(Measurement(name, n, statistics.median(got), nbytes, got))
     if not dropped:
         notes.append("disk reads may have been served from the page cache (posix_fadvise unavailable)")
+    fits = calibrate(points, engine.kv_bytes_per_token)
     return TierCalibration(KIND, engine.name, engine.device, engine.dtype, torch.__version__, torch.get_num_threads(),
-                           engine.kv_bytes_per_token, points, calibrate(points, engine.kv_bytes_per_token), notes)
+                           engine.kv_bytes_per_token, points, fits, notes + poor_fits(fits))

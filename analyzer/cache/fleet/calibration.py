@@ -102,6 +102,19 @@ class CurveFit:
     latency_s: float | None
 
 
+#: Below this R² a fit is called poor (:func:`poor_fits`): the line explains too little of the timings.
+MIN_R2 = 0.9
+
+
+def poor_fits(fits: Sequence[CurveFit], min_r2: float = MIN_R2) -> list[str]:
+    """One warning per fit whose R² is under ``min_r2`` (its line explains too little of the measured
+    times: a loaded machine, or a first length still warming up), naming the curve, R² and mean
+    relative error. The break-even lengths of such fits are not to be quoted."""
+    return [f"warning: the {f.curve} fit is poor (R² {f.fit.r2:.2f}, mean error {100 * f.fit.mean_rel_error:.0f}%): "
+            "its timings are noisy (a loaded machine or a cold first length); rerun with more --repeat on an idle "
+            "machine before quoting its break-even length" for f in fits if f.fit.r2 < min_r2]
+
+
 @dataclass(frozen=True, slots=True)
 class TierCalibration:
     """The ``calibrate --out`` document (module docstring): where it was measured (model, device,

@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from prefixcache.analyzer.cache.fleet.calibration import (
-    KIND, LineFit, Measurement, TierCalibration, break_even_tokens, calibrate, read_calibration, tier_links,
+    KIND, LineFit, Measurement, TierCalibration, break_even_tokens, calibrate, poor_fits, read_calibration,
+    tier_links,
 )
 from prefixcache.analyzer.cache.fleet.tiers import parse_tiers
 from prefixcache.analyzer.cache.fleet.timing import calibration_of
@@ -44,6 +45,18 @@ def test_fit_recovers_known_constants_within_5_percent():
     # prefill 40 ms + 500 µs/t against disk 5 ms + 30.7 µs/t: restoring wins from the start
     assert fits["disk"].break_even_tokens == 0.0
     assert fits["prefill"].break_even_tokens is None
+
+
+def test_a_poor_fit_is_warned_about_and_a_good_one_is_not():
+    """The trial's case: a first length still warming up (10× its true time) leaves a prefill line that explains
+    little of the timings; the calibration says so instead of handing out its break-even lengths silently."""
+    assert poor_fits(calibrate(synthetic(), BPT)) == []
+    warm = [Measurement(m.curve, m.tokens, m.seconds * (10 if m.curve == "prefill" and m.tokens == 128 else 1),
+                        m.kv_bytes, m.samples) for m in synthetic()]
+    fits = {f.curve: f for f in calibrate(warm, BPT)}
+    assert fits["prefill"].fit.r2 < 0.9
+    warned = poor_fits(list(fits.values()))
+    assert len(warned) == 1 and warned[0].startswith("warning: the prefill fit is poor (R² ")
 
 
 def test_break_even_by_hand():
