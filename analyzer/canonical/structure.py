@@ -19,9 +19,10 @@ is judged on whether it changed any of these, not on an ideal.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
+
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 _TAG = re.compile(r"<(/?)([A-Za-z][\w.:-]*)(?:\s[^<>]*?)?(/?)>")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
@@ -45,7 +46,7 @@ def _is_json(block: str) -> bool:
     if not block or block[0] not in "{[":
         return False
     try:
-        json.loads(block)
+        json_loads(block)  # the one JSON entry point: depth-limited, never a RecursionError
     except ValueError:
         return False
     return True

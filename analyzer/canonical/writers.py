@@ -74,8 +74,8 @@ def _body(record: Any) -> dict[str, Any] | None:
         body = record["request"]
         if isinstance(body, str):
             try:
-                body = orjson.loads(body)
-            except orjson.JSONDecodeError:
+                body = json_loads(body)
+            except ValueError:
                 return None
         return body if isinstance(body, dict) else None
     return record

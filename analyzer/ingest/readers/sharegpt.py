@@ -22,12 +22,11 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
-import orjson
 
 from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, ToolCall
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import first_object, reader
-from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, read_records
+from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, loads as json_loads, read_records
 from prefixcache.analyzer.ingest.readers.openai_chat import tool_of
 
 SHAREGPT, PROMPT_TEXT = "sharegpt", "prompt-text"
@@ -64,8 +63,8 @@ def _turns(conv: dict[str, Any]) -> Iterator[tuple[int, str, Message]]:
 
 def _call_name(value: str) -> str:
     try:
-        obj = orjson.loads(value)
-    except orjson.JSONDecodeError:
+        obj = json_loads(value)
+    except ValueError:  # not JSON, or nested past the depth limit
         return ""
     return str(obj.get("name", "")) if isinstance(obj, dict) else ""
 
@@ -97,8 +96,8 @@ class ShareGptReader:
         tools: tuple = ()
         if isinstance(conv.get("tools"), str) and conv["tools"].strip():
             try:
-                raw = orjson.loads(conv["tools"])
-            except orjson.JSONDecodeError as exc:
+                raw = json_loads(conv["tools"])
+            except ValueError as exc:
                 raise FieldError("tools", f"not JSON: {exc}") from None
             tools = tuple(tool_of(t, f"tools[{i}]") for i, t in enumerate(expect(raw, list, "tools")))
         k = 0

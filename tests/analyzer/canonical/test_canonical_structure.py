@@ -137,3 +137,10 @@ def test_any_rewrite_of_a_well_formed_prompt_stays_well_formed(parts, values) ->
         def kept(text: str) -> Counter:
             return Counter(ln for ln in text.splitlines() if ln.strip() and not find_volatile(ln) and "[timestamp:" not in ln)
         assert kept(after) == kept(before)
+
+
+def test_structure_check_of_json_nested_past_the_limit_is_not_a_traceback():
+    """A prompt line holding JSON 5,000 levels deep (stdlib json raised RecursionError on it): the structure check
+    parses through the one depth-limited entry point and calls it no JSON block."""
+    deep = "config\n" + "[" * 5000 + "]" * 5000 + "\n"
+    assert structure(deep).json_blocks == 0 and structure('{"a": [1, {"b": 2}]}').json_blocks == 1
