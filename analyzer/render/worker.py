@@ -168,6 +168,20 @@ def _stop() -> None:
 atexit.register(_stop)
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) the live render worker has used (``/proc/PID/stat``; 0.0 without a
+    worker or off Linux). A worker is a long-lived child, so ``RUSAGE_CHILDREN`` misses it and
+    ``time.process_time`` counts only the caller: a CPU figure of a render-heavy run adds this."""
+    if not _WORKER or not _WORKER[0].proc.is_alive():
+        return 0.0
+    try:
+        with open(f"/proc/{_WORKER[0].proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def run(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` in the render worker: its result, or the exception it raised.
 
