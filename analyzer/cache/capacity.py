@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 from prefixcache.analyzer.errors import ConfigError
 
@@ -66,8 +66,8 @@ def kv_bytes_from_config(path: str | Path, dtype: str | None = None) -> KVShape:
     if p.is_dir():
         p = p / "config.json"
     try:
-        cfg = orjson.loads(p.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
+        cfg = json_loads(p.read_bytes())
+    except (OSError, ValueError) as exc:  # unreadable, not JSON, or nested past the depth limit
         raise ConfigError(f"{p}: cannot read model config: {exc}") from None
     cfg = cfg.get("text_config", cfg) if isinstance(cfg, dict) else cfg
     if not isinstance(cfg, dict):

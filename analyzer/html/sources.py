@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 from prefixcache.analyzer.cache.fleet.document import FleetReport, RouterRow
 from prefixcache.analyzer.errors import InputError
@@ -64,8 +64,8 @@ def read_simulate(path: str) -> dict[str, Any]:
     """The ``simulate --json`` document in ``path``. InputError when it is not JSON or not a
     simulate document (no :data:`SIMULATE_KEYS`)."""
     try:
-        doc = orjson.loads(_read(path))
-    except orjson.JSONDecodeError as exc:
+        doc = json_loads(_read(path))
+    except ValueError as exc:  # not JSON, or nested past the depth limit
         raise InputError(f"not JSON ({exc})", path) from None
     missing = [k for k in SIMULATE_KEYS if not isinstance(doc, dict) or k not in doc]
     if missing:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import orjson
+from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 from prefixcache.analyzer.errors import InputError
 
@@ -162,10 +162,10 @@ def read_calibration(path: str | Path) -> TierCalibration | None:
             if KIND.encode() not in fh.read(4096):  # the document names its kind first
                 return None
             fh.seek(0)
-            doc = orjson.loads(fh.read())
+            doc = json_loads(fh.read())
     except OSError as exc:
         raise InputError(f"cannot read calibration file: {exc.strerror or exc}", str(path)) from exc
-    except orjson.JSONDecodeError:
+    except ValueError:
         return None  # JSON Lines: replay rows
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         return None
