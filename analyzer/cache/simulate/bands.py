@@ -13,8 +13,16 @@ previous write had not landed yet: the band ``[lagged, expected]``. The rules
 * **DeepSeek**: 64·⌊(prompt(k−1) + completion(k−1))/64⌋ for ``deepseek-chat`` (it
   stores prompt + generated tokens), 64·⌊prompt(k−1)/64⌋ for ``deepseek-reasoner``.
   Lagged: cached(k−1) (the older write is all that is visible).
-* **OpenAI up to GPT-5.5** (automatic): prompt(k−1) in 128-token steps from 1,024.
-  Lagged: cached(k−1).
+* **OpenAI up to GPT-5.5** (automatic): the provider keeps the KV of what it generated
+  too: expected = prompt(k−1) + completion(k−1) in 128-token steps from 1,024; lagged =
+  prompt(k−1) in those steps (the prefix it was certainly sent). Measured on six real
+  Codex rollouts (gpt-5.3-codex, 485 calls): the reported count equals 128·⌊(prompt(k−1) +
+  completion(k−1))/128⌋ on most calls, one step less on some (tokens of the output
+  not sent back), and an older prefix or 0 on the rest: the request reached a machine
+  without the prefix (a provider-side miss, :mod:`.provider_calls`).
+* **Gemini** (implicit): expected = prompt(k−1) (no fixed units); lagged = cached(k−1)
+  less 1% (``report_slack``: the reported count of one prefix moves by up to 1% between
+  calls, measured on the one real Gemini CLI log we have, so this figure is fitted to it).
 
 A rule applies ("in-thread") only when our tokens show that the call extends the
 previous call's prompt up to its last breakpoint (DeepSeek chat: up to its prompt),
@@ -78,24 +86,33 @@ def _extends(r: SimRequest, prev: SimRequest, end: int) -> bool:
     return r.tokens[:end] == prev.tokens[:end]
 
 
-def _expected(rules: ProviderRules, prev: SimRequest) -> int | None:
-    """The rule's count from the previous call's reported usage (None: not enough usage)."""
+def _steps(rules: ProviderRules, n: int) -> int:
+    """``n`` tokens as the provider caches them: 0 under the minimum, else in its units
+    (OpenAI: 1,024 then 128-token steps)."""
+    unit = rules.block_size
+    if n < rules.min_tokens:
+        return 0
+    if rules.min_tokens > unit > 1:  # OpenAI: 1,024 then 128-token steps
+        return rules.min_tokens + floor_blocks(n - rules.min_tokens, unit)
+    return floor_blocks(n, unit)
+
+
+def _expected(rules: ProviderRules, prev: SimRequest) -> tuple[int, int] | None:
+    """The rule's ``(lagged, expected)`` from the previous call's reported usage (None: not enough
+    usage; the lagged end before the cap at the call's own prompt). See the module docstring."""
     p, c = prev.reported_prompt, prev.reported_cached
     if p is None or c is None:
         return None
     if rules.max_breakpoints:
         if prev.reported_write is None:
             return None
-        return c + prev.reported_write
-    unit = rules.block_size
+        return c, c + prev.reported_write
     if rules.stores_output and prev.reported_output is None:
         return None
+    if rules.output_band:  # OpenAI: the prompt it was sent, up to that plus what it generated
+        return _steps(rules, p), _steps(rules, p + (prev.reported_output or 0))
     n = p + ((prev.reported_output or 0) if rules.stores_output else 0)
-    if n < rules.min_tokens:
-        return 0
-    if rules.min_tokens > unit:  # OpenAI: 1,024 then 128-token steps
-        return rules.min_tokens + floor_blocks(n - rules.min_tokens, unit)
-    return floor_blocks(n, unit)
+    return int(c * (1 - rules.report_slack)), _steps(rules, n)
 
 
 def hidden_end(r: SimRequest) -> int:
@@ -148,11 +165,11 @@ def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderR
         prev_of[r.session] = r
         band = Band(sim, sim, "simulated")
         if prev is not None and r.now - prev.now <= rules.ttl_s:
-            exp = _expected(rules, prev)
-            if exp is not None and _extends(r, prev, _last_mark(prev, rules)):
-                cap = r.reported_prompt if r.reported_prompt is not None else exp
-                exp = min(exp, cap)
-                band = Band(min(prev.reported_cached or 0, exp), exp, "in-thread")
+            got = _expected(rules, prev)
+            if got is not None and _extends(r, prev, _last_mark(prev, rules)):
+                lag, exp = got
+                exp = min(exp, r.reported_prompt if r.reported_prompt is not None else exp)
+                band = Band(min(lag, exp), exp, "in-thread")
         if band.rule == "simulated" and raw is not None and rules.max_breakpoints:
             end = hidden_end(r)
             if end and raw[i] == end:
