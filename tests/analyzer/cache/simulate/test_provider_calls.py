@@ -1,0 +1,101 @@
+"""Every provider call classified (exact, in band, provider-side, drift, above band) in calls, tokens and dollars.
+
+Real log: the Gemini CLI sample (yoavf/ai-sessions, MIT, tests/fixtures/formats/samples). Codex: a
+rollout built here in the shape of the real ones (madshn/localpush's gpt-5.3-codex rollouts, not
+copied: they carry no licence): session_meta, turn_context, response_item messages and event_msg
+token_count records whose usage follows what those rollouts show (the next call reads 128-token
+steps of the previous prompt plus its output, or drops to 0).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+from typer.testing import CliRunner
+
+from prefixcache.analyzer.cache.provider.prices import price_for, price_warning, provider_of
+from prefixcache.analyzer.cache.provider.rules import rules_for
+from prefixcache.cli.app import app
+
+GEMINI = Path(__file__).parents[3] / "fixtures" / "formats" / "samples" / "gemini_cli_session_pomodoro_timer.json"
+runner = CliRunner()
+
+
+def _simulate(*args: str) -> dict:
+    res = runner.invoke(app, ["simulate", "--json", *args])
+    assert res.exit_code == 0, res.output
+    return orjson.loads(res.stdout)
+
+
+def _rollout(tmp_path: Path, usage: list[tuple[int, int, int]]) -> Path:
+    """A Codex rollout in the real shape with one user message, one reply and one token_count per call."""
+    recs = [{"timestamp": "2026-02-23T12:00:00.000Z", "type": "session_meta",
+             "payload": {"id": "s1", "timestamp": "2026-02-23T12:00:00.000Z", "cwd": "/w", "originator": "codex_cli_rs",
+                         "cli_version": "0.104.0", "model_provider": "openai",
+                         "base_instructions": {"text": "You are Codex. " * 400}}},
+            {"timestamp": "2026-02-23T12:00:00.100Z", "type": "turn_context",
+             "payload": {"cwd": "/w", "model": "gpt-5.3-codex"}}]
+    for k, (inp, cached, out) in enumerate(usage):
+        t = f"2026-02-23T12:0{k}:10.000Z"
+        recs += [{"timestamp": t, "type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+                     {"type": "input_text", "text": f"step {k}: " + "please continue the work on the parser. " * 30}]}},
+                 {"timestamp": t, "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [
+                     {"type": "output_text", "text": f"done {k} " + "ok " * 100}]}},
+                 {"timestamp": t, "type": "event_msg", "payload": {"type": "token_count", "info": {"last_token_usage": {
+                     "input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
+                     "reasoning_output_tokens": 0, "total_tokens": inp + out}}}}]
+    path = tmp_path / "rollout-2026-02-23T12-00-00-s1.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    return path
+
+
+def test_codex_band_counts_the_previous_output_and_a_drop_is_provider_side(tmp_path: Path) -> None:
+    # call 2 reads 3,072 of [1,024 + 128·⌊(3,000−1,024)/128⌋ = 2,944, steps(3,000 + 200) = 3,200]: in band;
+    # call 3 reads 0 although its prompt extends call 2's: provider-side, expected steps(3,400 + 220) = 3,584;
+    # call 4 reads steps(3,800 + 180) = 3,968 exactly.
+    d = _simulate("--cache", "openai", str(_rollout(tmp_path, [(3000, 0, 200), (3400, 3072, 220), (3800, 0, 180),
+                                                                (4200, 3968, 150)])))
+    bands = [(c["lagged_cached_tokens"], c["expected_cached_tokens"]) for c in d["calls"]]
+    assert bands[1:] == [(2944, 3200), (3328, 3584), (3712, 3968)]
+    pc = d["analyses"]["provider_calls"]
+    assert pc["classes"] == {"exact": 2, "in_band": 1, "provider_side": 1, "drift": 0, "above_band": 0, "no_usage": 0}
+    assert pc["lost_tokens"]["provider_side"] == 3584
+    # gpt-5.3-codex is priced by its own row: $1.75/MTok, reads 0.1×
+    assert abs(pc["lost_dollars"]["provider_side"] - 3584 * 1.75e-6 * 0.9) < 1e-6
+    assert abs(pc["dollars"]["provider_side"] - 3800 * 1.75e-6) < 1e-6
+    assert pc["band_held"] == 1.0 and pc["models"] == {"gpt-5.3-codex": 4}
+
+
+def test_gemini_sample_band_holds_on_the_calls_not_provider_side() -> None:
+    d = _simulate("--cache", "gemini", str(GEMINI))
+    pc = d["analyses"]["provider_calls"]
+    assert pc["provider"] == "gemini" and pc["calls"] == 13
+    # the three drops to an older prefix (5,673 after 7,210; 0; 5,837 after 8,735) are provider-side
+    assert pc["classes"] == {"exact": 0, "in_band": 9, "provider_side": 3, "drift": 1, "above_band": 0, "no_usage": 1}
+    assert pc["band_held"] >= 0.9
+    assert sum(pc["cached_tokens"].values()) == d["reported"]["cached_tokens"] == 86702
+    # billed dollars of all classes = the reported usage's cost at gemini-2.5-pro's $1.25, reads 0.1×
+    assert abs(sum(pc["dollars"].values()) - d["cost"]["reported_usd_with_cache"]) < 1e-5
+    assert d["cost"]["price_input_per_mtok"] == 1.25 and d["cost"]["rule_set"] == "gemini-automatic"
+    assert pc["band_anchor"] == "usage"
+
+
+def test_cache_of_another_provider_is_warned() -> None:
+    d = _simulate("--cache", "openai", str(GEMINI))
+    assert any("--cache openai but 14 call(s) were made to 'gemini-2.5-pro', a gemini model" in w for w in d["warnings"])
+
+
+def test_price_rows_lineup_and_newer_than_row_warning() -> None:
+    assert (price_for("openai", "gpt-5.3-codex").input, price_for("openai", "gpt-5.1-codex-max").input) == (1.75, 1.25)
+    assert price_for("openai", "gpt-6.1-sol").read == 0.05 and price_for("openai", "gpt-5.5").input == 5.0
+    assert price_for("gemini", "gemini-2.5-flash").input == 0.30
+    assert price_for("gemini", "gemini-2.5-flash-lite").input == 0.10
+    assert rules_for("gemini", "gemini-2.5-flash").min_tokens == 1024
+    assert rules_for("gemini", "gemini-3.1-pro-preview").min_tokens == 4096
+    assert provider_of("gemini-2.5-pro") == "gemini" and provider_of("claude-opus-4-6") == "anthropic"
+    assert price_warning("openai", "gpt-5.3-codex") is None
+    assert "newer than any price row (newest listed: 6.1)" in price_warning("openai", "gpt-7.2")
+    assert "gpt-[6-9]* row" in price_warning("openai", "gpt-7.2")
+    assert "no gemini price row names model 'gemini-4-argon'" in price_warning("gemini", "gemini-4-argon")
