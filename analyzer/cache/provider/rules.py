@@ -68,7 +68,9 @@ class ProviderRules:
     (the provider keeps the KV of what it generated; OpenAI automatic caching, measured on
     real Codex rollouts, :mod:`~prefixcache.analyzer.cache.simulate.bands`); ``report_slack``:
     how far (a fraction) the provider's reported cached count for one prefix moves between
-    calls (Gemini), taken off the band's lagged end.
+    calls (Gemini), taken off the band's lagged end; ``ttl_max_s``: the longest the provider
+    may keep an idle entry when ``ttl_s`` is only its usual retention (OpenAI: 5–10 min,
+    always within 1 h; None: ``ttl_s``).
     """
 
     name: str
@@ -88,6 +90,7 @@ class ProviderRules:
     price_date: str = ""
     output_band: bool = False
     report_slack: float = 0.0
+    ttl_max_s: float | None = None
 
 
 #: The constants table (edit here when a provider changes its rules).
@@ -142,6 +145,8 @@ ANTHROPIC_TTL_1H_S = 3600.0
 OPENAI_BREAKPOINTS_WRITTEN = 4
 OPENAI_BREAKPOINTS_CONSIDERED = 80
 OPENAI_TTL_S = 1800.0
+#: OpenAI automatic caching: entries are cleared after 5–10 min idle, always within 1 h (s).
+OPENAI_TTL_MAX_S = 3600.0
 _GPT = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
 
 
@@ -180,9 +185,9 @@ def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderR
     if n is not None:
         rules = replace(rules, min_tokens=n)
     if provider == "openai":
-        rules = replace(rules, output_band=True)
+        rules = replace(rules, output_band=True, ttl_max_s=OPENAI_TTL_MAX_S)
     if provider == "openai" and openai_breakpoints(model):
-        rules = replace(rules, block_size=1, max_breakpoints=OPENAI_BREAKPOINTS_WRITTEN, lookback_blocks=-1,
+        rules = replace(rules, block_size=1, max_breakpoints=OPENAI_BREAKPOINTS_WRITTEN, lookback_blocks=-1, ttl_max_s=None,
                         considered_breakpoints=OPENAI_BREAKPOINTS_CONSIDERED, rule_set="openai-breakpoints")
     if provider == "deepseek" and _deepseek_stores_output(model):
         rules = replace(rules, stores_output=True, rule_set="deepseek-prompt+output")

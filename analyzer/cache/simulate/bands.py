@@ -27,7 +27,15 @@ previous write had not landed yet: the band ``[lagged, expected]``. The rules
 A rule applies ("in-thread") only when our tokens show that the call extends the
 previous call's prompt up to its last breakpoint (DeepSeek chat: up to its prompt),
 the previous call reported its usage, and the gap is within the retention; the
-expected count is capped at the call's own reported prompt. Other calls (a thread's
+expected count is capped at the call's own reported prompt. Automatic caches also take
+the rule when our tokens show a change but the provider read inside its band
+(``usage-confirmed``): an automatic cache serves only an unchanged prefix, so the change
+is in our rendering (a prompt we render only in part, such as Codex's), not in the
+billed prompt. After a gap past the provider's usual retention but within its longest
+(OpenAI: 5–10 min, always within 1 h) the rule is ``in-thread-idle``: ``lagged`` is the
+in-thread lower end, but the entry may have been cleared, so the band that holds the
+truth is ``[0, expected]`` (``CallRow.inside_band`` judges it so) and a read below
+``lagged`` is a TTL miss (:mod:`.provider_calls`). Other calls (a thread's
 first call, a changed prefix) keep the simulated prediction as both ends of the band.
 
 **Hidden prefixes at breakpoints** (breakpoint caches; Claude Code's unlogged system
@@ -66,9 +74,13 @@ class Band:
     rule: str
 
 
-#: Band rules (``CallRow.rule``): the in-thread usage rule, the simulated prediction, and a
+#: Band rules (``CallRow.rule``): the in-thread usage rule, the same rule where our tokens show a change
+#: that the provider's own count contradicts (``usage-confirmed``), the rule after a gap past the usual
+#: retention but within the longest (``in-thread-idle``: the band's real lower end is 0), the simulated
+#: prediction, and a
 #: thread's first call reading only a hidden prefix whose size was / was not measured earlier.
-RULES = ("in-thread", "simulated", "hidden-prefix-measured", "hidden-prefix-unsized")
+RULES = ("in-thread", "usage-confirmed", "in-thread-idle", "simulated", "hidden-prefix-measured",
+         "hidden-prefix-unsized")
 
 
 def _last_mark(r: SimRequest, rules: ProviderRules) -> int:
@@ -113,6 +125,14 @@ def _expected(rules: ProviderRules, prev: SimRequest) -> tuple[int, int] | None:
         return _steps(rules, p), _steps(rules, p + (prev.reported_output or 0))
     n = p + ((prev.reported_output or 0) if rules.stores_output else 0)
     return int(c * (1 - rules.report_slack)), _steps(rules, n)
+
+
+def _confirmed(rules: ProviderRules, r: SimRequest, lag: int, exp: int) -> bool:
+    """Whether the provider's own count shows that ``r``'s billed prompt extends the previous
+    call's although our tokens differ (automatic caches: a read inside the in-thread band, at
+    least one unit above the minimum, is a prefix the provider found unchanged)."""
+    rep = r.reported_cached
+    return not rules.max_breakpoints and rep is not None and lag <= rep <= exp and rep > rules.min_tokens
 
 
 def hidden_end(r: SimRequest) -> int:
@@ -164,12 +184,16 @@ def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderR
         prev = prev_of.get(r.session)
         prev_of[r.session] = r
         band = Band(sim, sim, "simulated")
-        if prev is not None and r.now - prev.now <= rules.ttl_s:
+        idle = prev is not None and rules.ttl_s < r.now - prev.now <= (rules.ttl_max_s or rules.ttl_s)
+        if prev is not None and (r.now - prev.now <= rules.ttl_s or idle):
             got = _expected(rules, prev)
-            if got is not None and _extends(r, prev, _last_mark(prev, rules)):
+            if got is not None:
                 lag, exp = got
                 exp = min(exp, r.reported_prompt if r.reported_prompt is not None else exp)
-                band = Band(min(lag, exp), exp, "in-thread")
+                if _extends(r, prev, _last_mark(prev, rules)):
+                    band = Band(min(lag, exp), exp, "in-thread-idle" if idle else "in-thread")
+                elif _confirmed(rules, r, min(lag, exp), exp):
+                    band = Band(min(lag, exp), exp, "usage-confirmed")
         if band.rule == "simulated" and raw is not None and rules.max_breakpoints:
             end = hidden_end(r)
             if end and raw[i] == end:

@@ -83,7 +83,8 @@ class CallRow:
     (our tokens), calibrated (mapped into the provider's count), and the provider rule's
     band ``[lagged, expected]`` (``rule``: one of :data:`~.bands.RULES` — ``in-thread``,
     ``simulated``, or a first call reading only a hidden prefix whose size an earlier call measured,
-    ``hidden-prefix-measured``, or did not, ``hidden-prefix-unsized``: band 0 to our size, :mod:`.bands`);
+    ``hidden-prefix-measured``, or did not, ``hidden-prefix-unsized``: band 0 to our size; ``usage-confirmed``
+    and ``in-thread-idle``, whose band is 0 to expected, :mod:`.bands`);
     next to the provider's own verdict when the log has one (``provider_verdict``: Anthropic
     ``diagnostics`` / OpenAI ``prompt_cache_diagnostics`` reason, ``provider_missed_tokens``
     its estimate), our cause: ``drift_cause`` (lint rule code) and ``shared_tokens`` (the
@@ -274,7 +275,8 @@ def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int,
         rep = f.reported_cached_tokens
         out.append(CallRow(f.session, f.source, f.record, f.prompt_tokens, f.reported_prompt_tokens,
                            f.cached_tokens, cal, rep, f.shared_tokens == 0 and rep > 0,
-                           b.rule, b.lagged, b.expected, b.lagged <= rep <= b.expected, f.shared_tokens,
+                           b.rule, b.lagged, b.expected, (0 if b.rule == "in-thread-idle" else b.lagged) <= rep <= b.expected,
+                           f.shared_tokens,
                            f.drift_cause, v[0] if v else None, v[1] if v else None))
     return out
 

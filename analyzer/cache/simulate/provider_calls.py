@@ -5,12 +5,16 @@ A provider reports how many prompt tokens it served from cache (``cached_tokens`
 Each call with a reported count falls in one class (first that applies):
 
 * ``drift`` — our prompt changed inside the prefix the session had already sent (lint
-  names the rule, ``CallRow.drift_cause``): the user's to fix;
+  names the rule, ``CallRow.drift_cause``): the user's to fix — unless the provider's own
+  count contradicts it (band rule ``usage-confirmed``, :mod:`.bands`: the change is in our
+  rendering, and the call is judged by the band);
 * ``exact`` — the reported count equals the band's expected end;
 * ``in_band`` — it lies inside the band;
 * ``provider_side`` — below the band while our prompt was stable over it: the provider
   served less than the prefix it had been sent (the request reached a machine without
   it, or the provider evicted it) — not the user's fault;
+* ``ttl`` — below the band after an idle gap past the provider's usual retention but
+  within its longest (band rule ``in-thread-idle``): the entry may have expired;
 * ``above_band`` — above the band: the provider served more than the rule allows (a
   prefix cached before the log began, a hidden prefix shared across sessions that our
   rule cannot size).
@@ -18,7 +22,7 @@ Each call with a reported count falls in one class (first that applies):
 ``no_usage`` counts the requests that report no cached count. Per class: ``tokens``
 (reported prompt tokens of its calls), ``cached_tokens``, ``dollars`` (the input cost
 those calls were billed, each priced by its own model's row, :mod:`..provider.prices`),
-``lost_tokens`` / ``lost_dollars`` (provider-side: expected − reported; drift: the
+``lost_tokens`` / ``lost_dollars`` (provider-side and TTL: expected − reported; drift: the
 tokens our simulation lost to drift, :attr:`~.figures.RequestFigures.lost`; priced at
 the input price less the read price). ``band_held`` is the share of calls not classed
 provider-side whose reported count lies inside the band. ``band_anchor`` is ``usage``
@@ -39,7 +43,7 @@ from prefixcache.analyzer.cache.simulate.figures import RequestFigures
 from prefixcache.analyzer.prepare.size_check import TOLERANCE
 
 #: The classes, in the order they are tried (``no_usage`` last: requests without a reported count).
-CLASSES = ("exact", "in_band", "provider_side", "drift", "above_band", "no_usage")
+CLASSES = ("exact", "in_band", "provider_side", "ttl", "drift", "above_band", "no_usage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +71,15 @@ class ProviderCalls:
 def classify(call) -> str:
     """The class of one :class:`~.document.CallRow` (module docstring)."""
     rep, lag, exp = call.reported_cached_tokens, call.lagged_cached_tokens, call.expected_cached_tokens
-    if call.drift_cause is not None:
+    if call.drift_cause is not None and call.rule != "usage-confirmed":
         return "drift"
     if rep == exp:
         return "exact"
     if lag <= rep <= exp:
         return "in_band"
-    return "provider_side" if rep < lag else "above_band"
+    if rep < lag:
+        return "ttl" if call.rule == "in-thread-idle" else "provider_side"
+    return "above_band"
 
 
 def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures], models: Sequence[str | None],
@@ -103,7 +109,7 @@ def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures
         cached[cls] += rep
         scale = rules.price_input / 1e6
         dollars[cls] += billed_tokens(prompt, rep, 0, rules.read_multiplier, 1.0) * scale
-        gone = max(0, call.expected_cached_tokens - rep) if cls == "provider_side" else \
+        gone = max(0, call.expected_cached_tokens - rep) if cls in ("provider_side", "ttl") else \
             f.lost.get("drift", 0) if cls == "drift" else 0
         lost[cls] += gone
         lost_usd[cls] += gone * scale * (1 - rules.read_multiplier)
@@ -118,6 +124,11 @@ def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures
     n = len(calls)
     anchor = "usage" if deltas and off * 2 > len(deltas) else "prompt"
     notes = _notes(anchor, off, deltas, list(extras), by_model)
+    confirmed = sum(c.rule == "usage-confirmed" and c.drift_cause is not None for c in calls)
+    if confirmed:
+        notes.append(f"{confirmed} calls our tokens show as changed (lint's drift) read inside the provider rule's band: "
+                     "an automatic cache serves only an unchanged prefix, so the change is in our rendering, not the "
+                     "billed prompt; they are classed by the band, not as drift")
     return ProviderCalls(provider, n, n_calls, tokens, cached, {k: round(v, 6) for k, v in dollars.items()}, lost,
                          {k: round(v, 6) for k, v in lost_usd.items()}, round(held / counted, 4) if counted else None,
                          anchor, by_model, notes)

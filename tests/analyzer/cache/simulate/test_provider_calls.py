@@ -29,7 +29,7 @@ def _simulate(*args: str) -> dict:
     return orjson.loads(res.stdout)
 
 
-def _rollout(tmp_path: Path, usage: list[tuple[int, int, int]]) -> Path:
+def _rollout(tmp_path: Path, usage: list[tuple[int, int, int]], minutes: tuple[int, ...] = (0, 1, 2, 3, 4)) -> Path:
     """A Codex rollout in the real shape with one user message, one reply and one token_count per call."""
     recs = [{"timestamp": "2026-02-23T12:00:00.000Z", "type": "session_meta",
              "payload": {"id": "s1", "timestamp": "2026-02-23T12:00:00.000Z", "cwd": "/w", "originator": "codex_cli_rs",
@@ -38,7 +38,7 @@ def _rollout(tmp_path: Path, usage: list[tuple[int, int, int]]) -> Path:
             {"timestamp": "2026-02-23T12:00:00.100Z", "type": "turn_context",
              "payload": {"cwd": "/w", "model": "gpt-5.3-codex"}}]
     for k, (inp, cached, out) in enumerate(usage):
-        t = f"2026-02-23T12:0{k}:10.000Z"
+        t = f"2026-02-23T12:{minutes[k]:02d}:10.000Z"
         recs += [{"timestamp": t, "type": "response_item", "payload": {"type": "message", "role": "user", "content": [
                      {"type": "input_text", "text": f"step {k}: " + "please continue the work on the parser. " * 30}]}},
                  {"timestamp": t, "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [
@@ -54,18 +54,23 @@ def _rollout(tmp_path: Path, usage: list[tuple[int, int, int]]) -> Path:
 def test_codex_band_counts_the_previous_output_and_a_drop_is_provider_side(tmp_path: Path) -> None:
     # call 2 reads 3,072 of [1,024 + 128·⌊(3,000−1,024)/128⌋ = 2,944, steps(3,000 + 200) = 3,200]: in band;
     # call 3 reads 0 although its prompt extends call 2's: provider-side, expected steps(3,400 + 220) = 3,584;
-    # call 4 reads steps(3,800 + 180) = 3,968 exactly.
-    d = _simulate("--cache", "openai", str(_rollout(tmp_path, [(3000, 0, 200), (3400, 3072, 220), (3800, 0, 180),
-                                                                (4200, 3968, 150)])))
-    bands = [(c["lagged_cached_tokens"], c["expected_cached_tokens"]) for c in d["calls"]]
-    assert bands[1:] == [(2944, 3200), (3328, 3584), (3712, 3968)]
+    # call 4 reads steps(3,800 + 180) = 3,968 exactly; call 5 comes 9 min later (past OpenAI's usual 5 min, within
+    # its 1 h) and reads 0: a TTL miss, inside the band [0, steps(4,200 + 150) = 4,224].
+    path = _rollout(tmp_path, [(3000, 0, 200), (3400, 3072, 220), (3800, 0, 180), (4200, 3968, 150), (4600, 0, 100)],
+                    (0, 1, 2, 3, 12))
+    d = _simulate("--cache", "openai", str(path))
+    bands = [(c["lagged_cached_tokens"], c["expected_cached_tokens"], c["rule"]) for c in d["calls"]]
+    assert bands[1:] == [(2944, 3200, "in-thread"), (3328, 3584, "in-thread"), (3712, 3968, "in-thread"),
+                         (4096, 4224, "in-thread-idle")]
+    assert [c["inside_band"] for c in d["calls"]][1:] == [True, False, True, True]
     pc = d["analyses"]["provider_calls"]
-    assert pc["classes"] == {"exact": 2, "in_band": 1, "provider_side": 1, "drift": 0, "above_band": 0, "no_usage": 0}
-    assert pc["lost_tokens"]["provider_side"] == 3584
+    assert pc["classes"] == {"exact": 2, "in_band": 1, "provider_side": 1, "ttl": 1, "drift": 0, "above_band": 0,
+                             "no_usage": 0}
+    assert pc["lost_tokens"]["provider_side"] == 3584 and pc["lost_tokens"]["ttl"] == 4224
     # gpt-5.3-codex is priced by its own row: $1.75/MTok, reads 0.1×
     assert abs(pc["lost_dollars"]["provider_side"] - 3584 * 1.75e-6 * 0.9) < 1e-6
     assert abs(pc["dollars"]["provider_side"] - 3800 * 1.75e-6) < 1e-6
-    assert pc["band_held"] == 1.0 and pc["models"] == {"gpt-5.3-codex": 4}
+    assert pc["band_held"] == 1.0 and pc["models"] == {"gpt-5.3-codex": 5}
 
 
 def test_gemini_sample_band_holds_on_the_calls_not_provider_side() -> None:
@@ -73,7 +78,8 @@ def test_gemini_sample_band_holds_on_the_calls_not_provider_side() -> None:
     pc = d["analyses"]["provider_calls"]
     assert pc["provider"] == "gemini" and pc["calls"] == 13
     # the three drops to an older prefix (5,673 after 7,210; 0; 5,837 after 8,735) are provider-side
-    assert pc["classes"] == {"exact": 0, "in_band": 9, "provider_side": 3, "drift": 1, "above_band": 0, "no_usage": 1}
+    assert pc["classes"] == {"exact": 0, "in_band": 9, "provider_side": 3, "ttl": 0, "drift": 1, "above_band": 0,
+                             "no_usage": 1}
     assert pc["band_held"] >= 0.9
     assert sum(pc["cached_tokens"].values()) == d["reported"]["cached_tokens"] == 86702
     # billed dollars of all classes = the reported usage's cost at gemini-2.5-pro's $1.25, reads 0.1×
