@@ -8,19 +8,20 @@ turn :mod:`.figures` into rows; :mod:`.study` assembles the whole report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median_low
 from typing import Sequence
 
 from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.simulate.figures import (
-    ReportedUsage, RequestCounts, RequestFigures, calibrated_cached, totals,
+    ReportedUsage, RequestCounts, RequestFigures, calibrated_cached, reported_usage, totals,
 )
 from prefixcache.analyzer.cache.models import traits_for
 from prefixcache.analyzer.cache.provider.cost import Prices, cost_usd
-from prefixcache.analyzer.cache.provider.rules import ProviderRules
+from prefixcache.analyzer.cache.provider.rules import ProviderRules, rules_for
 from prefixcache.analyzer.cache.simulate.bands import Band, bands
 from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.model import Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,25 @@ class Agreement:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelCost:
+    """One logged model's calls priced by that model's own row (:mod:`..provider.prices`):
+    ``requests``; the row's input price (USD/MTok), read / write multipliers, source and
+    date; the cost of our predicted hits and of the reported usage (USD; None as in :class:`Cost`)."""
+
+    model: str
+    requests: int
+    price_input_per_mtok: float
+    read_multiplier: float
+    write_multiplier: float
+    price_source: str
+    price_date: str
+    usd_with_cache: float | None
+    usd_without_cache: float | None
+    reported_usd_with_cache: float | None
+    reported_usd_without_cache: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Cost:
     """Provider caches: input cost (USD) of our predicted hits (first result row) and the
     cost the log's reported usage implies, with the prices and rules used (``ttl_s``: the
@@ -144,7 +164,10 @@ class Cost:
     ``rule_set``: the provider rule set chosen by model name; ``price_source`` /
     ``price_date``: the price table row, :mod:`.prices`; ``send_times_missing``: breakpoint
     caches only, the requests whose send time is not logged — for them every earlier write
-    counts as landed, so a thread's first call may be predicted warm; null otherwise)."""
+    counts as landed, so a thread's first call may be predicted warm; null otherwise).
+    Every call is priced by its own model's row: ``by_model`` has one entry per logged model
+    (first seen first) and the ``usd_*`` totals are their sums; the price fields above them
+    are the first model's."""
 
     usd_with_cache: float | None
     usd_without_cache: float | None
@@ -159,6 +182,7 @@ class Cost:
     price_source: str
     price_date: str
     send_times_missing: int | None
+    by_model: list[ModelCost]
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,16 +324,37 @@ def agreement(calls: Sequence[CallRow], tolerance: int) -> Agreement | None:
 
 
 def cost(rules: ProviderRules, rows: Sequence[RequestFigures] | None, reported: ReportedUsage | None,
-         reqs: Sequence[SimRequest] = ()) -> Cost:
+         reqs: Sequence[SimRequest] = (), overrides: dict | None = None) -> Cost:
     """Input cost of the predicted hits (None when nothing was simulated) and of the
-    reported usage (None when the log reports none), at the provider's prices; with the
-    count of ``reqs`` without a logged send time (breakpoint caches)."""
-    prices = Prices(rules.price_input, rules.read_multiplier)
-    with_c, without = cost_usd(rows, prices) if rows else (None, None)
-    rep_c, rep_without = reported.cost_usd(prices, rules.write_multiplier) if reported else (None, None)
-    return Cost(r6(with_c), r6(without), r6(rep_c), r6(rep_without), rules.price_input, rules.read_multiplier,
+    reported usage (None when the log reports none), each call at its own model's prices
+    (``rules``: the first model's; ``overrides``: the ``--price-*`` options). With one model
+    (or none) in ``reqs`` every call is priced by ``rules`` and ``reported`` is used as given;
+    with several, each model's reported usage is summed from its requests' reported counts.
+    With the count of ``reqs`` without a logged send time (breakpoint caches)."""
+    seen = list(dict.fromkeys(r.model for r in reqs))
+    models = seen if len(seen) > 1 and (not rows or len(rows) == len(reqs)) else [None]
+    label = seen[0] if len(seen) == 1 and seen[0] else "(no model name)"
+    by_model = []
+    for m in models:
+        mrules = replace(rules_for(rules.name, m, **(overrides or {})), ttl_s=rules.ttl_s) if m is not None else rules
+        pick = [i for i, r in enumerate(reqs) if r.model == m] if m is not None else None
+        mrows = rows if pick is None or not rows else [rows[i] for i in pick if i < len(rows)]
+        mused = reported if pick is None else reported_usage(
+            Usage(reqs[i].reported_prompt, reqs[i].reported_cached, reqs[i].reported_write) for i in pick)
+        prices = Prices(mrules.price_input, mrules.read_multiplier)
+        with_c, without = cost_usd(mrows, prices) if mrows else (None, None)
+        rep_c, rep_without = mused.cost_usd(prices, mrules.write_multiplier) if mused else (None, None)
+        by_model.append(ModelCost(label if pick is None else m or "(no model name)", len(pick) if pick is not None else len(reqs),
+                                  mrules.price_input, mrules.read_multiplier, mrules.write_multiplier,
+                                  mrules.price_source, mrules.price_date, r6(with_c), r6(without), r6(rep_c),
+                                  r6(rep_without)))
+    def total(name: str) -> float | None:
+        got = [getattr(b, name) for b in by_model if getattr(b, name) is not None]
+        return r6(sum(got)) if got else None
+    return Cost(total("usd_with_cache"), total("usd_without_cache"), total("reported_usd_with_cache"),
+                total("reported_usd_without_cache"), rules.price_input, rules.read_multiplier,
                 rules.write_multiplier, rules.min_tokens, rules.ttl_s, rules.rule_set, rules.price_source,
-                rules.price_date, sum(r.sent is None for r in reqs) if rules.max_breakpoints else None)
+                rules.price_date, sum(r.sent is None for r in reqs) if rules.max_breakpoints else None, by_model)
 
 
 def reported_row(usage: ReportedUsage | None) -> Reported | None:

@@ -154,7 +154,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         rules = replace(rules, ttl_s=rules.ttl_s if applied is None else applied)
     fields = dict(
         cache=options.cache, block_size=block_size, unique_blocks=uniq, kv_bytes_per_token=bpt, results=results,
-        calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage, reqs) if rules else None,
+        calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage, reqs, spec.rule_overrides) if rules else None,
         usage_only_requests=sum(p.usage_only for p in items), reported=reported_row(usage),
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
         warnings=capacity_warnings(options.cache, results, reqs) + (

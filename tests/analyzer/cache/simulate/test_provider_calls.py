@@ -29,8 +29,10 @@ def _simulate(*args: str) -> dict:
     return orjson.loads(res.stdout)
 
 
-def _rollout(tmp_path: Path, usage: list[tuple[int, int, int]], minutes: tuple[int, ...] = (0, 1, 2, 3, 4)) -> Path:
-    """A Codex rollout in the real shape with one user message, one reply and one token_count per call."""
+def _rollout(tmp_path: Path, usage: list[tuple[int, int, int]], minutes: tuple[int, ...] = (0, 1, 2, 3, 4),
+             switch: dict[int, str] | None = None) -> Path:
+    """A Codex rollout in the real shape with one user message, one reply and one token_count per call
+    (``switch``: call index → the model a turn_context names before it)."""
     recs = [{"timestamp": "2026-02-23T12:00:00.000Z", "type": "session_meta",
              "payload": {"id": "s1", "timestamp": "2026-02-23T12:00:00.000Z", "cwd": "/w", "originator": "codex_cli_rs",
                          "cli_version": "0.104.0", "model_provider": "openai",
@@ -39,6 +41,8 @@ def _rollout(tmp_path: Path, usage: list[tuple[int, int, int]], minutes: tuple[i
              "payload": {"cwd": "/w", "model": "gpt-5.3-codex"}}]
     for k, (inp, cached, out) in enumerate(usage):
         t = f"2026-02-23T12:{minutes[k]:02d}:10.000Z"
+        if k in (switch or {}):
+            recs.append({"timestamp": t, "type": "turn_context", "payload": {"cwd": "/w", "model": switch[k]}})
         recs += [{"timestamp": t, "type": "response_item", "payload": {"type": "message", "role": "user", "content": [
                      {"type": "input_text", "text": f"step {k}: " + "please continue the work on the parser. " * 30}]}},
                  {"timestamp": t, "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [
@@ -105,3 +109,18 @@ def test_price_rows_lineup_and_newer_than_row_warning() -> None:
     assert "newer than any price row (newest listed: 6.1)" in price_warning("openai", "gpt-7.2")
     assert "gpt-[6-9]* row" in price_warning("openai", "gpt-7.2")
     assert "no gemini price row names model 'gemini-4-argon'" in price_warning("gemini", "gemini-4-argon")
+
+
+def test_a_mixed_model_run_is_priced_per_call_by_each_model(tmp_path: Path) -> None:
+    path = _rollout(tmp_path, [(3000, 0, 200), (3400, 3072, 220), (3800, 3584, 180)], switch={2: "gpt-5.5"})
+    d = _simulate("--cache", "openai", str(path))
+    by = {m["model"]: m for m in d["cost"]["by_model"]}
+    assert set(by) == {"gpt-5.3-codex", "gpt-5.5"} and (by["gpt-5.3-codex"]["requests"], by["gpt-5.5"]["requests"]) == (2, 1)
+    assert (by["gpt-5.3-codex"]["price_input_per_mtok"], by["gpt-5.5"]["price_input_per_mtok"]) == (1.75, 5.0)
+    # reported: gpt-5.3-codex (3,000 + 328 + 307.2 token-equivalents) at $1.75, gpt-5.5 (216 + 358.4) at $5
+    want_53 = (3000 + 3072 * 0.1 + 328) * 1.75e-6
+    want_55 = (3584 * 0.1 + 216) * 5e-6
+    assert abs(by["gpt-5.3-codex"]["reported_usd_with_cache"] - want_53) < 1e-6
+    assert abs(by["gpt-5.5"]["reported_usd_with_cache"] - want_55) < 1e-6
+    assert abs(d["cost"]["reported_usd_with_cache"] - (want_53 + want_55)) < 2e-6
+    assert d["analyses"]["provider_calls"]["models"] == {"gpt-5.3-codex": 2, "gpt-5.5": 1}
