@@ -57,7 +57,7 @@ truth, rather than a confident wrong figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.provider.rules import ProviderRules
@@ -171,8 +171,19 @@ class HiddenSizes:
         return max(got)[1] if got else None
 
 
+#: Logged ``prompt_cache_retention`` values (OpenAI) → the idle retention they buy (seconds;
+#: platform.openai.com prompt caching: ``in_memory`` the default, ``24h`` extended).
+RETENTION_S = {"24h": 86400.0}
+
+
+def retention_of(extra: object) -> float | None:
+    """The retention (seconds) a request's logged ``prompt_cache_retention`` asks for (None: not
+    logged, or the default)."""
+    return RETENTION_S.get(str(extra.get("prompt_cache_retention"))) if isinstance(extra, Mapping) else None
+
+
 def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderRules,
-          raw: Sequence[int] | None = None) -> list[Band]:
+          raw: Sequence[int] | None = None, retention: Sequence[float | None] | None = None) -> list[Band]:
     """The band of every request (arrival order) given its simulated (calibrated)
     prediction ``simulated`` in provider tokens and ``raw``, the same in our tokens (needed
     for the hidden-prefix rules of breakpoint caches; None: not applied). See the module
@@ -184,8 +195,10 @@ def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderR
         prev = prev_of.get(r.session)
         prev_of[r.session] = r
         band = Band(sim, sim, "simulated")
-        idle = prev is not None and rules.ttl_s < r.now - prev.now <= (rules.ttl_max_s or rules.ttl_s)
-        if prev is not None and (r.now - prev.now <= rules.ttl_s or idle):
+        kept = retention[prev.order] if retention is not None and prev is not None else None
+        ttl, ttl_max = (kept, kept) if kept else (rules.ttl_s, rules.ttl_max_s or rules.ttl_s)
+        idle = prev is not None and ttl < r.now - prev.now <= ttl_max
+        if prev is not None and (r.now - prev.now <= ttl or idle):
             got = _expected(rules, prev)
             if got is not None:
                 lag, exp = got

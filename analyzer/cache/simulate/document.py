@@ -280,16 +280,17 @@ def offline_bound(prompt_tokens: int, blocks_total: int, cached_tokens: tuple[in
 
 
 def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int,
-              reqs: Sequence[SimRequest] = (), rules: ProviderRules | None = None) -> list[CallRow]:
+              reqs: Sequence[SimRequest] = (), rules: ProviderRules | None = None,
+              retention: Sequence[float | None] | None = None) -> list[CallRow]:
     """Calls with a reported cached count: predicted, calibrated (mapped into the
     provider's token count, :func:`~.figures.calibrated_cached`), the provider rule's
     band (:func:`~.bands.bands`, from ``reqs`` — the simulated requests, in
     the order of ``rows`` — under ``rules``; without rules the band is the calibrated
-    count) and reported."""
+    count; ``retention``: each request's logged retention, seconds, :func:`~.bands.bands`) and reported."""
     if all(f.reported_cached_tokens is None for f in rows):
         return []  # nothing to compare (block traces): skip the calibration
     cals = [f.cached_tokens if c is None else c for f, c in zip(rows, calibrated_cached(rows, block_size, min_tokens))]
-    got = bands(reqs, cals, rules, [f.cached_tokens for f in rows]) if rules is not None and len(reqs) == len(rows) else \
+    got = bands(reqs, cals, rules, [f.cached_tokens for f in rows], retention) if rules is not None and len(reqs) == len(rows) else \
         [Band(c, c, "simulated") for c in cals]
     verdicts = [r.provider_verdict for r in reqs] if len(reqs) == len(rows) else [None] * len(rows)
     out = []

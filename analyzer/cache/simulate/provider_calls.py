@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import median_low
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from prefixcache.analyzer.cache.provider.cost import billed_tokens
 from prefixcache.analyzer.cache.provider.rules import rules_for
@@ -83,7 +83,7 @@ def classify(call) -> str:
 
 
 def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures], models: Sequence[str | None],
-                   extras: Iterable[dict] = (), overrides: dict | None = None) -> ProviderCalls:
+                   extras: Iterable[Mapping] = (), overrides: dict | None = None) -> ProviderCalls:
     """Classify ``calls`` (:func:`~.document.call_rows`, over ``rows``: the first result row's
     figures, arrival order; ``models``: each row's logged model) under ``provider``'s rules;
     ``extras``: the requests' ``extra`` dicts (``prompt_cache_key``, ``prompt_cache_retention``);
@@ -141,15 +141,16 @@ def _notes(anchor: str, off: int, deltas: Sequence[float], extras: Sequence[dict
         out.append(f"our rendered prompt is not the billed one on {off} of {len(deltas)} calls (ours − billed, median "
                    f"{median_low(deltas):+.1%}): the in-thread bands are anchored on the reported usage (the previous "
                    "call's reported prompt and output), not on our tokens")
-    keys = [e.get("prompt_cache_key") for e in extras if isinstance(e, dict) and e.get("prompt_cache_key")]
+    keys = [e.get("prompt_cache_key") for e in extras if isinstance(e, Mapping) and e.get("prompt_cache_key")]
     if keys:
         out.append(f"{len(keys)} calls carry a prompt_cache_key ({len(set(map(str, keys)))} distinct): the provider "
                    "routes by it, so a provider-side miss under one key is the provider's routing or eviction")
-    ret = [str(e.get("prompt_cache_retention")) for e in extras if isinstance(e, dict) and e.get("prompt_cache_retention")]
+    ret = [str(e.get("prompt_cache_retention")) for e in extras
+           if isinstance(e, Mapping) and e.get("prompt_cache_retention")]
     if ret:
         kinds = ", ".join(f"{k} on {ret.count(k)}" for k in sorted(set(ret)))
-        out.append(f"prompt_cache_retention logged ({kinds} calls): read, not applied to the band (it uses the "
-                   "rules' retention; pass --ttl to change it)")
+        out.append(f"prompt_cache_retention logged ({kinds} calls): a call after one logging 24h is judged with a "
+                   "24 h retention window; others with the rules' retention")
     if len(models) > 1:
         out.append("mixed models: " + ", ".join(f"{m} {k}" for m, k in models.items()) + " calls, each priced by its "
                    "own row")

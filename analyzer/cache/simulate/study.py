@@ -26,6 +26,7 @@ from prefixcache.analyzer.cache.simulate.document import (
 from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, distinct_blocks, sweep_block_cache
 from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
 from prefixcache.analyzer.cache.simulate.provider_calls import provider_calls
+from prefixcache.analyzer.cache.simulate.bands import retention_of
 from prefixcache.analyzer.cache.provider.prices import price_warning, provider_of
 from prefixcache.analyzer.cache.simulate.chunks import DEFAULT_RECOMPUTE
 from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, simulate_stream
@@ -147,7 +148,10 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
         ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
-    calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules)
+    extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra for p in items}
+    kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs]
+    calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules,
+                      kept if any(kept) else None)
     usage = reported_usage(p.request.usage for p in items)
     if rules is not None:  # the retention the first result row applied (--ttl, or the provider's)
         applied = results[0].ttl_s if results else spec.model_class().ttl_of(spec)
@@ -162,7 +166,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
-    split = provider_calls(options.cache, calls, first or [], [r.model for r in reqs], [r.extra for r in items_of(items)],
+    split = provider_calls(options.cache, calls, first or [], [r.model for r in reqs], list(extra.values()),
                            spec.rule_overrides) if rules is not None and calls else None
     if not options.analyses_asked:
         return report if split is None else with_analyses(report, Analyses(None, None, None, split))
@@ -174,11 +178,6 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
                          ttl_on=options.ttl_whatif, chunks_on="chunks" in options.reuse, recompute=options.recompute,
                          window=options.chunk_tokens, causes=drift_causes)
     return with_analyses(report, replace(found, provider_calls=split))
-
-
-def items_of(items: Sequence) -> list:
-    """The logged requests of prepared ``items``."""
-    return [p.request for p in items]
 
 
 def provider_warnings(cache: str, models: Sequence[str | None]) -> list[str]:

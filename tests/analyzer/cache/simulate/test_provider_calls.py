@@ -124,3 +124,33 @@ def test_a_mixed_model_run_is_priced_per_call_by_each_model(tmp_path: Path) -> N
     assert abs(by["gpt-5.5"]["reported_usd_with_cache"] - want_55) < 1e-6
     assert abs(d["cost"]["reported_usd_with_cache"] - (want_53 + want_55)) < 2e-6
     assert d["analyses"]["provider_calls"]["models"] == {"gpt-5.3-codex": 2, "gpt-5.5": 1}
+
+
+def _chat_pairs(tmp_path: Path, retention: str | None) -> Path:
+    """Two OpenAI Chat Completions request/response pairs of one conversation 2 h apart (the second
+    extends the first); the second reads the first prompt plus its reply (a 24 h retention kept it)."""
+    system = "You are a careful release assistant. Follow the checklist exactly. " * 120
+    first = [{"role": "system", "content": system}, {"role": "user", "content": "Cut release 1.2."}]
+    second = [*first, {"role": "assistant", "content": "Done: tagged v1.2."}, {"role": "user", "content": "Now 1.3."}]
+    extra = {"prompt_cache_retention": retention} if retention else {}
+    pairs = [{"request": {"model": "gpt-5.1", "messages": msgs, "prompt_cache_key": "release-bot", **extra},
+              "response": {"created": created, "usage": {"prompt_tokens": prompt, "completion_tokens": 20,
+                                                         "prompt_tokens_details": {"cached_tokens": cached}}}}
+             for msgs, created, prompt, cached in ((first, 1_760_000_000, 1700, 0),
+                                                   (second, 1_760_007_200, 1740, 1664))]
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps(pairs))
+    return path
+
+
+def test_logged_24h_retention_widens_the_band_window_and_keys_are_noted(tmp_path: Path) -> None:
+    # with 24h logged, the call 2 h later is in-thread: band [steps(1,700) = 1,664, steps(1,720) = 1,664]: exact
+    pc = _simulate("--cache", "openai", str(_chat_pairs(tmp_path, "24h")))["analyses"]["provider_calls"]
+    assert pc["classes"]["exact"] == 2 and pc["band_held"] == 1.0
+    assert any("2 calls carry a prompt_cache_key (1 distinct)" in n for n in pc["notes"])
+    assert any("prompt_cache_retention logged (24h on 2 calls)" in n for n in pc["notes"])
+    # without it, 2 h is past OpenAI's longest in-memory retention (1 h): the rule falls back to the
+    # simulation, which expired the entry (predicts 0): the provider's read of 1,664 is above that band
+    d = _simulate("--cache", "openai", str(_chat_pairs(tmp_path, None)))
+    assert d["calls"][1]["rule"] == "simulated"
+    assert d["analyses"]["provider_calls"]["classes"]["above_band"] == 1
