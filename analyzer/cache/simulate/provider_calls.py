@@ -21,7 +21,7 @@ Each call with a reported count falls in one class (first that applies):
 
 ``no_usage`` counts the requests that report no cached count. Per class: ``tokens``
 (reported prompt tokens of its calls), ``cached_tokens``, ``dollars`` (the input cost
-those calls were billed, each priced by its own model's row, :mod:`..provider.prices`),
+those calls were billed, reported reads and writes included, each priced by its own model's row, :mod:`..provider.prices`),
 ``lost_tokens`` / ``lost_dollars`` (provider-side and TTL: expected − reported; drift: the
 tokens our simulation lost to drift, :attr:`~.figures.RequestFigures.lost`; priced at
 the input price less the read price). ``band_held`` is the share of calls not classed
@@ -40,6 +40,7 @@ from typing import Iterable, Mapping, Sequence
 from prefixcache.analyzer.cache.provider.cost import billed_tokens
 from prefixcache.analyzer.cache.provider.rules import rules_for
 from prefixcache.analyzer.cache.simulate.figures import RequestFigures
+from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.prepare.size_check import TOLERANCE
 
 #: The classes, in the order they are tried (``no_usage`` last: requests without a reported count).
@@ -82,10 +83,11 @@ def classify(call) -> str:
     return "above_band"
 
 
-def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures], models: Sequence[str | None],
+def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures], reqs: Sequence[SimRequest],
                    extras: Iterable[Mapping] = (), overrides: dict | None = None) -> ProviderCalls:
     """Classify ``calls`` (:func:`~.document.call_rows`, over ``rows``: the first result row's
-    figures, arrival order; ``models``: each row's logged model) under ``provider``'s rules;
+    figures, arrival order; ``reqs``: the simulated requests in that order, for each call's
+    model and reported cache writes, billed at the rules' write multiplier) under ``provider``'s rules;
     ``extras``: the requests' ``extra`` dicts (``prompt_cache_key``, ``prompt_cache_retention``);
     ``overrides``: the ``--price-*`` options (:class:`~.provider.rules.ProviderRules` fields)."""
     zero = {c: 0 for c in CLASSES}
@@ -95,7 +97,8 @@ def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures
     held = counted = off = 0
     deltas: list[float] = []
     reported = iter(calls)
-    for f, model in zip(rows, models):
+    for f, r in zip(rows, reqs):
+        model = r.model
         if f.reported_cached_tokens is None:
             n_calls["no_usage"] += 1
             continue
@@ -108,7 +111,8 @@ def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures
         tokens[cls] += prompt
         cached[cls] += rep
         scale = rules.price_input / 1e6
-        dollars[cls] += billed_tokens(prompt, rep, 0, rules.read_multiplier, 1.0) * scale
+        dollars[cls] += billed_tokens(prompt, rep, r.reported_write or 0, rules.read_multiplier,
+                                      rules.write_multiplier) * scale
         gone = max(0, call.expected_cached_tokens - rep) if cls in ("provider_side", "ttl") else \
             f.lost.get("drift", 0) if cls == "drift" else 0
         lost[cls] += gone

@@ -166,7 +166,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
-    split = provider_calls(options.cache, calls, first or [], [r.model for r in reqs], list(extra.values()),
+    split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()),
                            spec.rule_overrides) if rules is not None and calls else None
     if not options.analyses_asked:
         return report if split is None else with_analyses(report, Analyses(None, None, None, split))

@@ -20,6 +20,7 @@ from prefixcache.analyzer.cache.provider.rules import rules_for
 from prefixcache.cli.app import app
 
 GEMINI = Path(__file__).parents[3] / "fixtures" / "formats" / "samples" / "gemini_cli_session_pomodoro_timer.json"
+CLAUDE = Path(__file__).parents[3] / "fixtures" / "samples" / "claude_code_session_v1.0.98_fe5e1c67.jsonl"
 runner = CliRunner()
 
 
@@ -154,3 +155,13 @@ def test_logged_24h_retention_widens_the_band_window_and_keys_are_noted(tmp_path
     d = _simulate("--cache", "openai", str(_chat_pairs(tmp_path, None)))
     assert d["calls"][1]["rule"] == "simulated"
     assert d["analyses"]["provider_calls"]["classes"]["above_band"] == 1
+
+
+def test_claude_code_sample_split_adds_up_to_the_billed_cost() -> None:
+    d = _simulate("--cache", "anthropic", str(CLAUDE))
+    pc = d["analyses"]["provider_calls"]
+    assert (pc["calls"], pc["classes"]["exact"], pc["classes"]["in_band"], pc["classes"]["above_band"]) == (170, 167, 2, 1)
+    assert pc["classes"]["provider_side"] == pc["classes"]["drift"] == 0
+    # reads at 0.1× and the 137,976 written tokens at 1.25×: the classes' dollars are the reported cost
+    assert abs(sum(pc["dollars"].values()) - d["cost"]["reported_usd_with_cache"]) < 1e-5
+    assert pc["band_anchor"] == "usage"  # cl100k stands in for Claude's tokenizer: ours is off the bill by > 2%
