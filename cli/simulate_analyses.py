@@ -1,4 +1,4 @@
-"""Rich rendering of ``simulate``'s reuse analyses (``--survival``, ``--ttl-whatif``, ``--reuse chunks``).
+"""Rich rendering of ``simulate``'s analyses (``--survival``, ``--ttl-whatif``, ``--reuse chunks``, provider calls).
 
 Tables and lines from the report's :class:`~prefixcache.analyzer.cache.simulate.analyses.Analyses`
 (no figures computed here); a report without them prints nothing.
@@ -11,6 +11,7 @@ from rich.table import Table
 
 from prefixcache.analyzer.api import SimulateReport
 from prefixcache.analyzer.cache.simulate.chunks import ChunkReuse
+from prefixcache.analyzer.cache.simulate.provider_calls import CLASSES, ProviderCalls
 from prefixcache.analyzer.cache.simulate.survival import Survival, TimePoint
 from prefixcache.analyzer.cache.simulate.ttl_whatif import TtlWhatIf
 from prefixcache.cli.common import console
@@ -87,6 +88,22 @@ def _chunks(c: ChunkReuse) -> None:
     console.print(f"[dim]{escape(c.note)}[/]")
 
 
+def _provider_calls(p: ProviderCalls) -> None:
+    t = _table(f"{p.provider} calls by class (band held on {_pct(p.band_held)} of the calls not provider-side; "
+               f"anchored on the {p.band_anchor})", ("class", "calls", "prompt tokens", "cached", "billed $", "lost tokens",
+                                                   "lost $"))
+    for c in CLASSES:
+        t.add_row(c.replace("_", " "), f"{p.classes[c]:,}", f"{p.tokens[c]:,}", f"{p.cached_tokens[c]:,}",
+                  f"{p.dollars[c]:.4f}", f"{p.lost_tokens[c]:,}", f"{p.lost_dollars[c]:.4f}")
+    print_table(console, t)
+    for note in p.notes:
+        console.print(f"[dim]{escape(note)}[/]")
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
 def render_analyses(rep: SimulateReport) -> None:
     """The analyses of ``rep`` (none: nothing printed)."""
     a = getattr(rep, "analyses", None)
@@ -98,3 +115,5 @@ def render_analyses(rep: SimulateReport) -> None:
         _ttl(a.ttl_whatif)
     if a.chunks is not None:
         _chunks(a.chunks)
+    if getattr(a, "provider_calls", None) is not None:
+        _provider_calls(a.provider_calls)

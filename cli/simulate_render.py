@@ -141,7 +141,8 @@ def _calls(rep: SimulateReport) -> None:
 
 def _money(rep: SimulateReport) -> None:
     c = rep.cost
-    rates = f"${c.price_input_per_mtok}/MTok, read ×{c.read_multiplier}, write ×{c.write_multiplier}"
+    rates = f"${c.price_input_per_mtok}/MTok, read ×{c.read_multiplier}, write ×{c.write_multiplier}" \
+        if len(c.by_model) < 2 else "each call at its own model's row"
     for label, with_c, without in (("estimated input cost, predicted hits", c.usd_with_cache, c.usd_without_cache),
                                    ("input cost the log's reported usage implies", c.reported_usd_with_cache,
                                     c.reported_usd_without_cache)):
@@ -150,6 +151,10 @@ def _money(rep: SimulateReport) -> None:
             console.print(f"{label}: ${with_c:.4f} with cache vs ${without:.4f} without ({_pct(saved)} saved); "
                           f"{rates}")
     console.print(f"[dim]rules {c.rule_set}; prices {escape(c.price_source)} ({c.price_date})[/]")
+    for m in c.by_model if len(c.by_model) > 1 else ():
+        rep_c = "–" if m.reported_usd_with_cache is None else f"${m.reported_usd_with_cache:.4f}"
+        console.print(f"[dim]  {escape(m.model)}: {plural(m.requests, 'request')} at ${m.price_input_per_mtok}/MTok, "
+                      f"read ×{m.read_multiplier}; reported usage {rep_c} ({escape(m.price_source)}, {m.price_date})[/]")
     if c.send_times_missing:
         console.print(f"[yellow]send times not logged[/] for {plural(c.send_times_missing, 'request')}: every "
                       "earlier write counts as landed, so a thread's first call may be predicted warm")

@@ -58,7 +58,12 @@ SCHEMAS: dict[str, tuple[str, str]] = {
     "simulate-per-request": ("prefixcache.analyzer.cache.simulate.document:SimulateReportWithRequests",
                              "simulate --format json --per-request"),
     "simulate-analyses": ("prefixcache.analyzer.cache.simulate.analyses:SimulateReportWithAnalyses",
-                          "simulate --format json --survival / --ttl-whatif / --reuse prefix,chunks"),
+                          "simulate --format json --survival / --ttl-whatif / --reuse prefix,chunks, and every "
+                          "provider cache (--cache openai / anthropic / gemini / deepseek) whose log reports cached "
+                          "tokens: analyses.provider_calls"),
+    "simulate-per-request-analyses": (
+        "prefixcache.analyzer.cache.simulate.analyses:SimulateReportWithRequestsAndAnalyses",
+        "simulate --format json --per-request with an analysis (the provider caches' analyses.provider_calls too)"),
     "simulate-fleet": ("prefixcache.analyzer.cache.fleet.document:FleetReport",
                        "simulate --replicas N --format json"),
     "calibrate": ("prefixcache.analyzer.cache.fleet.calibration:TierCalibration",

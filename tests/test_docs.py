@@ -94,8 +94,8 @@ def test_every_json_output_matches_its_schema(name: str) -> None:
     docs = _documents(name, argv)
     assert docs, name
     for schema, lines in schemas:
-        for doc in docs[lines]:
-            validate(doc, schema)
+        for doc in docs[lines]:  # a provider cache whose log reports cached tokens adds analyses.provider_calls
+            validate(doc, schema + "-analyses" if argv[0] == "simulate" and "analyses" in doc else schema)
 
 
 def _nested(tp) -> typing.Iterator[type]:

@@ -311,8 +311,9 @@ def idle_gap(prev: Request, r: Request) -> float | None:
 @dataclass(frozen=True, slots=True)
 class Kept:
     """What the simulate reports read of a prepared request once its prompt is dropped:
-    ``request`` without content (names, provenance, model, time, usage) and whether
-    the log held only usage for it (:attr:`~prefixcache.analyzer.prepare.Prepared.usage_only`)."""
+    ``request`` without content (names, provenance, model, time, usage, and of ``extra`` only
+    the provider cache settings :data:`KEPT_EXTRA`) and whether the log held only usage for it
+    (:attr:`~prefixcache.analyzer.prepare.Prepared.usage_only`)."""
 
     request: Request
     usage_only: bool
@@ -321,9 +322,12 @@ class Kept:
     def of(cls, p) -> "Kept":
         """The kept part of a ``Prepared`` request."""
         r = p.request
+        kept = {k: r.extra[k] for k in KEPT_EXTRA if k in r.extra} if r.extra else None
         return cls(Request(session=r.session, index=r.index, format=r.format, provenance=r.provenance,
-                           model=r.model, timestamp=r.timestamp, usage=r.usage, extra=_NO_EXTRA), p.usage_only)
+                           model=r.model, timestamp=r.timestamp, usage=r.usage, extra=kept or _NO_EXTRA), p.usage_only)
 
 
-#: The ``extra`` of every kept request: one shared empty mapping, not a dict each.
+#: The ``extra`` of every kept request without provider cache settings: one shared empty mapping, not a dict each.
 _NO_EXTRA: Mapping = MappingProxyType({})
+#: The ``extra`` keys a kept request keeps: the provider cache settings the provider-call split reads.
+KEPT_EXTRA = ("prompt_cache_key", "prompt_cache_retention")

@@ -1,6 +1,6 @@
-"""Provider prompt caches as cache models: ``--cache openai``, ``anthropic`` and ``deepseek``.
+"""Provider prompt caches as cache models: ``--cache openai``, ``anthropic``, ``gemini`` and ``deepseek``.
 
-* ``openai`` / ``deepseek`` — :class:`~prefixcache.analyzer.cache.provider.caches.UnitPrefixCache`
+* ``openai`` / ``gemini`` / ``deepseek`` — :class:`~prefixcache.analyzer.cache.provider.caches.UnitPrefixCache`
   unit chains (OpenAI GPT-5.6 and later: explicit breakpoints);
 * ``anthropic`` — :class:`~prefixcache.analyzer.cache.provider.caches.AnthropicCache` breakpoints.
 
@@ -138,3 +138,12 @@ class DeepSeekModel(_UnitModel):
     """DeepSeek: 64-token units, nothing under 64 tokens, retention of hours (24 h)."""
 
     name = "deepseek"
+
+
+@register
+class GeminiModel(_UnitModel):
+    """Gemini implicit caching (2.5 and later): automatic, exact prefixes counted per token,
+    nothing under the model's minimum (:data:`~.provider.rules.GEMINI_MIN_TOKENS`), 1 h retention
+    (not documented for implicit caches). Explicit ``cachedContents`` are not modeled."""
+
+    name = "gemini"

@@ -1,4 +1,4 @@
-"""Provider prompt-cache rules (OpenAI, Anthropic, DeepSeek): the constants and the rule set by model.
+"""Provider prompt-cache rules (OpenAI, Anthropic, Gemini, DeepSeek): the constants and the rule set by model.
 
 Every constant lives in :data:`PROVIDERS` / :data:`ANTHROPIC_MIN_TOKENS` below, with
 its source, so a rule change is a one-line edit. Sources: each provider's prompt
@@ -15,6 +15,12 @@ caching documentation as of 2026 (named in every entry's ``source``).
   considered for matching with no lookback limit, exact (not block-rounded)
   prefixes; ``prompt_cache_options.ttl`` 30 min; writes billed 1.25× and reported
   as ``cache_write_tokens``. Modeled by :class:`~.caches.AnthropicCache` with those limits.
+* **Gemini** (implicit caching, 2.5 and later) — automatic, no cost guarantee; the
+  minimum prompt by model (:data:`GEMINI_MIN_TOKENS`); retention not documented (we
+  take the 1 h of explicit caches); the reported cached count is not in fixed units and
+  moves by up to 1% between calls that read one prefix (measured on the one real Gemini
+  CLI log we have). Modeled as a 1-token chain. Explicit caches (``cachedContents``)
+  are not modeled: a log does not say which calls used one.
 * **DeepSeek** — on by default, 64-token storage units, content under 64 tokens is
   not cached, longest common prefix from token 0, cleared after hours to days
   unused (we take 24 h). A 64-token block chain. ``deepseek-chat`` stores the
@@ -57,7 +63,14 @@ class ProviderRules:
     breakpoint entries are matched (0 = all); ``stores_output``: the provider also
     stores the generated tokens of a call (``deepseek-chat``); ``rule_set``: which
     rule set applies (``openai-automatic``, ``openai-breakpoints``, ...);
-    ``price_source`` / ``price_date``: the price row used (:mod:`.prices`).
+    ``price_source`` / ``price_date``: the price row used (:mod:`.prices`);
+    ``output_band``: the band's expected end counts the previous call's generated tokens
+    (the provider keeps the KV of what it generated; OpenAI automatic caching, measured on
+    real Codex rollouts, :mod:`~prefixcache.analyzer.cache.simulate.bands`); ``report_slack``:
+    how far (a fraction) the provider's reported cached count for one prefix moves between
+    calls (Gemini), taken off the band's lagged end; ``ttl_max_s``: the longest the provider
+    may keep an idle entry when ``ttl_s`` is only its usual retention (OpenAI: 5–10 min,
+    always within 1 h; None: ``ttl_s``).
     """
 
     name: str
@@ -75,6 +88,9 @@ class ProviderRules:
     rule_set: str = ""
     price_source: str = ""
     price_date: str = ""
+    output_band: bool = False
+    report_slack: float = 0.0
+    ttl_max_s: float | None = None
 
 
 #: The constants table (edit here when a provider changes its rules).
@@ -90,6 +106,13 @@ PROVIDERS: dict[str, ProviderRules] = {
         max_breakpoints=4, lookback_blocks=20,
         source="platform.claude.com prompt caching: ≤4 breakpoints, ~20-block lookback, "
                "5 min TTL refreshed on hit (1 h: write 2×), write 1.25×, read 0.1×; Sonnet $3/MTok"),
+    "gemini": ProviderRules(
+        "gemini", block_size=1, min_tokens=2048, ttl_s=3600.0,
+        price_input=1.25, read_multiplier=0.1, write_multiplier=1.0, report_slack=0.01,
+        source="ai.google.dev/gemini-api/docs/caching (checked 2026-12-04): implicit caching on by default for "
+               "Gemini 2.5 and later, no cost guarantee, minimum prompt by model (2.5: 2,048 listed, 1,024 enforced "
+               "for 2.5 Flash; 3.x: 4,096); retention not documented (explicit caches default to 1 h, we take 1 h); "
+               "cached input 0.1×; the reported count is not in fixed units"),
     "deepseek": ProviderRules(
         "deepseek", block_size=64, min_tokens=64, ttl_s=86400.0,
         price_input=0.14, read_multiplier=0.1, write_multiplier=1.0,
@@ -105,6 +128,14 @@ ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
     ("sonnet-3-7", 1024), ("3-7-sonnet", 1024), ("3-5-sonnet", 1024), ("sonnet-3-5", 1024),
     ("opus-5", 512), ("sonnet-5", 512), ("haiku-5", 512),
 )
+#: Gemini minimum prompt for implicit caching by model-name fragment (first match wins): the caching page
+#: (ai.google.dev/gemini-api/docs/caching, checked 2026-12-04) lists 4,096 for 3.x and later, 2,048 for 2.5
+#: Pro; the API enforces 1,024 for 2.5 Flash and 2,048 for 2.5 Flash-Lite (its own 400 error quoted on
+#: discuss.ai.google.dev, "min_total_token_count=1024"). Unlisted names: the rules' 2,048.
+GEMINI_MIN_TOKENS: tuple[tuple[str, int], ...] = (
+    ("gemini-2.5-flash-lite", 2048), ("gemini-2.5-flash", 1024), ("gemini-2.5-pro", 2048),
+    ("gemini-3", 4096), ("gemini-4", 4096),
+)
 #: Anthropic write multiplier for the 1-hour TTL.
 ANTHROPIC_WRITE_1H = 2.0
 ANTHROPIC_TTL_1H_S = 3600.0
@@ -114,6 +145,8 @@ ANTHROPIC_TTL_1H_S = 3600.0
 OPENAI_BREAKPOINTS_WRITTEN = 4
 OPENAI_BREAKPOINTS_CONSIDERED = 80
 OPENAI_TTL_S = 1800.0
+#: OpenAI automatic caching: entries are cleared after 5–10 min idle, always within 1 h (s).
+OPENAI_TTL_MAX_S = 3600.0
 _GPT = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
 
 
@@ -147,13 +180,14 @@ def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderR
                     ttl_s=row.ttl_s, min_tokens=rules.min_tokens if row.min_tokens is None else row.min_tokens,
                     price_source=f"{row.pattern}: {row.source}", price_date=row.date,
                     rule_set=f"{provider}-breakpoints" if provider == "anthropic" else f"{provider}-automatic")
-    if provider == "anthropic" and model:
-        for frag, n in ANTHROPIC_MIN_TOKENS:
-            if frag in model:
-                rules = replace(rules, min_tokens=n)
-                break
+    minimums = {"anthropic": ANTHROPIC_MIN_TOKENS, "gemini": GEMINI_MIN_TOKENS}.get(provider, ())
+    n = next((n for frag, n in minimums if frag in (model or "").lower()), None)
+    if n is not None:
+        rules = replace(rules, min_tokens=n)
+    if provider == "openai":
+        rules = replace(rules, output_band=True, ttl_max_s=OPENAI_TTL_MAX_S)
     if provider == "openai" and openai_breakpoints(model):
-        rules = replace(rules, block_size=1, max_breakpoints=OPENAI_BREAKPOINTS_WRITTEN, lookback_blocks=-1,
+        rules = replace(rules, block_size=1, max_breakpoints=OPENAI_BREAKPOINTS_WRITTEN, lookback_blocks=-1, ttl_max_s=None,
                         considered_breakpoints=OPENAI_BREAKPOINTS_CONSIDERED, rule_set="openai-breakpoints")
     if provider == "deepseek" and _deepseek_stores_output(model):
         rules = replace(rules, stores_output=True, rule_set="deepseek-prompt+output")
@@ -185,6 +219,11 @@ RETENTIONS: dict[str, tuple[Retention, ...]] = {
                   "after 5–10 min idle, always within 1 h (GPT-5.6+: 30 min)"),
         Retention("24h", 86400.0, None, "platform.openai.com prompt caching: prompt_cache_retention 24h "
                   "(extended), same price as in-memory (learn.microsoft.com Azure OpenAI prompt caching)"),
+    ),
+    "gemini": (
+        Retention("1h", None, None, "ai.google.dev caching: implicit retention not documented; explicit caches "
+                  "default to a 1 h TTL"),
+        Retention("5m", 300.0, None, "a short implicit retention, for comparison (not documented)"),
     ),
     "deepseek": (
         Retention("24h", None, None, "api-docs.deepseek.com context caching: cleared after hours to days unused "

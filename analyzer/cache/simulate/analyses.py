@@ -1,10 +1,11 @@
 """The reuse analyses ``simulate`` adds on request: reuse in time, the TTL what-if, the chunk ceiling.
 
-``--survival`` (:mod:`.survival`), ``--ttl-whatif`` (:mod:`.ttl_whatif`) and ``--reuse
+Provider caches always add ``provider_calls`` (:mod:`.provider_calls`) when calls report
+cached tokens. ``--survival`` (:mod:`.survival`), ``--ttl-whatif`` (:mod:`.ttl_whatif`) and ``--reuse
 prefix,chunks`` (:mod:`.chunks`) each fill one part of :class:`Analyses`; the document is then
 :class:`SimulateReportWithAnalyses` (``--per-request`` too:
 :class:`SimulateReportWithRequestsAndAnalyses`): the ``simulate`` document plus ``analyses``,
-the parts not asked for null. Without any of the three the document is unchanged.
+the parts not asked for null. Without any of them the document is unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Mapping, Sequence
 from prefixcache.analyzer.cache.models import CacheSpec
 from prefixcache.analyzer.cache.provider.rules import ProviderRules
 from prefixcache.analyzer.cache.simulate.chunks import ChunkReuse, chunk_reuse
+from prefixcache.analyzer.cache.simulate.provider_calls import ProviderCalls
 from prefixcache.analyzer.cache.simulate.document import SimulateReport, SimulateReportWithRequests
 from prefixcache.analyzer.cache.simulate.simulator import Baseline
 from prefixcache.analyzer.cache.simulate.survival import Survival, survival
@@ -29,11 +31,13 @@ REUSE_KINDS = ("prefix", "chunks")
 class Analyses:
     """The analyses asked for (null when not): ``survival`` (reuse gaps, residency, survival
     curves), ``ttl_whatif`` (every retention priced, with advice) and ``chunks`` (the
-    chunk ceiling beside the prefix ceiling)."""
+    chunk ceiling beside the prefix ceiling); ``provider_calls``: provider caches only, always
+    present when calls report cached tokens (every call classified, :mod:`.provider_calls`)."""
 
     survival: Survival | None
     ttl_whatif: TtlWhatIf | None
     chunks: ChunkReuse | None
+    provider_calls: ProviderCalls | None = None
 
 
 @dataclass(frozen=True, slots=True)

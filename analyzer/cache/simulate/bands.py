@@ -13,13 +13,29 @@ previous write had not landed yet: the band ``[lagged, expected]``. The rules
 * **DeepSeek**: 64·⌊(prompt(k−1) + completion(k−1))/64⌋ for ``deepseek-chat`` (it
   stores prompt + generated tokens), 64·⌊prompt(k−1)/64⌋ for ``deepseek-reasoner``.
   Lagged: cached(k−1) (the older write is all that is visible).
-* **OpenAI up to GPT-5.5** (automatic): prompt(k−1) in 128-token steps from 1,024.
-  Lagged: cached(k−1).
+* **OpenAI up to GPT-5.5** (automatic): the provider keeps the KV of what it generated
+  too: expected = prompt(k−1) + completion(k−1) in 128-token steps from 1,024; lagged =
+  prompt(k−1) in those steps (the prefix it was certainly sent). Measured on six real
+  Codex rollouts (gpt-5.3-codex, 485 calls): the reported count equals 128·⌊(prompt(k−1) +
+  completion(k−1))/128⌋ on most calls, one step less on some (tokens of the output
+  not sent back), and an older prefix or 0 on the rest: the request reached a machine
+  without the prefix (a provider-side miss, :mod:`.provider_calls`).
+* **Gemini** (implicit): expected = prompt(k−1) (no fixed units); lagged = cached(k−1)
+  less 1% (``report_slack``: the reported count of one prefix moves by up to 1% between
+  calls, measured on the one real Gemini CLI log we have, so this figure is fitted to it).
 
 A rule applies ("in-thread") only when our tokens show that the call extends the
 previous call's prompt up to its last breakpoint (DeepSeek chat: up to its prompt),
 the previous call reported its usage, and the gap is within the retention; the
-expected count is capped at the call's own reported prompt. Other calls (a thread's
+expected count is capped at the call's own reported prompt. Automatic caches also take
+the rule when our tokens show a change but the provider read inside its band
+(``usage-confirmed``): an automatic cache serves only an unchanged prefix, so the change
+is in our rendering (a prompt we render only in part, such as Codex's), not in the
+billed prompt. After a gap past the provider's usual retention but within its longest
+(OpenAI: 5–10 min, always within 1 h) the rule is ``in-thread-idle``: ``lagged`` is the
+in-thread lower end, but the entry may have been cleared, so the band that holds the
+truth is ``[0, expected]`` (``CallRow.inside_band`` judges it so) and a read below
+``lagged`` is a TTL miss (:mod:`.provider_calls`). Other calls (a thread's
 first call, a changed prefix) keep the simulated prediction as both ends of the band.
 
 **Hidden prefixes at breakpoints** (breakpoint caches; Claude Code's unlogged system
@@ -41,7 +57,7 @@ truth, rather than a confident wrong figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.provider.rules import ProviderRules
@@ -58,9 +74,13 @@ class Band:
     rule: str
 
 
-#: Band rules (``CallRow.rule``): the in-thread usage rule, the simulated prediction, and a
+#: Band rules (``CallRow.rule``): the in-thread usage rule, the same rule where our tokens show a change
+#: that the provider's own count contradicts (``usage-confirmed``), the rule after a gap past the usual
+#: retention but within the longest (``in-thread-idle``: the band's real lower end is 0), the simulated
+#: prediction, and a
 #: thread's first call reading only a hidden prefix whose size was / was not measured earlier.
-RULES = ("in-thread", "simulated", "hidden-prefix-measured", "hidden-prefix-unsized")
+RULES = ("in-thread", "usage-confirmed", "in-thread-idle", "simulated", "hidden-prefix-measured",
+         "hidden-prefix-unsized")
 
 
 def _last_mark(r: SimRequest, rules: ProviderRules) -> int:
@@ -78,24 +98,41 @@ def _extends(r: SimRequest, prev: SimRequest, end: int) -> bool:
     return r.tokens[:end] == prev.tokens[:end]
 
 
-def _expected(rules: ProviderRules, prev: SimRequest) -> int | None:
-    """The rule's count from the previous call's reported usage (None: not enough usage)."""
+def _steps(rules: ProviderRules, n: int) -> int:
+    """``n`` tokens as the provider caches them: 0 under the minimum, else in its units
+    (OpenAI: 1,024 then 128-token steps)."""
+    unit = rules.block_size
+    if n < rules.min_tokens:
+        return 0
+    if rules.min_tokens > unit > 1:  # OpenAI: 1,024 then 128-token steps
+        return rules.min_tokens + floor_blocks(n - rules.min_tokens, unit)
+    return floor_blocks(n, unit)
+
+
+def _expected(rules: ProviderRules, prev: SimRequest) -> tuple[int, int] | None:
+    """The rule's ``(lagged, expected)`` from the previous call's reported usage (None: not enough
+    usage; the lagged end before the cap at the call's own prompt). See the module docstring."""
     p, c = prev.reported_prompt, prev.reported_cached
     if p is None or c is None:
         return None
     if rules.max_breakpoints:
         if prev.reported_write is None:
             return None
-        return c + prev.reported_write
-    unit = rules.block_size
+        return c, c + prev.reported_write
     if rules.stores_output and prev.reported_output is None:
         return None
+    if rules.output_band:  # OpenAI: the prompt it was sent, up to that plus what it generated
+        return _steps(rules, p), _steps(rules, p + (prev.reported_output or 0))
     n = p + ((prev.reported_output or 0) if rules.stores_output else 0)
-    if n < rules.min_tokens:
-        return 0
-    if rules.min_tokens > unit:  # OpenAI: 1,024 then 128-token steps
-        return rules.min_tokens + floor_blocks(n - rules.min_tokens, unit)
-    return floor_blocks(n, unit)
+    return int(c * (1 - rules.report_slack)), _steps(rules, n)
+
+
+def _confirmed(rules: ProviderRules, r: SimRequest, lag: int, exp: int) -> bool:
+    """Whether the provider's own count shows that ``r``'s billed prompt extends the previous
+    call's although our tokens differ (automatic caches: a read inside the in-thread band, at
+    least one unit above the minimum, is a prefix the provider found unchanged)."""
+    rep = r.reported_cached
+    return not rules.max_breakpoints and rep is not None and lag <= rep <= exp and rep > rules.min_tokens
 
 
 def hidden_end(r: SimRequest) -> int:
@@ -134,8 +171,19 @@ class HiddenSizes:
         return max(got)[1] if got else None
 
 
+#: Logged ``prompt_cache_retention`` values (OpenAI) → the idle retention they buy (seconds;
+#: platform.openai.com prompt caching: ``in_memory`` the default, ``24h`` extended).
+RETENTION_S = {"24h": 86400.0}
+
+
+def retention_of(extra: object) -> float | None:
+    """The retention (seconds) a request's logged ``prompt_cache_retention`` asks for (None: not
+    logged, or the default)."""
+    return RETENTION_S.get(str(extra.get("prompt_cache_retention"))) if isinstance(extra, Mapping) else None
+
+
 def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderRules,
-          raw: Sequence[int] | None = None) -> list[Band]:
+          raw: Sequence[int] | None = None, retention: Sequence[float | None] | None = None) -> list[Band]:
     """The band of every request (arrival order) given its simulated (calibrated)
     prediction ``simulated`` in provider tokens and ``raw``, the same in our tokens (needed
     for the hidden-prefix rules of breakpoint caches; None: not applied). See the module
@@ -147,12 +195,18 @@ def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderR
         prev = prev_of.get(r.session)
         prev_of[r.session] = r
         band = Band(sim, sim, "simulated")
-        if prev is not None and r.now - prev.now <= rules.ttl_s:
-            exp = _expected(rules, prev)
-            if exp is not None and _extends(r, prev, _last_mark(prev, rules)):
-                cap = r.reported_prompt if r.reported_prompt is not None else exp
-                exp = min(exp, cap)
-                band = Band(min(prev.reported_cached or 0, exp), exp, "in-thread")
+        kept = retention[prev.order] if retention is not None and prev is not None else None
+        ttl, ttl_max = (kept, kept) if kept else (rules.ttl_s, rules.ttl_max_s or rules.ttl_s)
+        idle = prev is not None and ttl < r.now - prev.now <= ttl_max
+        if prev is not None and (r.now - prev.now <= ttl or idle):
+            got = _expected(rules, prev)
+            if got is not None:
+                lag, exp = got
+                exp = min(exp, r.reported_prompt if r.reported_prompt is not None else exp)
+                if _extends(r, prev, _last_mark(prev, rules)):
+                    band = Band(min(lag, exp), exp, "in-thread-idle" if idle else "in-thread")
+                elif _confirmed(rules, r, min(lag, exp), exp):
+                    band = Band(min(lag, exp), exp, "usage-confirmed")
         if band.rule == "simulated" and raw is not None and rules.max_breakpoints:
             end = hidden_end(r)
             if end and raw[i] == end:

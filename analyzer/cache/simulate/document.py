@@ -8,19 +8,20 @@ turn :mod:`.figures` into rows; :mod:`.study` assembles the whole report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median_low
 from typing import Sequence
 
 from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.simulate.figures import (
-    ReportedUsage, RequestCounts, RequestFigures, calibrated_cached, totals,
+    ReportedUsage, RequestCounts, RequestFigures, calibrated_cached, reported_usage, totals,
 )
 from prefixcache.analyzer.cache.models import traits_for
 from prefixcache.analyzer.cache.provider.cost import Prices, cost_usd
-from prefixcache.analyzer.cache.provider.rules import ProviderRules
+from prefixcache.analyzer.cache.provider.rules import ProviderRules, rules_for
 from prefixcache.analyzer.cache.simulate.bands import Band, bands
 from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.model import Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,8 @@ class CallRow:
     (our tokens), calibrated (mapped into the provider's count), and the provider rule's
     band ``[lagged, expected]`` (``rule``: one of :data:`~.bands.RULES` — ``in-thread``,
     ``simulated``, or a first call reading only a hidden prefix whose size an earlier call measured,
-    ``hidden-prefix-measured``, or did not, ``hidden-prefix-unsized``: band 0 to our size, :mod:`.bands`);
+    ``hidden-prefix-measured``, or did not, ``hidden-prefix-unsized``: band 0 to our size; ``usage-confirmed``
+    and ``in-thread-idle``, whose band is 0 to expected, :mod:`.bands`);
     next to the provider's own verdict when the log has one (``provider_verdict``: Anthropic
     ``diagnostics`` / OpenAI ``prompt_cache_diagnostics`` reason, ``provider_missed_tokens``
     its estimate), our cause: ``drift_cause`` (lint rule code) and ``shared_tokens`` (the
@@ -136,6 +138,25 @@ class Agreement:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelCost:
+    """One logged model's calls priced by that model's own row (:mod:`..provider.prices`):
+    ``requests``; the row's input price (USD/MTok), read / write multipliers, source and
+    date; the cost of our predicted hits and of the reported usage (USD; None as in :class:`Cost`)."""
+
+    model: str
+    requests: int
+    price_input_per_mtok: float
+    read_multiplier: float
+    write_multiplier: float
+    price_source: str
+    price_date: str
+    usd_with_cache: float | None
+    usd_without_cache: float | None
+    reported_usd_with_cache: float | None
+    reported_usd_without_cache: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Cost:
     """Provider caches: input cost (USD) of our predicted hits (first result row) and the
     cost the log's reported usage implies, with the prices and rules used (``ttl_s``: the
@@ -143,7 +164,10 @@ class Cost:
     ``rule_set``: the provider rule set chosen by model name; ``price_source`` /
     ``price_date``: the price table row, :mod:`.prices`; ``send_times_missing``: breakpoint
     caches only, the requests whose send time is not logged — for them every earlier write
-    counts as landed, so a thread's first call may be predicted warm; null otherwise)."""
+    counts as landed, so a thread's first call may be predicted warm; null otherwise).
+    Every call is priced by its own model's row: ``by_model`` has one entry per logged model
+    (first seen first) and the ``usd_*`` totals are their sums; the price fields above them
+    are the first model's."""
 
     usd_with_cache: float | None
     usd_without_cache: float | None
@@ -158,6 +182,7 @@ class Cost:
     price_source: str
     price_date: str
     send_times_missing: int | None
+    by_model: list[ModelCost]
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,16 +280,17 @@ def offline_bound(prompt_tokens: int, blocks_total: int, cached_tokens: tuple[in
 
 
 def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int,
-              reqs: Sequence[SimRequest] = (), rules: ProviderRules | None = None) -> list[CallRow]:
+              reqs: Sequence[SimRequest] = (), rules: ProviderRules | None = None,
+              retention: Sequence[float | None] | None = None) -> list[CallRow]:
     """Calls with a reported cached count: predicted, calibrated (mapped into the
     provider's token count, :func:`~.figures.calibrated_cached`), the provider rule's
     band (:func:`~.bands.bands`, from ``reqs`` — the simulated requests, in
     the order of ``rows`` — under ``rules``; without rules the band is the calibrated
-    count) and reported."""
+    count; ``retention``: each request's logged retention, seconds, :func:`~.bands.bands`) and reported."""
     if all(f.reported_cached_tokens is None for f in rows):
         return []  # nothing to compare (block traces): skip the calibration
     cals = [f.cached_tokens if c is None else c for f, c in zip(rows, calibrated_cached(rows, block_size, min_tokens))]
-    got = bands(reqs, cals, rules, [f.cached_tokens for f in rows]) if rules is not None and len(reqs) == len(rows) else \
+    got = bands(reqs, cals, rules, [f.cached_tokens for f in rows], retention) if rules is not None and len(reqs) == len(rows) else \
         [Band(c, c, "simulated") for c in cals]
     verdicts = [r.provider_verdict for r in reqs] if len(reqs) == len(rows) else [None] * len(rows)
     out = []
@@ -274,7 +300,8 @@ def call_rows(rows: Sequence[RequestFigures], block_size: int, min_tokens: int,
         rep = f.reported_cached_tokens
         out.append(CallRow(f.session, f.source, f.record, f.prompt_tokens, f.reported_prompt_tokens,
                            f.cached_tokens, cal, rep, f.shared_tokens == 0 and rep > 0,
-                           b.rule, b.lagged, b.expected, b.lagged <= rep <= b.expected, f.shared_tokens,
+                           b.rule, b.lagged, b.expected, (0 if b.rule == "in-thread-idle" else b.lagged) <= rep <= b.expected,
+                           f.shared_tokens,
                            f.drift_cause, v[0] if v else None, v[1] if v else None))
     return out
 
@@ -298,16 +325,37 @@ def agreement(calls: Sequence[CallRow], tolerance: int) -> Agreement | None:
 
 
 def cost(rules: ProviderRules, rows: Sequence[RequestFigures] | None, reported: ReportedUsage | None,
-         reqs: Sequence[SimRequest] = ()) -> Cost:
+         reqs: Sequence[SimRequest] = (), overrides: dict | None = None) -> Cost:
     """Input cost of the predicted hits (None when nothing was simulated) and of the
-    reported usage (None when the log reports none), at the provider's prices; with the
-    count of ``reqs`` without a logged send time (breakpoint caches)."""
-    prices = Prices(rules.price_input, rules.read_multiplier)
-    with_c, without = cost_usd(rows, prices) if rows else (None, None)
-    rep_c, rep_without = reported.cost_usd(prices, rules.write_multiplier) if reported else (None, None)
-    return Cost(r6(with_c), r6(without), r6(rep_c), r6(rep_without), rules.price_input, rules.read_multiplier,
+    reported usage (None when the log reports none), each call at its own model's prices
+    (``rules``: the first model's; ``overrides``: the ``--price-*`` options). With one model
+    (or none) in ``reqs`` every call is priced by ``rules`` and ``reported`` is used as given;
+    with several, each model's reported usage is summed from its requests' reported counts.
+    With the count of ``reqs`` without a logged send time (breakpoint caches)."""
+    seen = list(dict.fromkeys(r.model for r in reqs))
+    models = seen if len(seen) > 1 and (not rows or len(rows) == len(reqs)) else [None]
+    label = seen[0] if len(seen) == 1 and seen[0] else "(no model name)"
+    by_model = []
+    for m in models:
+        mrules = replace(rules_for(rules.name, m, **(overrides or {})), ttl_s=rules.ttl_s) if m is not None else rules
+        pick = [i for i, r in enumerate(reqs) if r.model == m] if m is not None else None
+        mrows = rows if pick is None or not rows else [rows[i] for i in pick if i < len(rows)]
+        mused = reported if pick is None else reported_usage(
+            Usage(reqs[i].reported_prompt, reqs[i].reported_cached, reqs[i].reported_write) for i in pick)
+        prices = Prices(mrules.price_input, mrules.read_multiplier)
+        with_c, without = cost_usd(mrows, prices) if mrows else (None, None)
+        rep_c, rep_without = mused.cost_usd(prices, mrules.write_multiplier) if mused else (None, None)
+        by_model.append(ModelCost(label if pick is None else m or "(no model name)", len(pick) if pick is not None else len(reqs),
+                                  mrules.price_input, mrules.read_multiplier, mrules.write_multiplier,
+                                  mrules.price_source, mrules.price_date, r6(with_c), r6(without), r6(rep_c),
+                                  r6(rep_without)))
+    def total(name: str) -> float | None:
+        got = [getattr(b, name) for b in by_model if getattr(b, name) is not None]
+        return r6(sum(got)) if got else None
+    return Cost(total("usd_with_cache"), total("usd_without_cache"), total("reported_usd_with_cache"),
+                total("reported_usd_without_cache"), rules.price_input, rules.read_multiplier,
                 rules.write_multiplier, rules.min_tokens, rules.ttl_s, rules.rule_set, rules.price_source,
-                rules.price_date, sum(r.sent is None for r in reqs) if rules.max_breakpoints else None)
+                rules.price_date, sum(r.sent is None for r in reqs) if rules.max_breakpoints else None, by_model)
 
 
 def reported_row(usage: ReportedUsage | None) -> Reported | None:

@@ -25,6 +25,9 @@ from prefixcache.analyzer.cache.simulate.document import (
 )
 from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, distinct_blocks, sweep_block_cache
 from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
+from prefixcache.analyzer.cache.simulate.provider_calls import provider_calls
+from prefixcache.analyzer.cache.simulate.bands import retention_of
+from prefixcache.analyzer.cache.provider.prices import price_warning, provider_of
 from prefixcache.analyzer.cache.simulate.chunks import DEFAULT_RECOMPUTE
 from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, simulate_stream
 from prefixcache.analyzer.cache.workload import SimRequest
@@ -145,30 +148,51 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
         ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
-    calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules)
+    extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra for p in items}
+    kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs]
+    calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules,
+                      kept if any(kept) else None)
     usage = reported_usage(p.request.usage for p in items)
     if rules is not None:  # the retention the first result row applied (--ttl, or the provider's)
         applied = results[0].ttl_s if results else spec.model_class().ttl_of(spec)
         rules = replace(rules, ttl_s=rules.ttl_s if applied is None else applied)
     fields = dict(
         cache=options.cache, block_size=block_size, unique_blocks=uniq, kv_bytes_per_token=bpt, results=results,
-        calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage, reqs) if rules else None,
+        calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage, reqs, spec.rule_overrides) if rules else None,
         usage_only_requests=sum(p.usage_only for p in items), reported=reported_row(usage),
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
-        warnings=capacity_warnings(options.cache, results, reqs),
+        warnings=capacity_warnings(options.cache, results, reqs) + (
+            provider_warnings(options.cache, [p.request.model for p in items]) if spec.traits.priced else []),
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
+    split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()),
+                           spec.rule_overrides) if rules is not None and calls else None
     if not options.analyses_asked:
-        return report
+        return report if split is None else with_analyses(report, Analyses(None, None, None, split))
     if not reqs:
-        return with_analyses(report, Analyses(None, None, None))
+        return with_analyses(report, Analyses(None, None, None, split))
     policy, ttl_s = options.runs()[0]
     found = run_analyses(reqs, replace(spec, policy=policy, ttl_s=ttl_s), caps, base,
                          spec.provider_rules(model) if spec.traits.priced else None, survival_on=options.survival,
                          ttl_on=options.ttl_whatif, chunks_on="chunks" in options.reuse, recompute=options.recompute,
                          window=options.chunk_tokens, causes=drift_causes)
-    return with_analyses(report, found)
+    return with_analyses(report, replace(found, provider_calls=split))
+
+
+def provider_warnings(cache: str, models: Sequence[str | None]) -> list[str]:
+    """One line per logged model priced with a row not checked for it (:func:`~.provider.prices.price_warning`)
+    and one per model of another provider than ``--cache`` (its calls are priced and ruled as ``cache``'s)."""
+    out = []
+    for model in dict.fromkeys(m for m in models if m):
+        other = provider_of(model)
+        if other is not None and other != cache:
+            n = sum(m == model for m in models)
+            out.append(f"--cache {cache} but {n} call(s) were made to {model!r}, a {other} model: their hits and "
+                       f"prices follow {cache}'s rules and rows; pass --cache {other} for that provider's")
+        elif line := price_warning(cache, model):
+            out.append(line)
+    return out
 
 
 def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions, bpt: int | None,

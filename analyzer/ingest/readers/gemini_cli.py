@@ -99,12 +99,12 @@ class GeminiCliReader:
             path = f"messages[{i}]"
             try:
                 expect(msg, dict, path)
-                kind = field(msg, "type", str, path, required=True)
-                if kind == "user":
+                mtype = field(msg, "type", str, path, required=True)
+                if mtype == "user":
                     history.append(Message("user", _text(msg.get("content")), path=path))
                     continue
-                if kind != "gemini":
-                    yield Skipped(source.name, i + 1, f"{kind!r} message: shown to the user, not sent to the model",
+                if mtype != "gemini":
+                    yield Skipped(source.name, i + 1, f"{mtype!r} message: shown to the user, not sent to the model",
                                   f"{path}.type", False)
                     continue
                 yield self._request(source.name, sid, i, msg, tuple(history), index)

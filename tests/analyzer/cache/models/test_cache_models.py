@@ -29,7 +29,7 @@ def _req(i: int, tokens: tuple[int, ...], **kw) -> SimRequest:
 
 
 def test_registry_names_every_cache_once():
-    assert CACHES == ("vllm", "blocks", "sglang", "openai", "anthropic", "deepseek", "llamacpp") == tuple(MODELS)
+    assert CACHES == ("vllm", "blocks", "sglang", "openai", "anthropic", "deepseek", "gemini", "llamacpp") == tuple(MODELS)
     for name, cls in MODELS.items():
         assert issubclass(cls, CacheModel) and cls.name == name
     with pytest.raises(ConfigError):

@@ -19,7 +19,7 @@ def test_constants_table():
     assert rules_for("anthropic", "claude-haiku-4-5").min_tokens == 4096
     assert rules_for("openai", ttl_s=60.0).ttl_s == 60.0
     with pytest.raises(ConfigError):
-        rules_for("gemini")
+        rules_for("mistral")
 
 
 def test_openai_minimum_and_128_steps():
