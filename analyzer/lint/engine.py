@@ -71,7 +71,7 @@ from prefixcache.analyzer.cache.index.chains import ChainIndex
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import arrival_order, common_prefix_len
 from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContext, Rule, classify
-from prefixcache.analyzer.lint.rules.base import TTL, TTL_NAME  # the idle-gap loss cause (not a rule) and its name
+from prefixcache.analyzer.lint.rules.base import TTL, TTL_NAME  # noqa: F401 (re-exported: the idle-gap loss cause and its name)
 from prefixcache.analyzer.lint.rules.control import advice, control_of, control_severity
 from prefixcache.analyzer.lint.rules.provider import provider_ttl, static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
