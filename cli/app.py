@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "value renders early."),
     "lint": ("lint", "Find where each prompt's reusable prefix breaks, why, and what it costs."),
     "diff": ("diff", "Show two rendered prompts of a log around their first differing token."),
-    "rules": ("rules", "List every lint rule: code, name, group, severity, what it finds."),
+    "rules": ("rules", "List every lint rule (code, name, group, severity, what it finds) and the severity table (exit effects)."),
     "rule": ("rules", "Show one rule's documentation."),
     "canonicalize": ("canonicalize", "Rewrite logged requests into a cache-stable form and show the reusable "
                      "tokens before and after."),

@@ -33,13 +33,14 @@ def _print(r: TemplateReport) -> None:
     rows = []
     for c in r.contexts:
         varied = [v for v in c.variants if v.first_diff_char is not None]
-        first = min(varied, key=lambda v: v.stable_tokens, default=None)
+        first = min(varied, key=lambda v: (v.answered, v.stable_tokens), default=None)
         where = f"{first.location.file}:{first.location.line}" if first and first.location else "-"
+        shown = "nothing" if first is None else f"{first.variation} (answered end)" if first.answered else first.variation
         turn = "-" if c.turn is None else "BREAKS" if c.turn.first_diff_char is not None else \
             f"prefix (end: {c.turn.tail_tokens} tok answered)" if c.turn.tail_tokens else "prefix"
         rows.append((escape(Path(c.context).name), str(c.total_tokens), str(c.stable_tokens), f"{c.stable_fraction:.0%}",
                      "-" if c.boundary_tokens is None else str(c.boundary_tokens), turn,
-                     first.variation if first else "nothing", escape(where)))
+                     shown, escape(where)))
     # the file:line column is never cut: when the table would not fit, it goes below it
     cols = ("context", "prompt", "stable", "stable %", "boundary", "next turn", "first varies", "at")
     widths = [max([len(col)] + [len(row[i]) for row in rows]) for i, col in enumerate(cols)]

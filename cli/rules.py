@@ -1,4 +1,5 @@
-"""``prefixcache rules`` (list every rule) and ``prefixcache rule PCnnn`` (one rule's
+"""``prefixcache rules`` (list every rule, then the one severity table: code → severity → exit
+effect, the rows ``docs/rules/index.md`` is generated from) and ``prefixcache rule PCnnn`` (one rule's
 documentation: what it does, why it breaks caching, example, use instead, fix safety).
 
 The documents come from the library (:mod:`prefixcache.analyzer.lint.rules.docs`):
@@ -17,9 +18,23 @@ from rich.table import Table
 from rich.text import Text
 
 from prefixcache.analyzer.lint.rules import RULES, get_rule, rule_doc, rule_markdown, rules_plain
+from prefixcache.analyzer.lint.rules.docs import SEVERITY_INTRO, severity_rows
 
 from prefixcache.cli.common import console, fail, handle_errors
 from prefixcache.cli.options import AsJson, format_option, output_format
+
+
+def _print_severities() -> None:
+    table = Table(title="Severity (code → severity → exit effect)", title_justify="left", show_edge=False)
+    for col in ("code", "severity"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("exit effect (default --fail-on warning)", overflow="fold")
+    table.add_column("differs when", overflow="fold")
+    for r in severity_rows(RULES):
+        table.add_row(*(cell.replace("`", "") for cell in (r.code, r.severity, r.exit_effect, r.differs_when)))
+    console.print()
+    console.print(table)
+    console.print(Text(SEVERITY_INTRO.replace("`", ""), style="dim"))
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +46,7 @@ def register(app: typer.Typer) -> None:
         fmt: format_option("Output: rich (a table; plain lines on a pipe, the default) or json.", metavar="FMT") = None,
         as_json: AsJson = False,
     ) -> None:
-        """List every lint rule: code, name, group, severity, what it finds."""
+        """List every lint rule (code, name, group, severity, what it finds) and the severity table (exit effects)."""
         if output_format(fmt, as_json, ("rich", "json"), "rich") == "json":
             sys.stdout.write(orjson.dumps([rule_doc(r) for r in RULES], option=orjson.OPT_INDENT_2).decode() + "\n")
             return
@@ -45,6 +60,7 @@ def register(app: typer.Typer) -> None:
                 head.append(f" · {r.group} · {r.severity} · {r.scope}", style="dim")
                 console.print(head)
                 console.print(Padding(Text(r.doc()["summary"]), (0, 0, 0, 6)))
+            _print_severities()
             return
         table = Table(show_edge=False)
         for col in ("code", "name", "group", "severity", "scope"):
@@ -53,6 +69,7 @@ def register(app: typer.Typer) -> None:
         for r in RULES:
             table.add_row(r.code, r.name, r.group, r.severity, r.scope, r.doc()["summary"])
         console.print(table)
+        _print_severities()
 
     @app.command("rule")
     @handle_errors

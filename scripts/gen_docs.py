@@ -135,8 +135,8 @@ def schema(name: str) -> dict:
 
 def rule_pages() -> dict[Path, str]:
     """``docs/rules/index.md`` and one page per rule."""
-    from prefixcache.analyzer.lint.engine import TTL
     from prefixcache.analyzer.lint.rules import RULES, rule_markdown
+    from prefixcache.analyzer.lint.rules.docs import SEVERITY_INTRO, severity_rows
 
     rows = ["# Lint rules", "", "Generated from the rule classes by `scripts/gen_docs.py`; do not edit.",
             "Codes are permanent and never reused. `prefixcache rule CODE` prints a page in the terminal.", "",
@@ -147,21 +147,10 @@ def rule_pages() -> dict[Path, str]:
         rows.append(f"| [{r.code}]({r.code}.md) | `{r.name}` | {r.group} | {r.severity} | {judges} | "
                     f"{r.doc()['summary'].splitlines()[0]} |")
         pages[DOCS / "rules" / f"{r.code}.md"] = rule_markdown(r, level=1) + "\n"
-    rows += ["", "## Severity", "",
-             "The one table of severities (code → severity → exit effect). `lint` exits 1 when a finding is at or "
-             "above `--fail-on` (default `warning`): errors and warnings fail CI, `info` never does unless "
-             "`--fail-on info`. `severity = {PCnnn = \"info\"}` in `[tool.prefixcache]` overrides a code's severity.", "",
-             "| code | default severity | differs when | exit effect (default `--fail-on warning`) |",
+    rows += ["", "## Severity", "", f"The one table of severities (code → severity → exit effect). {SEVERITY_INTRO}",
+             "", "| code | default severity | differs when | exit effect (default `--fail-on warning`) |",
              "|---|---|---|---|"]
-    for r in RULES:
-        effect = "exit 1" if r.severity in ("error", "warning") else "exit 0 (1 with `--fail-on info`)"
-        if r.severity != "info" and "info" in r.severity_when:
-            effect += "; exit 0 where it is info"
-        if "no finding" in r.severity_when:
-            effect += "; nothing (exit 0) where there is no finding"
-        rows.append(f"| {r.code} | {r.severity} | {r.severity_when or '-'} | {effect} |")
-    rows.append(f"| `{TTL}` (a loss cause, not a rule: `lint --ttl`) | none | - | nothing: no finding at any "
-                "`--fail-on` (exit 0), and `--fail-under` counts its tokens as reusable |")
+    rows += [f"| {r.code} | {r.severity} | {r.differs_when} | {r.exit_effect} |" for r in severity_rows(RULES)]
     pages[DOCS / "rules" / "index.md"] = "\n".join(rows) + "\n"
     return pages
 

@@ -61,5 +61,5 @@ def canonicalize_explained(requests: Sequence[Request], options: CanonicalOption
     breaks left in the rewritten requests reported (:func:`with_lint_causes`): what
     ``prefixcache canonicalize`` lists.
     Raises ConfigError for unusable template / tokenizer specs."""
-    results = canonicalize_all(requests, options)
+    results = canonicalize_all(requests, options, steps=True)
     return with_lint_causes(results, lint_results([c.request for c in results], template, tokenizer))

@@ -50,7 +50,10 @@ class TransformationRow:
     request's place (file, record, session, index), the JSON path it concerns and, for a
     rewrite, ``request_recovered_tokens``: the reusable tokens the rewrites of this request
     recover together (after − before; the same figure on each applied row of the request,
-    so sum it once per request; 0 for a reported change)."""
+    so sum it once per request; 0 for a reported change) and ``recovered_tokens``: what this
+    rule's rewrite adds in this request (on the rule's first row in the request, 0 on its other
+    rows and on reported changes; see :class:`~prefixcache.analyzer.canonical.review.RuleChange`:
+    the rows of a request sum to its figure less what earlier requests' rewrites changed)."""
 
     source: str
     record: int
@@ -61,6 +64,7 @@ class TransformationRow:
     description: str
     json_path: str
     request_recovered_tokens: int = 0
+    recovered_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

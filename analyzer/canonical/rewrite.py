@@ -61,6 +61,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections import ChainMap
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
@@ -504,11 +505,48 @@ def canonicalize(request: Request, options: CanonicalOptions = CanonicalOptions(
 
 @dataclass(frozen=True, slots=True)
 class Canonicalized:
-    """One request before and after, with its transformations (applied and reported)."""
+    """One request before and after, with its transformations (applied and reported).
+
+    ``steps`` (filled by ``canonicalize_all(..., steps=True)``): one (rule code, request)
+    per rule applied to this request, in the order applied; each request is the logged one
+    with that rule and the rules before it applied (the last one is :attr:`request`), so the
+    change of rule k is step k−1 → step k (step 0: :attr:`original`)."""
 
     original: Request
     request: Request
     transformations: tuple[Transformation, ...]
+    steps: tuple[tuple[str, Request], ...] = ()
+
+
+#: SessionMemory fields that hold dicts (a scratch copy layers them, :func:`_scratch`).
+_DICT_FIELDS = ("appended", "forms", "shared_forms", "arguments", "tool_forms", "tool_orders", "section_forms")
+
+
+def _scratch(memory: SessionMemory) -> SessionMemory:
+    """A copy of ``memory`` that reads through to it and writes to layers of its own
+    (:class:`collections.ChainMap`, O(1)); :func:`_commit` makes its writes the memory's."""
+    layered = {name: ChainMap({}, getattr(memory, name)) for name in _DICT_FIELDS}
+    return SessionMemory(**layered, requests=memory.requests, input_requests=[memory.input_requests[0]])
+
+
+def _commit(scratch: SessionMemory, memory: SessionMemory) -> None:
+    for name in _DICT_FIELDS:
+        getattr(memory, name).update(getattr(scratch, name).maps[0])
+    memory.requests = scratch.requests
+    memory.input_requests[0] = scratch.input_requests[0]
+
+
+def _rule_steps(request: Request, options: CanonicalOptions, memory: SessionMemory, keep: frozenset[str],
+                final: Request, log: list[Transformation]) -> tuple[tuple[str, Request], ...]:
+    """Per rule applied to ``request`` (codes in the order of ``log``), the request with that
+    rule and the ones before it applied: the same rewrite with the later rules skipped, on a
+    scratch copy of the session's ``memory`` as it was before ``request``."""
+    codes = list(dict.fromkeys(t.code for t in log if t.applied))
+    out = []
+    for j, code in enumerate(codes[:-1]):
+        partial = replace(options, skip=options.skip | frozenset(codes[j + 1 :]))
+        out.append((code, canonicalize(request, partial, _scratch(memory), keep)[0]))
+    return (*out, (codes[-1], final)) if codes else ()
 
 
 def constant_values(requests: Iterable[Request], min_count: int = 2) -> frozenset[str]:
@@ -578,11 +616,13 @@ def _line_keys(text: str, spans: list[VolatileSpan], ls: int, le: int) -> list[t
     return [(sp, (*b, *a)) for sp, b, a in zip(spans, before, reversed(after))]
 
 
-def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = CanonicalOptions()
-                     ) -> list[Canonicalized]:
+def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = CanonicalOptions(),
+                     steps: bool = False) -> list[Canonicalized]:
     """Canonicalize a whole input in order, one :class:`SessionMemory` per session.
 
-    Values that are constant across the input (:func:`constant_values`) stay put.
+    Values that are constant across the input (:func:`constant_values`) stay put. With
+    ``steps`` every result carries its per-rule steps (:attr:`Canonicalized.steps`; a request
+    with several rules is rewritten once more per rule but the last, on scratch memory).
     """
     reqs = list(requests)
     keep = constant_values((r for r in reqs if r.trace is None), 2 if options.normalize else 1)
@@ -597,8 +637,15 @@ def canonicalize_all(requests: Iterable[Request], options: CanonicalOptions = Ca
         memory = sessions.setdefault(r.session, SessionMemory(shared_forms=shared, input_requests=counter,
                                                               tool_forms=forms, tool_orders=orders,
                                                               section_forms=section_forms))
-        new, log = canonicalize(r, options, memory, keep)
-        out.append(Canonicalized(r, new, tuple(log)))
+        if not steps:
+            new, log = canonicalize(r, options, memory, keep)
+            out.append(Canonicalized(r, new, tuple(log)))
+            continue
+        scratch = _scratch(memory)
+        new, log = canonicalize(r, options, scratch, keep)
+        per_rule = _rule_steps(r, options, memory, keep, new, log)
+        _commit(scratch, memory)
+        out.append(Canonicalized(r, new, tuple(log), per_rule))
     return out
 
 

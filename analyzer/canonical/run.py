@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, replace
 from io import BytesIO
 from typing import IO, Sequence
 
-from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse
+from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse, reuse_with_probes
 from prefixcache.analyzer.canonical.document import (
     BeforeAfter, CanonicalizeReport, MinimumEffect, ReuseFigures, SessionReuse, TransformationRow,
 )
 from prefixcache.analyzer.canonical.causes import canonicalize_explained, lint_results
-from prefixcache.analyzer.canonical.review import change_sets
+from prefixcache.analyzer.canonical.review import ChangeSet, change_sets, rewritten
 from prefixcache.analyzer.canonical.rewrite import APPLIED_CODES, CanonicalOptions, Canonicalized
 from prefixcache.analyzer.canonical.writers import write_requests
 from prefixcache.analyzer.errors import ConfigError
@@ -109,6 +109,35 @@ def minimum_effects(results: Sequence[Canonicalized], before: Sequence[Reuse], a
     return out
 
 
+def transformation_rows(results: Sequence[Canonicalized], before: Sequence[Reuse], memory: Sequence[Reuse],
+                        changes: Sequence[ChangeSet]) -> list[TransformationRow]:
+    """One row per transformation (input order). An applied row carries its request's figure
+    (``request_recovered_tokens``) and, on the first row of its rule in the request, the
+    rule's own figure (``recovered_tokens``, from the change set's :class:`RuleChange`; 0 on
+    the rule's other rows, so rows sum per request to the rules' part)."""
+    by_place = {(ch.source, ch.record, ch.session, ch.index): ch for ch in changes}
+    rows = []
+    for c, b, m in zip(results, before, memory):
+        o = c.original
+        ch = by_place.get((o.provenance.source, o.provenance.record, o.session, o.index))
+        per_rule = {r.code: r.recovered_tokens for r in ch.rules} if ch is not None else {}
+        for t in c.transformations:
+            rows.append(TransformationRow(o.provenance.source, o.provenance.record, o.session, o.index, t.code,
+                                          t.applied, t.description, t.json_path,
+                                          m.reusable_tokens - b.reusable_tokens if t.applied else 0,
+                                          per_rule.pop(t.code, 0) if t.applied else 0))
+    return rows
+
+
+def _redact_diff(diff: list[str]) -> list[str]:
+    return [ln if ln.startswith(("---", "+++", "@@")) else ln[:1] + redact_text(ln[1:]) for ln in diff]
+
+
+def redact_change_set(ch: ChangeSet) -> ChangeSet:
+    """``ch`` with every diff line's text (its own and its rules') as a length and keyed hash."""
+    return replace(ch, diff=_redact_diff(ch.diff), rules=[replace(r, diff=_redact_diff(r.diff)) for r in ch.rules])
+
+
 @dataclass(frozen=True, slots=True)
 class CanonicalRun:
     """An input read and canonicalized: the logged requests, each one's result, the
@@ -141,7 +170,8 @@ class CanonicalRun:
         (``agrees``); ``in_memory`` the figure of the rewritten requests before writing.
         Without ``data`` the three are the in-memory figure."""
         before = reuse(self.requests, self.template, self.tokenizer)
-        memory = reuse([c.request for c in self.results], self.template, self.tokenizer)
+        memory, probes = reuse_with_probes([c.request for c in self.results], rewritten(self.results),
+                                           self.template, self.tokenizer)
         after, verified = memory, _figures(sum(memory, Reuse(0, 0, 0)))
         if data is not None:
             back = list(Ingest(["-"], stdin=BytesIO(data)))
@@ -151,17 +181,12 @@ class CanonicalRun:
             verified = ReuseFigures(len(lint), sum(r.prompt_tokens or 0 for r in lint),
                                     sum(r.reusable_tokens or 0 for r in lint))
         sessions, total = session_rows(self.results, before, after)
-        rows = [TransformationRow(c.original.provenance.source, c.original.provenance.record, c.original.session,
-                                  c.original.index, t.code, t.applied, t.description, t.json_path,
-                                  m.reusable_tokens - b.reusable_tokens if t.applied else 0)
-                for c, b, m in zip(self.results, before, memory) for t in c.transformations]
+        changes = change_sets(self.results, before, memory, probes)
+        rows = transformation_rows(self.results, before, memory, changes)
         if self.redact:
             rows = [replace(row, description=redact_message(row.description)) for row in rows]
+            changes = [redact_change_set(ch) for ch in changes]
         in_memory = _figures(sum(memory, Reuse(0, 0, 0)))
-        changes = change_sets(self.results, before, memory)
-        if self.redact:
-            changes = [replace(ch, diff=[ln if ln.startswith(("---", "+++", "@@")) else ln[:1] + redact_text(ln[1:])
-                                         for ln in ch.diff]) for ch in changes]
         return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after),
                                   in_memory, verified, verified == total.after, changes)
 

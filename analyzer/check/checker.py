@@ -63,7 +63,11 @@ class SourceLocation:
 class VariantResult:
     """One variation of one context: ``stable_tokens`` shared with the base render
     (tokens), ``first_diff_char`` in the base text (None when identical), the
-    template ``location`` that produced it, and short excerpts of both renders."""
+    template ``location`` that produced it, and short excerpts of both renders.
+    ``answered`` is True when the variation changes only turn N's answered end (its first
+    difference lies in the generation prompt / footer that the next turn replaces,
+    :attr:`TurnResult.answered_char`): no later turn reuses those tokens, so, as in lint, it
+    shortens neither the stable prefix nor the gate."""
 
     variation: str
     changed_values: int
@@ -72,6 +76,7 @@ class VariantResult:
     location: SourceLocation | None
     base_excerpt: str = ""
     variant_excerpt: str = ""
+    answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +90,9 @@ class TurnResult:
     as "Now reply as the assistant.") that turn N+1 replaced: the next turn answers there, so
     they are not a break, as in lint (docs/methods/reusable-prefix.md). ``code`` is the rule
     a real break reports: PC401 before the first message (the system part changes every
-    turn), PC501 inside the rendered conversation (an earlier turn renders differently)."""
+    turn), PC501 inside the rendered conversation (an earlier turn renders differently).
+    ``answered_char``: where that answered end starts in turn N's text (None when nothing
+    of turn N was replaced, or when the turn breaks)."""
 
     next: str
     derived: bool
@@ -97,6 +104,7 @@ class TurnResult:
     next_excerpt: str = ""
     tail_tokens: int = 0
     code: str = "PC401"
+    answered_char: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +263,8 @@ class TemplateChecker:
         first, last = _message_span(text, pair.context)
         if last is not None and diff >= last:  # only turn N's end (generation prompt / footer) was replaced
             tail = prefix_tokens - len(self.tokenizer.encode(text[:diff]))
-            return TurnResult(pair.next_label, pair.derived, prefix_tokens, shared, None, None, tail_tokens=max(tail, 0))
+            return TurnResult(pair.next_label, pair.derived, prefix_tokens, shared, None, None, tail_tokens=max(tail, 0),
+                              answered_char=diff)
         loc = self._located(trace.marker_at(common_prefix_len(trace.text, next_trace.text)))
         code = "PC501" if first is not None and diff >= first else "PC401"
         return TurnResult(pair.next_label, pair.derived, prefix_tokens, shared, diff, loc, _excerpt(text, diff),
@@ -268,6 +277,7 @@ class TemplateChecker:
         base_text, boundary, base_trace = self._renders(context, now)
         base_ids = self.tokenizer.encode(base_text)
         turn = self.check_turn(pair, (base_text, boundary, base_trace), base_ids) if pair is not None else None
+        answered_from = turn.answered_char if turn is not None else None
         results = []
         for name in self.variations:
             varied = vary(context, name, self.seed)
@@ -278,9 +288,9 @@ class TemplateChecker:
                 continue
             diff = common_prefix_len(base_text, text)
             loc = self._located(base_trace.marker_at(common_prefix_len(base_trace.text, trace.text)))
-            results.append(VariantResult(name, varied.changed, stable, diff, loc,
-                                         _excerpt(base_text, diff), _excerpt(text, diff)))
-        stable = min((r.stable_tokens for r in results), default=len(base_ids))
+            results.append(VariantResult(name, varied.changed, stable, diff, loc, _excerpt(base_text, diff),
+                                         _excerpt(text, diff), answered_from is not None and diff >= answered_from))
+        stable = min((r.stable_tokens for r in results if not r.answered), default=len(base_ids))
         btok = len(self.tokenizer.encode(base_text[:boundary])) if boundary is not None else None
         first_line = base_text.find("\n")
         return ContextReport(label, len(base_ids), min(stable, len(base_ids)), btok, tuple(results), boundary, turn,
@@ -308,7 +318,7 @@ class TemplateChecker:
 
     def _judge(self, r: ContextReport, min_tokens: int, min_fraction: float) -> list[Failure]:
         out = []
-        worst = min(r.variants, key=lambda v: v.stable_tokens, default=None)
+        worst = min((v for v in r.variants if not v.answered), key=lambda v: v.stable_tokens, default=None)
         wloc = worst.location if worst is not None else None
         if r.stable_tokens < min_tokens or r.stable_fraction < min_fraction:
             code = _variation_code(worst.variation, wloc, self._sources()) if worst else "PC001"
@@ -319,7 +329,7 @@ class TemplateChecker:
                 wloc.file if wloc else str(self.path), wloc.line if wloc else None))
         if r.boundary_char is not None:
             for v in r.variants:
-                if v.first_diff_char is not None and v.first_diff_char < r.boundary_char:
+                if v.first_diff_char is not None and v.first_diff_char < r.boundary_char and not v.answered:
                     loc = v.location
                     out.append(Failure(
                         _variation_code(v.variation, loc, self._sources()),

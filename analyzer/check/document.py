@@ -14,7 +14,8 @@ from dataclasses import dataclass
 class VariationRecord:
     """One variation of one context: values it changed, the stable prefix it leaves
     (tokens), the first differing character of the base render (None: identical) and the
-    template ``file`` / ``line`` that produced it."""
+    template ``file`` / ``line`` that produced it; ``answered``: it changes only turn N's end
+    after its last message, which the next turn replaces (not counted in the stable prefix)."""
 
     variation: str
     changed_values: int
@@ -22,6 +23,7 @@ class VariationRecord:
     first_diff_char: int | None
     file: str | None
     line: int | None
+    answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)

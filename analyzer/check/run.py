@@ -30,7 +30,7 @@ def template_record(r: TemplateReport) -> TemplateRecord:
         ContextRecord(c.context, c.total_tokens, c.stable_tokens, round(c.stable_fraction, DIGITS), c.boundary_tokens,
                       [VariationRecord(v.variation, v.changed_values, v.stable_tokens, v.first_diff_char,
                                        v.location.file if v.location else None,
-                                       v.location.line if v.location else None) for v in c.variants],
+                                       v.location.line if v.location else None, v.answered) for v in c.variants],
                       _turn_record(c.turn))
         for c in r.contexts
     ]

@@ -71,6 +71,7 @@ from prefixcache.analyzer.cache.index.chains import ChainIndex
 from prefixcache.analyzer.lint.locate import locate
 from prefixcache.analyzer.sequence import arrival_order, common_prefix_len
 from prefixcache.analyzer.lint.rules import REGISTRY, RULES, Finding, PairContext, Rule, classify
+from prefixcache.analyzer.lint.rules.base import TTL, TTL_NAME  # noqa: F401 (re-exported: the idle-gap loss cause and its name)
 from prefixcache.analyzer.lint.rules.control import advice, control_of, control_severity
 from prefixcache.analyzer.lint.rules.provider import provider_ttl, static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
@@ -82,11 +83,6 @@ from prefixcache.analyzer.model import RenderedPrompt, Request, compact_ids
 #: request against its best match (PC602); an older best match is not compared.
 OWNERS = 1024
 
-#: The loss cause of a prefix that expired during an idle gap longer than the TTL (not a rule
-#: code: it raises no finding), keyed beside the rule codes in ``lost_tokens_by_code``.
-TTL = "ttl"
-#: How reports name the :data:`TTL` cause.
-TTL_NAME = "idle gap past the TTL"
 
 
 @dataclass(frozen=True, slots=True)

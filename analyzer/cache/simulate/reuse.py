@@ -9,7 +9,7 @@ cache (token granularity, across sessions) could serve.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
 from prefixcache.analyzer.model import Request
 
@@ -42,11 +42,26 @@ def reuse(requests: Iterable[Request], template: str = "auto", tokenizer: str = 
     traces count their logged ``input_length`` and shared leading blocks.
     Raises ConfigError for unusable template/tokenizer specs.
     """
-    from prefixcache.analyzer.prepare import prepare
+    return reuse_with_probes(requests, {}, template, tokenizer)[0]
+
+
+def reuse_with_probes(requests: Iterable[Request], probes: Mapping[int, Sequence[Request]], template: str = "auto",
+                      tokenizer: str = "auto") -> tuple[list[Reuse], dict[int, list[Reuse]]]:
+    """:func:`reuse`, and for each ``probes[n]`` (other versions of request n, e.g. the
+    per-rule steps of a rewrite) their figures against the same cache as request n: looked up
+    after requests 0..n−1, never inserted. Returns (per request, {n: per probe}); tokens."""
+    from prefixcache.analyzer.prepare import Preparer
     from prefixcache.analyzer.cache.index.radix import PrefixIndex
 
-    index, out = PrefixIndex(), []
-    for n, p in enumerate(prepare(requests, template=template, tokenizer=tokenizer)):
+    preparer = Preparer(template, tokenizer)
+    index, out, probed = PrefixIndex(), [], {}
+    for n, r in enumerate(requests):
+        p = preparer.prepare(r)
+        if n in probes:
+            probed[n] = []
+            for q in map(preparer.prepare, probes[n]):
+                ids = q.tokens.ids if q.tokens is not None else ()
+                probed[n].append(Reuse(1, q.prompt_tokens, index.match(ids).length if ids else 0))
         if p.tokens is not None:
             ids = p.tokens.ids
         else:  # block trace: one pseudo token per block id, scaled back to tokens below
@@ -55,4 +70,4 @@ def reuse(requests: Iterable[Request], template: str = "auto", tokenizer: str = 
         if p.tokens is None and p.request.trace is not None:
             shared = min(shared * p.request.trace.block_size, p.request.trace.input_length)
         out.append(Reuse(1, p.prompt_tokens, shared))
-    return out
+    return out, probed

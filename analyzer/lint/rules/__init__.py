@@ -43,8 +43,9 @@ def get_rule(code_or_name: str) -> Rule:
 
 
 def rules_plain() -> list[str]:
-    """Every rule as plain aligned text lines (header first; see :func:`.docs.plain_table`)."""
-    return docs.plain_table(RULES)
+    """Every rule as plain aligned text lines (header first; see :func:`.docs.plain_table`),
+    a blank line, then the severity table (:func:`.docs.plain_severity_table`)."""
+    return [*docs.plain_table(RULES), "", *docs.plain_severity_table(RULES)]
 
 
 __all__ = ["ALIASES", "REGISTRY", "RULES", "SECTIONS", "SEVERITIES", "Finding", "PairContext", "Rule", "RuleDoc",

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 
 #: Severities, lowest first.
 SEVERITIES = ("info", "warning", "error")
+#: The loss cause of a prefix that expired during an idle gap longer than the TTL (not a rule
+#: code: it raises no finding), keyed beside the rule codes in lint's ``lost_tokens_by_code``;
+#: the severity table (:func:`~prefixcache.analyzer.lint.rules.docs.severity_rows`) lists it.
+TTL = "ttl"
+#: How reports name the :data:`TTL` cause.
+TTL_NAME = "idle gap past the TTL"
 #: Docstring sections every rule documents, in order.
 SECTIONS = ("What it does", "Why it breaks caching", "Example", "Use instead", "Fix safety")
 

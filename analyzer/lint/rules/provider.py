@@ -15,6 +15,7 @@ from prefixcache.analyzer.cache.provider.rules import rules_for
 from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.volatile import TIME_KINDS
 from prefixcache.analyzer.lint.rules.base import Finding, PairContext, Rule, origin
+from prefixcache.analyzer.lint.rules.volatile import USER_VALUE_NAMES, changed_user_value
 
 if TYPE_CHECKING:
     from prefixcache.analyzer.prepare import Prepared
@@ -134,7 +135,7 @@ class CrossSessionPrefix(Rule):
         they first differ inside the system prompt or tools, and those parts are
         otherwise nearly identical (the common head and tail cover at least half of
         them), reports the per-session value there and the underlying cause (a
-        session id is PC102, a start time PC101).
+        session id is PC102, a start time PC101, a user's e-mail or locale PC104).
     Why it breaks caching:
         The system prompt and tools are the same for every session of an agent and
         could be prefilled once for all of them (provider caches are shared across
@@ -170,13 +171,16 @@ class CrossSessionPrefix(Rule):
         hit = ctx.volatile
         related = None
         what = "per-session content"
+        user = changed_user_value(ctx.r_text, ctx.s_text, c) if hit is None else None
         if hit is not None:
             related = "PC101" if hit[0].kind in TIME_KINDS else "PC102"
             what = f"per-session {hit[0].kind} ({'volatile-timestamp' if related == 'PC101' else 'volatile-id'})"
+        elif user is not None:
+            related, what = "PC104", f"per-session {USER_VALUE_NAMES[user[0]]} (user-data-in-prefix)"
         where = f"{ctx.div.segment}, line {ctx.div.line}" if ctx.div.line else ctx.div.segment
         msg = (f"{what} in {where}: sessions {ctx.sq.session!r} and {ctx.rq.session!r} share only the first "
                f"{ctx.div.token:,} tokens of a system prompt and tools that are otherwise the same")
-        return ctx.finding(self, msg, related=related, certain=hit is not None)
+        return ctx.finding(self, msg, related=related, certain=related is not None)
 
 
 RULES = [BelowProviderMinimum(), CrossSessionPrefix()]

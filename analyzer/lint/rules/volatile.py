@@ -155,7 +155,7 @@ class VolatileValueEarly(Rule):
             if memo in scanned:  # the same system prompt / tool again: nothing new to find
                 continue
             scanned.add(memo)
-            spans = find_volatile(text)
+            spans = [sp for sp in find_volatile(text) if not fixed_date(text, sp)]
             if not spans:
                 continue
             span = spans[0]
@@ -173,6 +173,21 @@ class VolatileValueEarly(Rule):
                 after=excerpt(text[span.start : span.start + 40], redact),
                 **origin(req),
             )
+
+
+#: A line that names its date as a fixed reference point: a knowledge / training-data cutoff.
+_FIXED_DATE = re.compile(r"(?i)\b(?:knowledge|training)(?:[ -]?data)?[ -]?cut-?off\b|\bcut-?off(?:[ -]?date)?\s*[:=]?")
+
+
+def fixed_date(text: str, span: VolatileSpan) -> bool:
+    """True when ``span`` is a date (day granularity) on a line that names it a knowledge or
+    training-data cutoff: a date that is constant by definition, so PC103's "if it changes"
+    does not apply (kvlint's ``test_dynamic_time_ignores_an_unchanged_timestamp``:
+    ``Knowledge cutoff 2024-06-01``). Pair rules still report it if it does change."""
+    if span.kind != "date":
+        return False
+    start = text.rfind("\n", 0, span.start) + 1
+    return _FIXED_DATE.search(text, start, span.start) is not None
 
 
 def _rendered_char(prepared: "Prepared", segment: str, ref: int, text: str, span: VolatileSpan) -> int | None:
@@ -208,6 +223,19 @@ def user_values(line: str) -> list[tuple[str, str]]:
     return [(k, v) for m in _USER_VALUE.finditer(line) for k, v in m.groupdict().items() if v]
 
 
+#: How findings name each kind of :func:`user_values`.
+USER_VALUE_NAMES = {"email": "e-mail address", "locale": "locale", "field": "user field"}
+
+
+def changed_user_value(text: str, other: str, char: int) -> tuple[str, str, str] | None:
+    """(kind, value in ``text``, value in ``other``) of the first per-user value of the same
+    kind that differs between the lines of ``text`` and ``other`` holding ``char`` (the first
+    differing character); None when the line holds none that differs."""
+    a, b = user_values(_line_at(text, char)), user_values(_line_at(other, char))
+    changed = [(x, y) for x, y in zip(a, b) if x[0] == y[0] and x[1] != y[1]]
+    return (changed[0][0][0], changed[0][0][1], changed[0][1][1]) if changed else None
+
+
 class UserDataInPrefix(Rule):
     """A per-user value (e-mail address, locale, user name) in the system prompt changed.
 
@@ -238,12 +266,11 @@ class UserDataInPrefix(Rule):
         c = ctx.div.char
         if c is None:
             return None
-        a, b = user_values(_line_at(ctx.r_text, c)), user_values(_line_at(ctx.s_text, c))
-        changed = [(x, y) for x, y in zip(a, b) if x[0] == y[0] and x[1] != y[1]]
-        if not changed:
+        changed = changed_user_value(ctx.r_text, ctx.s_text, c)
+        if changed is None:
             return None
-        (kind, new), (_, old) = changed[0]
-        what = {"email": "e-mail address", "locale": "locale", "field": "user field"}[kind]
+        kind, new, old = changed
+        what = USER_VALUE_NAMES[kind]
         redact = ctx.redact
         return ctx.finding(self, f"{what} in the system prompt changed: {excerpt(old, redact)!r} → "
                            f"{excerpt(new, redact)!r}")

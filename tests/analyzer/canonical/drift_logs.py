@@ -51,14 +51,30 @@ def flip_flop_sections(n: int = 4) -> list[str]:
     return session([first if k % 2 == 0 else "\n\n".join(swapped) for k in range(n)])
 
 
-def memory_block(n: int = 4, stamp: Callable[[int], str] = lambda k: f"2026-03-02T10:31:{k:02d}.{137 + k:03d}Z"
-                 ) -> list[str]:
+def _stamp(k: int) -> str:
+    return f"2026-03-02T10:31:{k:02d}.{137 + k:03d}Z"
+
+
+def _memory(stamp: str) -> str:
+    return f'<memory updated="{stamp}">\nThe user prefers pytest over unittest.\nThe project pins Python 3.11.\n</memory>'
+
+
+def memory_block(n: int = 4, stamp: Callable[[int], str] = _stamp) -> list[str]:
     """Item 1: a ``<memory updated="...">...</memory>`` block whose attribute is a millisecond
     timestamp that changes on every request, between other sections."""
     def system(k: int) -> str:
-        memory = (f'<memory updated="{stamp(k)}">\nThe user prefers pytest over unittest.\n'
-                  "The project pins Python 3.11.\n</memory>")
-        return "\n\n".join([SECTIONS[0], memory, *SECTIONS[1:]])
+        return "\n\n".join([SECTIONS[0], _memory(stamp(k)), *SECTIONS[1:]])
+    return session([system(k) for k in range(n)])
+
+
+def memory_and_flip_flop(n: int = 4) -> list[str]:
+    """Two drifts in one request: the ``<memory updated="...">`` timestamp of :func:`memory_block`
+    changes on every request, and requests 1 and 3 also swap two sections (:func:`flip_flop_sections`)."""
+    def system(k: int) -> str:
+        sections = list(SECTIONS)
+        if k % 2:
+            sections[2], sections[3] = sections[3], sections[2]
+        return "\n\n".join([sections[0], _memory(_stamp(k)), *sections[1:]])
     return session([system(k) for k in range(n)])
 
 

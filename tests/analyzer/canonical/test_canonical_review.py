@@ -9,7 +9,8 @@ import json
 from typer.testing import CliRunner
 
 from prefixcache.cli.app import app
-from tests.analyzer.canonical.drift_logs import flip_flop_sections, memory_block, write
+from prefixcache.analyzer.canonical.rewrite import SessionMemory, _DICT_FIELDS
+from tests.analyzer.canonical.drift_logs import flip_flop_sections, memory_and_flip_flop, memory_block, write
 
 
 def test_review_shows_change_sets_and_writes_nothing(tmp_path) -> None:
@@ -56,6 +57,49 @@ def test_redacted_change_sets_hold_no_prompt_text(tmp_path) -> None:
     log = str(write(tmp_path / "memory.jsonl", memory_block()))
     res = CliRunner().invoke(app, ["canonicalize", log, "--review", "--redact", "--json"])
     assert res.exit_code == 0, res.output
-    diff = [ln for c in json.loads(res.output)["changes"] for ln in c["diff"]]
+    changes = json.loads(res.output)["changes"]
+    diff = [ln for c in changes for ln in c["diff"]] + [ln for c in changes for r in c["rules"] for ln in r["diff"]]
     assert diff and "memory updated" not in " ".join(diff) and "pytest" not in " ".join(diff)
     assert all(ln.startswith(("---", "+++", "@@")) or " chars, h:" in ln for ln in diff)
+
+
+def _review(log: str, *extra: str) -> dict:
+    res = CliRunner().invoke(app, ["canonicalize", log, "--review", "--json", *extra])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def test_two_drifts_in_one_request_are_reviewed_per_rule(tmp_path) -> None:
+    """A millisecond ``<memory updated=...>`` timestamp on every request and, in requests 1
+    and 3, two sections swapped: each of those requests gets one diff and one token figure per
+    rule, and the rules' figures add up to the request's."""
+    log = str(write(tmp_path / "two.jsonl", memory_and_flip_flop()))
+    doc = _review(log)
+    changes = {c["index"]: c for c in doc["changes"]}
+    assert [(i, c["codes"]) for i, c in changes.items()] == [(0, ["PC101"]), (1, ["PC101", "PC402"]),
+                                                             (2, ["PC101"]), (3, ["PC101", "PC402"])]
+    for i in (1, 3):
+        c = changes[i]
+        rules = {r["code"]: r for r in c["rules"]}
+        assert list(rules) == ["PC101", "PC402"] and all(r["structure_ok"] for r in c["rules"])
+        moved, restored = "\n".join(rules["PC101"]["diff"]), "\n".join(rules["PC402"]["diff"])
+        assert '+<memory updated="[timestamp: see the end of the conversation]">' in moved and "## Style" not in moved
+        assert "+## Style" in restored and "-## Style" in restored and "memory" not in restored
+        assert all(r["recovered_tokens"] > 0 for r in c["rules"])
+        assert c["context_tokens"] + sum(r["recovered_tokens"] for r in c["rules"]) == c["recovered_tokens"]
+    # request 1's cache (request 0, which has no section drift) is the same without PC402: the
+    # PC101 step's figure is what the rewrite without PC402 recovers, less what request 0's rewrite changed
+    alone = {c["index"]: c for c in _review(log, "--skip", "PC402")["changes"]}
+    one = changes[1]
+    assert alone[1]["recovered_tokens"] == one["context_tokens"] + one["rules"][0]["recovered_tokens"]
+    rows = [(t["index"], t["code"], t["recovered_tokens"]) for t in doc["transformations"] if t["applied"]]
+    assert rows == [(i, r["code"], r["recovered_tokens"]) for i, c in changes.items() for r in c["rules"]]
+    text = CliRunner().invoke(app, ["canonicalize", log, "--review"]).output
+    assert "request 1: PC101, PC402; recovers +" in text and "  PC402: recovers +" in text
+    assert "come from the rewrites of earlier requests alone" in text
+
+
+def test_scratch_memory_layers_every_field() -> None:
+    """Per-rule steps run on a scratch copy of the session memory: it must layer every dict field."""
+    from dataclasses import fields
+    assert set(_DICT_FIELDS) | {"requests", "input_requests"} == {f.name for f in fields(SessionMemory)}

@@ -189,7 +189,9 @@ def test_rules_and_rule_commands():
     assert res.exit_code == 0 and "PC101" in res.stdout and "PC602" in res.stdout
     # not a terminal: plain aligned lines, nothing cut, whatever the width
     lines = res.stdout.splitlines()
-    assert len(lines) == 1 + len(RULES) and lines[0].split() == ["code", "name", "group", "severity", "scope", "finds"]
+    assert lines[1 + len(RULES)] == "" and lines[2 + len(RULES)].startswith("Severity")  # then the severity table
+    lines = lines[: 1 + len(RULES)]
+    assert lines[0].split() == ["code", "name", "group", "severity", "scope", "finds"]
     assert lines[1].startswith("PC001  unclassified-divergence  -") and lines[1].endswith("say why for sure.")
     assert all(ln == ln.rstrip() and "│" not in ln for ln in lines)
     doc = json.loads(runner.invoke(app, ["rule", "PC403", "--json"]).stdout)

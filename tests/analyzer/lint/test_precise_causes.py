@@ -76,3 +76,28 @@ def test_stable_values_raise_nothing(tmp_path) -> None:
     for _, first, _, _, _ in DRIFTS:
         path = _log(tmp_path, first, first)
         assert [f.code for f in api.lint([path]).findings if f.request == 1 and f.code not in ("PC103", "PC601")] == []
+
+
+def test_a_knowledge_cutoff_date_is_not_a_risk(tmp_path) -> None:
+    """kvlint's "ignores an unchanged timestamp" (``Knowledge cutoff 2024-06-01``): a cutoff date
+    is constant by definition, so PC103 (a risk: "if it changes") says nothing; a dated line
+    that is not a cutoff still gets its info, and a cutoff that does change is still PC101."""
+    def found(path):  # PC601: the built prompt is below OpenAI's 1,024-token minimum, as in the other tests
+        return [(f.code, f.severity) for f in api.lint([path]).findings if f.code != "PC601"]
+    assert found(_log(tmp_path, "Knowledge cutoff 2024-06-01. Answer briefly.",
+                      "Knowledge cutoff 2024-06-01. Answer briefly.")) == []
+    assert found(_log(tmp_path, "Release notes of 2024-06-01.", "Release notes of 2024-06-01.")) == [("PC103", "info")]
+    path = _log(tmp_path, "Knowledge cutoff 2024-06-01.", "Knowledge cutoff 2024-07-01.")
+    assert [f.code for f in api.lint([path]).findings if f.request == 1] == ["PC101"]
+
+
+def test_per_user_values_across_sessions_name_pc104(tmp_path) -> None:
+    """Independent requests (one session each, as kvlint's engine test builds them) whose system
+    prompts differ only by a user's e-mail: PC602 (across sessions) names PC104 as the cause."""
+    lines = [json.dumps({"model": "gpt-4.1", "user": f"u{i}", "messages": [
+        {"role": "system", "content": f"{STABLE}\nuser: person{i}@example.com"},
+        {"role": "user", "content": "Where is my order?"}]}) for i in range(4)]
+    path = tmp_path / "users.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    found = [(f.code, f.related, f.certain) for f in api.lint([str(path)]).findings if f.code != "PC601"]
+    assert found == [("PC602", "PC104", True)] * 3

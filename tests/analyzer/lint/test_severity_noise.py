@@ -114,3 +114,30 @@ def test_severity_table_is_generated_into_the_rule_docs() -> None:
     for r in RULES:
         assert f"| {r.code} | {r.severity} |" in text
     assert "| PC503 | warning | info when a hosted provider renders" in text
+
+
+def test_rules_command_shows_the_same_severity_table() -> None:
+    """``prefixcache rules`` (plain, rich and --json) shows the severity table of the docs, from one source."""
+    import orjson
+    from typer.testing import CliRunner
+
+    from prefixcache.analyzer.lint.rules import RULES
+    from prefixcache.analyzer.lint.rules.docs import severity_rows
+    from prefixcache.cli.app import app
+    from tests.helpers import ROOT
+
+    rows = severity_rows(RULES)
+    assert len(rows) == len(RULES) + 1 and rows[-1].severity == "none"  # every rule, then the ttl cause
+    docs = (ROOT / "docs" / "rules" / "index.md").read_text()
+    plain = CliRunner().invoke(app, ["rules"]).stdout
+    assert "Severity (code -> severity -> exit effect)" in plain
+    for r in rows:
+        assert f"| {r.code} | {r.severity} | {r.differs_when} | {r.exit_effect} |" in docs
+        line = next(ln for ln in plain.splitlines() if ln.startswith(r.code.replace("`", "") + " ")
+                    and r.exit_effect.replace("`", "") in ln)
+        assert r.severity in line.split()
+    pc503 = next(r for r in rows if r.code == "PC503")
+    assert (pc503.severity, pc503.exit_effect) == ("warning", "exit 1; exit 0 where it is info")
+    listed = {d["code"]: d for d in orjson.loads(CliRunner().invoke(app, ["rules", "--json"]).stdout)}
+    assert {c: (d["severity"], d["exit_effect"]) for c, d in listed.items()} == {
+        r.code: (r.severity, r.exit_effect) for r in rows[:-1]}
