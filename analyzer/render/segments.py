@@ -50,14 +50,23 @@ def paint(n_chars: int, spans: list[Segment]) -> tuple[Segment, ...]:
     """
     cuts = sorted({0, n_chars, *(s.start for s in spans), *(s.end for s in spans)})
     cuts = [c for c in cuts if 0 <= c <= n_chars]
+    by_start = sorted(range(len(spans)), key=lambda i: spans[i].start)
+    by_end = sorted(range(len(spans)), key=lambda i: spans[i].end)
+    active: dict[int, Segment] = {}  # the spans covering the piece at hand, by list position
+    si = ei = 0
     out: list[Segment] = []
     for a, b in zip(cuts, cuts[1:]):
         if a >= b:
             continue
-        best = None
-        for s in spans:
-            if s.start <= a and b <= s.end and (best is None or _PRIORITY.get(s.kind, 0) >= _PRIORITY.get(best.kind, 0)):
-                best = s
+        while si < len(spans) and spans[by_start[si]].start <= a:
+            if spans[by_start[si]].end > a:
+                active[by_start[si]] = spans[by_start[si]]
+            si += 1
+        while ei < len(spans) and spans[by_end[ei]].end <= a:
+            active.pop(by_end[ei], None)
+            ei += 1
+        # the highest priority wins, the later span among equals (one sweep, not every span per piece)
+        best = active[max(active, key=lambda i: (_PRIORITY.get(active[i].kind, 0), i))] if active else None
         kind, label, ref = (best.kind, best.label, best.ref) if best else ("template", "template", -1)
         if out and out[-1].kind == kind and out[-1].label == label and out[-1].end == a:
             out[-1] = Segment(kind, label, out[-1].start, b, ref)

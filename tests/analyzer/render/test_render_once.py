@@ -80,3 +80,48 @@ def test_only_the_shipped_templates_render_in_process(tmp_path: Path) -> None:
     # a file named like a shipped template is still the user's file
     (tmp_path / "chatml_tools.jinja").write_text("{{ messages[0].content }}")
     assert not resolve("some-model", str(tmp_path / "chatml_tools.jinja")).renderer.chat.trusted
+
+
+def _paint_reference(n_chars, spans):
+    """paint as first written: every span tested against every piece (the oracle of the sweep)."""
+    from prefixcache.analyzer.model import Segment
+    from prefixcache.analyzer.render.segments import _PRIORITY
+
+    cuts = [c for c in sorted({0, n_chars, *(s.start for s in spans), *(s.end for s in spans)}) if 0 <= c <= n_chars]
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        best = None
+        for s in spans:
+            if s.start <= a and b <= s.end and (best is None or _PRIORITY.get(s.kind, 0) >= _PRIORITY.get(best.kind, 0)):
+                best = s
+        kind, label, ref = (best.kind, best.label, best.ref) if best else ("template", "template", -1)
+        if out and out[-1].kind == kind and out[-1].label == label and out[-1].end == a:
+            out[-1] = Segment(kind, label, out[-1].start, b, ref)
+        else:
+            out.append(Segment(kind, label, a, b, ref))
+    return tuple(out)
+
+
+def test_paint_sweeps_to_the_same_segments_as_testing_every_span() -> None:
+    import random
+
+    from prefixcache.analyzer.model import Segment
+    from prefixcache.analyzer.render.segments import _PRIORITY, paint
+
+    rng = random.Random(25)
+    kinds = [*_PRIORITY, "other"]
+    for _ in range(3000):
+        n = rng.randint(0, 40)
+        spans = [Segment(rng.choice(kinds), rng.choice("ab"), rng.randint(-3, n + 3), rng.randint(-3, n + 3),
+                         rng.randint(-1, 2)) for _ in range(rng.randint(0, 8))]
+        assert paint(n, spans) == _paint_reference(n, spans), (n, spans)
+
+
+def test_hidden_prefix_ids_are_built_without_a_python_int_per_token() -> None:
+    from array import array
+
+    from prefixcache.analyzer.tokenize.session import _with_pseudo, pseudo_ids
+
+    assert _with_pseudo("k", 4, array("I", [1, 2, 3])).tolist() == pseudo_ids("k", 4) + [1, 2, 3]
+    assert _with_pseudo("k", 2, array("q", [-5, 2])).tolist() == pseudo_ids("k", 2) + [-5, 2]
+    assert _with_pseudo("k", 3, array("I")).tolist() == pseudo_ids("k", 3)
