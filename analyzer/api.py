@@ -69,7 +69,7 @@ def lint(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin: I
     """Lint ``paths`` (:func:`~prefixcache.analyzer.lint.run.lint_paths`): the run whose
     documents ``lint`` prints, redacted when ``options.redact``."""
     redact.use(options.redact, options.redact_key)
-    return lint_paths(paths, options.config, options.input_format, stdin, on_request)
+    return lint_paths(paths, options.config, options.input_format, stdin, on_request, options.executor)
 
 
 def fixed_copies(paths: Sequence[str], options: LintOptions = LintOptions()) -> list[FixedCopy]:
