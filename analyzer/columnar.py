@@ -56,6 +56,13 @@ def block_ids(p: Prepared, block_size: int) -> tuple[list[int], int] | None:
     return [h - (1 << 64) if h >= 1 << 63 else h for h in full], block_size  # 64-bit hashes as int64
 
 
+def _extra(extra: dict) -> str:
+    """``Request.extra`` as JSON text (a value JSON cannot hold is written as its ``str``)."""
+    import json
+
+    return json.dumps(extra, ensure_ascii=False, separators=(",", ":"), default=str) if extra else ""
+
+
 def write_trace(prepared: Iterable[Prepared], out: IO[bytes], block_size: int) -> TraceCounts:
     """Write the rows of ``prepared`` (in its order) to the binary stream ``out`` as Parquet.
 
@@ -84,7 +91,8 @@ def write_trace(prepared: Iterable[Prepared], out: IO[bytes], block_size: int) -
             r = p.request
             row = (pos, r.session, r.index, r.timestamp, p.prompt_tokens,
                    r.usage.output_tokens if r.usage is not None else None, size, ids,
-                   r.provenance.source, r.provenance.record, r.format, list(r.notes))
+                   r.provenance.source, r.provenance.record, r.format, list(r.notes), r.model,
+                   r.provenance.pointer, r.provenance.line, sorted(r.observed), _extra(r.extra))
             for name, value in zip(names, row):
                 cols[name].append(value)
             rows += 1

@@ -18,6 +18,10 @@ column                    type                meaning
 ``source``, ``record``    string, int64       the log file and record the request was read from
 ``format``                string              the reader of that log (``mooncake`` keeps its sessions inferred)
 ``notes``                 list<string>        what the reader inferred about the request
+``model``                 string (nullable)   the logged model name
+``pointer``, ``line``     string, int64       where in the record, and the file line it starts at (nullable)
+``observed``              list<string>        the request parts the log held verbatim
+``extra``                 string              the reader's routing keys and format fields, as JSON
 ========================  ==================  =====================================================
 
 Rows are read in record batches (memory: one batch, not the file). A missing column is an
@@ -32,6 +36,7 @@ from typing import Any, Iterator
 
 from prefixcache.analyzer.errors import InputError
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
+from prefixcache.analyzer.ingest.jsonio import loads
 from prefixcache.analyzer.model import BlockTrace, Provenance, Request, Skipped, Usage
 
 #: Reader name (``Request.format``).
@@ -42,10 +47,11 @@ MAGIC = b"PAR1"
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("request", "int64"), ("session", "string"), ("index", "int64"), ("time", "float64"),
     ("input_length", "int64"), ("output_length", "int64"), ("block_size", "int32"), ("hash_ids", "list<int64>"),
-    ("source", "string"), ("record", "int64"), ("format", "string"), ("notes", "list<string>"),
+    ("source", "string"), ("record", "int64"), ("format", "string"), ("notes", "list<string>"), ("model", "string"),
+    ("pointer", "string"), ("line", "int64"), ("observed", "list<string>"), ("extra", "string"),
 )
 #: Columns a reader does without (files written before they were added, or by other tools).
-OPTIONAL = frozenset({"source", "record", "format", "notes"})
+OPTIONAL = frozenset({"source", "record", "format", "notes", "model", "pointer", "line", "observed", "extra"})
 _OBSERVED = frozenset({"timestamp", "usage"})
 
 
@@ -97,12 +103,21 @@ def _row(name: str, row: int, rec: dict[str, Any]) -> Request | Skipped:
         if not ok(rec.get(field)):
             return Skipped(name, row, f"bad value {rec.get(field)!r:.60}", field, True)
     ids = tuple(rec["hash_ids"])
+    own = "source" in rec  # written by prefixcache trace: the request as it was read
     src = rec.get("source") or name
     record = rec.get("record") if isinstance(rec.get("record"), int) else row
+    line = rec.get("line") if own else row
+    extra = {"request": rec.get("request")}
+    if rec.get("extra"):
+        try:
+            extra = loads(rec["extra"])
+        except ValueError:
+            return Skipped(name, row, "bad value: not JSON", "extra", True)
     return Request(
         session=rec["session"], index=rec["index"], format=rec.get("format") or FORMAT,
-        provenance=Provenance(src, record, "", record), notes=tuple(rec.get("notes") or ()),
-        timestamp=rec.get("time"), usage=Usage(prompt_tokens=rec["input_length"], output_tokens=rec.get("output_length")),
-        observed=_OBSERVED, trace=BlockTrace(ids, rec["block_size"], rec["input_length"], rec.get("output_length")),
-        extra={"request": rec.get("request")},
+        provenance=Provenance(src, record, rec.get("pointer") or "", line), notes=tuple(rec.get("notes") or ()),
+        model=rec.get("model"), timestamp=rec.get("time"),
+        usage=Usage(prompt_tokens=rec["input_length"], output_tokens=rec.get("output_length")),
+        observed=frozenset(rec["observed"]) if rec.get("observed") is not None else _OBSERVED,
+        trace=BlockTrace(ids, rec["block_size"], rec["input_length"], rec.get("output_length")), extra=extra,
     )
