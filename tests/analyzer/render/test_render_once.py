@@ -83,22 +83,23 @@ def test_only_the_shipped_templates_render_in_process(tmp_path: Path) -> None:
 
 
 def _paint_reference(n_chars, spans):
-    """paint as first written: every span tested against every piece (the oracle of the sweep)."""
+    """paint by its definition, one character at a time: each character belongs to the covering span of
+    the highest priority (the later one among equals), else to the template; runs of one part merge."""
+    from itertools import groupby
+
     from prefixcache.analyzer.model import Segment
     from prefixcache.analyzer.render.segments import _PRIORITY
 
-    cuts = [c for c in sorted({0, n_chars, *(s.start for s in spans), *(s.end for s in spans)}) if 0 <= c <= n_chars]
-    out = []
-    for a, b in zip(cuts, cuts[1:]):
-        best = None
-        for s in spans:
-            if s.start <= a and b <= s.end and (best is None or _PRIORITY.get(s.kind, 0) >= _PRIORITY.get(best.kind, 0)):
-                best = s
-        kind, label, ref = (best.kind, best.label, best.ref) if best else ("template", "template", -1)
-        if out and out[-1].kind == kind and out[-1].label == label and out[-1].end == a:
-            out[-1] = Segment(kind, label, out[-1].start, b, ref)
-        else:
-            out.append(Segment(kind, label, a, b, ref))
+    owners = []
+    for c in range(n_chars):
+        covering = [(_PRIORITY.get(s.kind, 0), i) for i, s in enumerate(spans) if s.start <= c < s.end]
+        s = spans[max(covering)[1]] if covering else None
+        owners.append((s.kind, s.label, s.ref) if s else ("template", "template", -1))
+    out, pos = [], 0
+    for (kind, label), run in groupby(owners, key=lambda o: o[:2]):
+        run = list(run)
+        out.append(Segment(kind, label, pos, pos + len(run), run[-1][2]))
+        pos += len(run)
     return tuple(out)
 
 
