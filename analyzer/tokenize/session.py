@@ -49,8 +49,24 @@ def pseudo_ids(key: str, n: int) -> list[int]:
     return _pseudo(key, n).tolist()
 
 
+#: The longest pseudo-id run made so far per hidden-prefix key (64 keys at most): id *i* depends only on
+#: ``(key, i)``, so a shorter run is a slice of it.
+_RUNS: OrderedDict[str, np.ndarray] = OrderedDict()
+
+
 def _pseudo(key: str, n: int) -> np.ndarray:
-    """:func:`pseudo_ids` as an int64 array."""
+    """:func:`pseudo_ids` as an int64 array (read-only; a slice of the key's longest run)."""
+    run = _RUNS.pop(key, None)
+    if run is None or len(run) < n:
+        run = _pseudo_run(key, n)
+        run.flags.writeable = False
+    _RUNS[key] = run
+    if len(_RUNS) > 64:
+        _RUNS.popitem(last=False)
+    return run[:n]
+
+
+def _pseudo_run(key: str, n: int) -> np.ndarray:
     import xxhash
 
     seed = xxhash.xxh64_intdigest(key.encode("utf-8"))

@@ -116,6 +116,9 @@ def test_paint_sweeps_to_the_same_segments_as_testing_every_span() -> None:
         spans = [Segment(rng.choice(kinds), rng.choice("ab"), rng.randint(-3, n + 3), rng.randint(-3, n + 3),
                          rng.randint(-1, 2)) for _ in range(rng.randint(0, 8))]
         assert paint(n, spans) == _paint_reference(n, spans), (n, spans)
+        cuts = sorted(rng.randint(0, n) for _ in range(2 * rng.randint(0, 5)))  # in order, no overlap
+        ordered = [Segment(rng.choice(kinds), rng.choice("ab"), a, b, rng.randint(-1, 2)) for a, b in zip(cuts[::2], cuts[1::2])]
+        assert paint(n, ordered) == _paint_reference(n, ordered), (n, ordered)
 
 
 def test_hidden_prefix_ids_are_built_without_a_python_int_per_token() -> None:
@@ -126,3 +129,4 @@ def test_hidden_prefix_ids_are_built_without_a_python_int_per_token() -> None:
     assert _with_pseudo("k", 4, array("I", [1, 2, 3])).tolist() == pseudo_ids("k", 4) + [1, 2, 3]
     assert _with_pseudo("k", 2, array("q", [-5, 2])).tolist() == pseudo_ids("k", 2) + [-5, 2]
     assert _with_pseudo("k", 3, array("I")).tolist() == pseudo_ids("k", 3)
+    assert pseudo_ids("k", 2) == pseudo_ids("k", 9)[:2] and pseudo_ids("other", 9)[:2] != pseudo_ids("k", 2)
