@@ -21,6 +21,7 @@ named by ``RAY_ADDRESS``); ``ray:ADDRESS`` joins that cluster (``ray:auto``, ``r
 
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, TypeVar
@@ -70,8 +71,6 @@ class _Actor:
     """A Ray actor's body: one Preparer, fed the requests of its sessions in input order."""
 
     def __init__(self, template: str, tokenizer: str, env: dict[str, str | None]) -> None:
-        import os
-
         for key, value in env.items():  # the caller's limits (PREFIXCACHE_*) hold on the worker too
             if value is None:
                 os.environ.pop(key, None)
@@ -92,8 +91,6 @@ class _Actor:
 
 
 def _worker_env() -> dict[str, str | None]:
-    import os
-
     from prefixcache.analyzer.limits import LIMITS
 
     keys = [lim.env for lim in LIMITS.values()] + ["TIKTOKEN_CACHE_DIR", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"]
@@ -115,7 +112,7 @@ class RayPool:
         self._started = not ray.is_initialized()
         if self._started:
             kwargs: dict[str, Any] = {"address": executor.address} if executor.address else {}
-            if not executor.address:
+            if not executor.address and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own: no dashboard
                 kwargs["include_dashboard"] = False
             ray.init(log_to_driver=False, logging_level="ERROR", configure_logging=False, **kwargs)
         n = executor.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))

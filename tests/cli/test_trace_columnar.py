@@ -78,3 +78,8 @@ def test_an_existing_output_is_kept_and_a_foreign_parquet_is_named(tmp_path) -> 
     pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(out)), bad)
     res = _run("lint", bad)
     assert res.exit_code == 2 and "bad.parquet:2" in res.stderr and "input_length" in res.stderr, res.stderr
+
+
+def test_an_unknown_executor_is_one_error_naming_the_flag() -> None:
+    res = _run("lint", SAMPLES / MOONCAKE, "--executor", "dask")
+    assert res.exit_code == 2 and "--executor dask: expected local, ray or ray:ADDRESS" in res.stderr, res.stderr
