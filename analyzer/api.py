@@ -22,6 +22,8 @@ for bad options, InputError for unreadable inputs.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import IO, Callable, Sequence
 
 from prefixcache.analyzer import redact
@@ -31,6 +33,7 @@ from prefixcache.analyzer.cache.fleet.study import FleetOptions
 from prefixcache.analyzer.cache.simulate.document import SimulateReport, SimulateReportWithRequests
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.canonical.fix import FixedCopy
+from prefixcache.analyzer.columnar import TraceCounts
 from prefixcache.analyzer.canonical.fix import fixed_copies as _fixed_copies
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
 from prefixcache.analyzer.canonical.run import CanonicalizeOptions, CanonicalRun, canonicalize_paths
@@ -48,7 +51,7 @@ from prefixcache.analyzer.prepare.inspect import InspectOptions, Inspection, che
 __all__ = ["CanonicalOptions", "CanonicalizeOptions", "CheckOptions", "DiffOptions", "FleetOptions", "FleetReport",
            "Ingest", "InspectOptions", "LintConfig", "LintOptions", "Preparer", "ReportOptions", "SimulateOptions",
            "SimulateReport", "SimulateReportWithRequests", "canonicalize", "check", "diff", "fixed_copies", "inspect",
-           "lint", "parse_capacities", "report", "simulate", "simulate_fleet"]
+           "lint", "parse_capacities", "trace", "TraceOptions", "report", "simulate", "simulate_fleet"]
 
 #: ``on_request`` callbacks: called once per request read (a progress bar).
 Progress = Callable[[], None]
@@ -69,7 +72,7 @@ def lint(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin: I
     """Lint ``paths`` (:func:`~prefixcache.analyzer.lint.run.lint_paths`): the run whose
     documents ``lint`` prints, redacted when ``options.redact``."""
     redact.use(options.redact, options.redact_key)
-    return lint_paths(paths, options.config, options.input_format, stdin, on_request)
+    return lint_paths(paths, options.config, options.input_format, stdin, on_request, options.executor)
 
 
 def fixed_copies(paths: Sequence[str], options: LintOptions = LintOptions()) -> list[FixedCopy]:
@@ -113,3 +116,39 @@ def report(paths: Sequence[str], options: ReportOptions = ReportOptions(), *,
     them with :func:`~prefixcache.analyzer.html.render_html`."""
     redact.use(options.redact, options.redact_key)
     return gather(paths, options, on_request)
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """The options of ``trace``: the log reader, the template and tokenizer specs, the block size
+    (tokens) of the ids of prompts with text, and the executor of render and tokenize."""
+
+    input_format: str = "auto"
+    template: str = "auto"
+    tokenizer: str = "auto"
+    block_size: int = 16
+    executor: str = "local"
+
+
+def trace(paths: Sequence[str], out: IO[bytes], options: TraceOptions = TraceOptions(), *,
+          stdin: IO[bytes] | None = None, on_request: Progress | None = None) -> tuple[TraceCounts, Ingest]:
+    """Read, render and tokenize ``paths`` once and write their columnar block-hash trace (Parquet) to
+    ``out`` (:func:`~prefixcache.analyzer.columnar.write_trace`): the counts written and the ingest
+    pass (its ``summary`` has the skipped records). Raises ConfigError for a bad spec or executor."""
+    from prefixcache.analyzer.columnar import write_trace
+    from prefixcache.analyzer.prepare.parallel import open_pool, parse_executor, prepare_stream
+
+    check_specs(options.template, options.tokenizer)
+    ex = parse_executor(options.executor)
+    ingest = Ingest(paths, format=options.input_format, stdin=stdin, require_requests=True)
+    preparer = Preparer(options.template, options.tokenizer)
+
+    def stream():
+        for _, p in prepare_stream(((None, r) for r in ingest), lambda: preparer, pool):
+            if on_request is not None:
+                on_request()
+            yield p
+
+    with open_pool(ex, options.template, options.tokenizer) or nullcontext() as pool:
+        counts = write_trace(stream(), out, options.block_size)
+    return counts, ingest

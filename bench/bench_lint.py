@@ -16,10 +16,20 @@ tokenizer actually encodes. Usage-only requests (no prompt logged) are not count
 
 Usage: python bench/bench_lint.py [--rounds 5] [LOG ...]   (default: the largest file in
 tests/fixtures/samples that holds prompt text, i.e. not a block-hash trace)
+
+``--big MB`` (issue 25 item 3) builds an agent log of about MB megabytes at bench time (copies of the
+shared SWE-agent and Claude Code samples, each with its own session and a varied task text, so no two
+sessions share more than the template's system prompt) and times ``inspect --json`` and ``lint --json``
+on it as a user runs them (``python -m prefixcache``, CPU seconds of the command and its children,
+the render worker included), next to the ideal incremental cost: the tokenizer encoding only each
+request's new text (what follows the common prefix with its session's previous prompt), measured on
+the same prompts. Goal: each command within 3x of the ideal. ``--executor ray`` adds lint with that
+executor (item 6).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -61,6 +71,8 @@ def main(argv: list[str]) -> None:
     rounds = 5
     if argv[:1] == ["--rounds"]:
         rounds, argv = int(argv[1]), argv[2:]
+    if argv[:1] == ["--big"]:
+        return big(float(argv[1]), argv[2:])
     inputs = argv or default_inputs()
     preps, preparer = _prepare(inputs)
     requests = len(preps)
@@ -109,6 +121,91 @@ def _prepare(inputs: list[str]):
     preparer = Preparer()
     preps = [preparer.prepare(r) for r in Ingest(inputs)]
     return preps, preparer
+
+
+SWE = SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
+CLAUDE = SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl"
+CLAUDE_SESSION = "fe5e1c67-53e7-4862-81ae-d0e013e3270b"
+
+
+def build_big_log(folder: Path, megabytes: float) -> list[Path]:
+    """Copies of the SWE-agent and Claude Code samples in ``folder`` until about ``megabytes`` MB: each
+    copy is its own session (its own file name, a new Claude ``sessionId``) with the task text varied
+    by its number. Returns the files written."""
+    swe, claude = SWE.read_text(), CLAUDE.read_text()
+    files, size, k = [], 0, 0
+    while size < megabytes * 1e6:
+        if k % 2 == 0:
+            text, name = swe.replace("marshmallow", f"marshmallow{k}"), f"swe_{k:05d}.traj"
+        else:
+            sid = f"{k:08d}-0000-4000-8000-000000000000"
+            text, name = claude.replace(CLAUDE_SESSION, sid).replace("TODO app", f"TODO app {k}"), f"claude_{k:05d}.jsonl"
+        path = folder / name
+        path.write_text(text)
+        files.append(path)
+        size += len(text.encode())
+        k += 1
+    return files
+
+
+def _command_cpu(args: list[str]) -> tuple[float, float]:
+    """CPU seconds (user + system) of ``python -m prefixcache ARGS`` and its waited-for children, and its
+    wall seconds; output discarded. (Ray's workers are not its children: for ``--executor ray`` the
+    wall clock is the figure.)"""
+    import resource
+    import subprocess
+
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    rc = subprocess.run([sys.executable, "-m", "prefixcache", *args], stdout=subprocess.DEVNULL).returncode
+    wall = time.perf_counter() - t0
+    if rc not in (0, 1):
+        raise SystemExit(f"prefixcache {' '.join(args[:1])} exited {rc}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
+
+
+def ideal_incremental(files: list[Path]) -> tuple[float, int, int]:
+    """CPU seconds of the tokenizer encoding only each request's new text (after the common prefix with
+    its session's previous prompt), the tokens that gives and the new characters; prompts prepared once."""
+    from prefixcache.analyzer.sequence import common_prefix_len
+
+    preparer = Preparer()
+    new: list[tuple[object, str]] = []
+    last: dict[str, str] = {}
+    for p in (preparer.prepare(r) for r in Ingest([str(f) for f in files])):
+        if p.rendered is None:
+            continue
+        text, prev = p.rendered.text, last.get(p.request.session, "")
+        new.append((preparer.pipeline(p.request.model).tokenizer, text[common_prefix_len(prev, text):]))
+        last[p.request.session] = text
+    t0 = time.process_time()
+    n = sum(len(tok.encode(t)) for tok, t in new)
+    return time.process_time() - t0, n, sum(len(t) for _, t in new)
+
+
+def big(megabytes: float, argv: list[str]) -> None:
+    import tempfile
+
+    executor = argv[1] if argv[:1] == ["--executor"] else None
+    with tempfile.TemporaryDirectory(prefix="bench-lint-big-") as tmp:
+        files = build_big_log(Path(tmp), megabytes)
+        mb = sum(f.stat().st_size for f in files) / 1e6
+        ideal, tokens, chars = ideal_incremental(files)
+        print(f"input: {len(files)} files, {mb:.1f} MB (copies of {SWE.name} and {CLAUDE.name})")
+        print(f"ideal incremental tokenization: {ideal:.2f} s CPU ({tokens:,} new tokens, {chars:,} new characters)")
+        runs = {"inspect": ["inspect", tmp, "--json"], "lint": ["lint", tmp, "--json"]}
+        if executor:
+            runs[f"lint --executor {executor}"] = ["lint", tmp, "--json", "--executor", executor]
+        walls = {}
+        print(f"load average before: {os.getloadavg()[0]:.2f} (other jobs on the machine)")
+        for label, args in runs.items():
+            cpu_s, walls[label] = _command_cpu(args)
+            print(f"{label:>24}: {cpu_s:7.2f} s CPU, {walls[label]:7.2f} s wall, {mb / cpu_s:5.1f} MB/s, "
+                  f"{cpu_s / ideal:5.2f}x the ideal (goal <= 3x)")
+        if executor:
+            print(f"speed-up of lint with --executor {executor} (wall clock, Ray start-up included): "
+                  f"{walls['lint'] / walls[f'lint --executor {executor}']:.2f}x (goal >= 1.7x on 2 workers); "
+                  f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

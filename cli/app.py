@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "lost to."),
     "report": ("report", "Write one offline HTML report: summary, per-session turns, capacity curves, replay, "
                "fleet."),
+    "trace": ("trace", "Tokenize logs once into a columnar block-hash trace (Parquet) that simulate and lint read."),
     "calibrate": ("calibrate", "Time prefill and KV restores (host memory, disk) at several lengths; fit them; "
                   "write the file."),
 }

@@ -28,7 +28,7 @@ from prefixcache.cli.common import (
 )
 from prefixcache.cli.lint_render import print_rich
 from prefixcache.cli.options import (
-    AsJson, Config, Force, InputFormat, LintBlockSize, LintTtl, ModelAsTokenizer, Paths, RedactKey, RedactOrNot,
+    AsJson, Config, Executor, Force, InputFormat, LintBlockSize, LintTtl, ModelAsTokenizer, Paths, RedactKey, RedactOrNot,
     SkipBad, Template, Tokenizer, deprecated_alias, format_option, implied_redact, output_format,
 )
 from prefixcache.cli.output import atomic_output
@@ -93,6 +93,7 @@ def register(app: typer.Typer) -> None:
         skip_bad: SkipBad = False,
         fix: bool = typer.Option(False, "--fix", help="Write a cache-stable copy of each input beside it (NAME.fixed.EXT, the canonicalize engine), then lint the copies."),
         force: Force = False,
+        executor: Executor = "local",
     ) -> None:
         """Find where each prompt's reusable prefix breaks, why, and what it costs."""
         cfg = load_config(config).merged(
@@ -101,9 +102,9 @@ def register(app: typer.Typer) -> None:
             fail_on=fail_on, redact=implied_redact(redact, redact_key), tokenizer=deprecated_alias("--model", "--tokenizer", model, tokenizer),
             template=template, ttl=parse_ttl(ttl, "--ttl"),
         )
-        options = LintOptions(cfg, input_format, redact_key)
+        options = LintOptions(cfg, input_format, redact_key, executor)
         if fix:
-            paths, options = write_fixed(paths, options, force), LintOptions(cfg, "auto", redact_key)
+            paths, options = write_fixed(paths, options, force), LintOptions(cfg, "auto", redact_key, executor)
         with progress("lint", enabled=None if cfg.format == "rich" else False) as bar:
             run = api.lint(paths, options, stdin=sys.stdin.buffer if "-" in paths else None, on_request=bar.advance)
         verdict = run.verdict()

@@ -44,6 +44,9 @@ Template = Annotated[str, typer.Option(
 SkipBad = Annotated[bool, typer.Option(
     "--skip-bad", help="Report unreadable records and go on instead of exit 2.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")]
+Executor = Annotated[str, typer.Option(
+    "--executor", help="Where render and tokenize run: local (serial), ray (all local cores, or the cluster in "
+    "RAY_ADDRESS) or ray:ADDRESS (a Ray cluster); the output is the same. Needs prefixcache[ray].")]
 
 
 def block_size_option(help: str, default_note: bool = True):

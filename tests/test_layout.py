@@ -32,6 +32,7 @@ ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("tokenize",),
     ("prepare",),
     ("cache",),
+    ("columnar",),  # the Parquet block-hash trace writer (block ids from cache's hashes)
     ("lint",),
     ("canonical",),
     ("check",),

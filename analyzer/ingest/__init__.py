@@ -26,6 +26,7 @@ from prefixcache.analyzer.ingest.base import Reader, RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import detect_reader, formats, get_reader, single_document
 from prefixcache.analyzer.ingest.jsonio import HEAD_BYTES, FieldError, check_head, skipped_message
 from prefixcache.analyzer.ingest.sessions import SessionGrouper
+from prefixcache.analyzer.ingest.readers import columnar
 from prefixcache.analyzer.ingest.sources import expand_inputs
 
 __all__ = ["Ingest", "IngestSummary", "formats", "skipped_message"]
@@ -125,6 +126,9 @@ class Ingest:
                 with source.open() as f:
                     data = f.read(HEAD_BYTES)
                     complete = not f.read(1)
+                if data[:4] == columnar.MAGIC:  # a columnar block-hash trace: binary, so no head to sniff
+                    yield from columnar.read(source)
+                    return
                 head = check_head(data, source.name)
                 reader: Reader = self._forced or detect_reader(source, head)
             except InputError as e:  # a walked file that is not a log is a note, not an error

@@ -11,6 +11,7 @@ the CLI maps it to the exit code). Every report names a request ``session S requ
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import IO, Callable, Iterator, Sequence
@@ -29,6 +30,7 @@ from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
 from prefixcache.analyzer.lint.spill import ResultStore
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.prepare.parallel import open_pool, parse_executor, prepare_stream
 from prefixcache.analyzer.prepare.inspect import check_specs, skipped_records, tokenizer_notes
 from prefixcache.analyzer.redact import redact_skipped
 
@@ -49,6 +51,8 @@ class LintOptions:
     config: LintConfig = field(default_factory=LintConfig)
     input_format: str = "auto"
     redact_key: str | None = None
+    #: Where render and tokenize run (``--executor``: local, ray, ray:ADDRESS; :mod:`~prefixcache.analyzer.prepare.parallel`).
+    executor: str = "local"
 
     @property
     def redact(self) -> bool:
@@ -281,7 +285,7 @@ def _text_line(f: Finding) -> str:
 
 
 def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto", stdin: IO[bytes] | None = None,
-               on_request: Callable[[], None] | None = None) -> LintRun:
+               on_request: Callable[[], None] | None = None, executor: str = "local") -> LintRun:
     """Ingest ``paths``, lint every request, return the collected run.
 
     Requests are linted in the one arrival order
@@ -304,22 +308,24 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     except KeyError as exc:
         raise ConfigError(f"--select/--ignore: {exc.args[0]}") from None
     check_specs(cfg.template, cfg.tokenizer)
+    ex = parse_executor(executor)
     ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
     linter, preparer, store = _start(cfg, rules)
     sizes, tenants = SizeCheck(), Tenants()
-    for pos, request in arrival_stream(ingest, lambda r: r.timestamp):
-        if pos == RESTART or request is None:  # times went backwards: lint afresh in sorted order
-            store.close()
-            linter, preparer, store = _start(cfg, rules)
-            sizes, tenants = SizeCheck(), Tenants()
-            continue
-        prepared = preparer.prepare(request)
-        sizes.add(prepared)
-        result = linter.feed(prepared)
-        tenants.add(request, result)
-        store.add(pos, result)
-        if on_request is not None:
-            on_request()
+    items = ((pos, None if pos == RESTART else request) for pos, request in arrival_stream(ingest, lambda r: r.timestamp))
+    with open_pool(ex, cfg.template, cfg.tokenizer) or nullcontext() as pool:
+        for pos, prepared in prepare_stream(items, lambda: preparer, pool):
+            if prepared is None:  # times went backwards: lint afresh in sorted order
+                store.close()
+                linter, preparer, store = _start(cfg, rules)
+                sizes, tenants = SizeCheck(), Tenants()
+                continue
+            sizes.add(prepared)
+            result = linter.feed(prepared)
+            tenants.add(prepared.request, result)
+            store.add(pos, result)
+            if on_request is not None:
+                on_request()
     summary = ingest.summary
     skipped = redact_skipped(summary.skipped) if cfg.redact else summary.skipped  # reasons quote input
     return LintRun(cfg, store, linter.total, linter.sessions, skipped, summary.files, preparer.notes,

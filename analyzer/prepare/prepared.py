@@ -85,13 +85,25 @@ class Preparer:
         """Render and tokenize one request (incrementally within its session)."""
         if request.trace is not None or usage_only(request):
             return Prepared(request, None, None)
+        rendered, tokens = self.render_tokenize(request)
+        return self.finish(request, rendered, tokens)
+
+    def render_tokenize(self, request: Request) -> tuple[RenderedPrompt, TokenizedPrompt]:
+        """The rendering and tokens of one request with text, before any hidden prefix sized from
+        usage: what depends only on the request's own session (so sessions can be prepared apart,
+        :mod:`.parallel`); :meth:`finish` adds the rest, in input order."""
         pipe = self.pipeline(request.model)
         rendered = pipe.renderer.render(request)
         session_tok = self._sessions.get(id(pipe))
         if session_tok is None:
             session_tok = self._sessions[id(pipe)] = SessionTokenizer(pipe.tokenizer)
         key = str(request.extra.get("opaque_prefix_key", ""))
-        tokens = session_tok.tokenize(rendered, request.session, key=key)
+        return rendered, session_tok.tokenize(rendered, request.session, key=key)
+
+    def finish(self, request: Request, rendered: RenderedPrompt, tokens: TokenizedPrompt) -> Prepared:
+        """:meth:`render_tokenize`'s result with the hidden prefix sized from usage: the size is that of
+        the first call of its key with usage, so this step runs in input order (shared by sessions)."""
+        key = str(request.extra.get("opaque_prefix_key", ""))
         if key and not request.opaque_prefix_tokens:
             u = request.usage
             if key not in self._opaque and u is not None and u.prompt_tokens is not None:

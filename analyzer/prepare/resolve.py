@@ -14,7 +14,7 @@ from pathlib import Path
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.model import Request
-from prefixcache.analyzer.render import JinjaRenderer, ProviderLayout, Renderer, load_template
+from prefixcache.analyzer.render import JinjaRenderer, ProviderLayout, Renderer, load_template, shipped_templates
 from prefixcache.analyzer.tokenize import Tokenizer, choose_auto, get_tokenizer
 from prefixcache.analyzer.tokenize.backends import HFTokenizer
 
@@ -64,7 +64,7 @@ def _renderer(template: str, model: str | None, tok: Tokenizer) -> tuple[Rendere
         elif isinstance(own, str) and own:
             t = "tokenizer"
         else:
-            r = JinjaRenderer(load_template("chatml_tools"), "chatml_tools", _special(tok), exact=False)
+            r = JinjaRenderer(load_template("chatml_tools"), "chatml_tools", _special(tok), exact=False, trusted=True)
             return r, f"template chatml_tools (generic stand-in; {model or 'the model'}'s own template is unknown)"
     if t in ("provider:openai", "openai", "provider:anthropic", "anthropic"):
         r = ProviderLayout(t.removeprefix("provider:"))
@@ -72,7 +72,7 @@ def _renderer(template: str, model: str | None, tok: Tokenizer) -> tuple[Rendere
     if t in ("provider:deepseek", "deepseek-api"):
         thinking = deepseek_thinking(model)
         r = JinjaRenderer(load_template("deepseek_v32"), "provider:deepseek", _special(tok),
-                          extra={"thinking": thinking})
+                          extra={"thinking": thinking}, trusted=True)
         mode = "thinking mode" if thinking else "chat mode"
         return r, f"template deepseek_v32 ({mode}), the DeepSeek-V3.2 encoding the DeepSeek API renders"
     if t == "tokenizer":
@@ -82,8 +82,9 @@ def _renderer(template: str, model: str | None, tok: Tokenizer) -> tuple[Rendere
         if not own:
             raise ConfigError(f"tokenizer {tok.name} carries no chat template; pass --template")
         return JinjaRenderer(own, f"{tok.name}:chat_template", _special(tok)), f"the chat template stored with {tok.name} (exact)"
+    shipped = t in shipped_templates()  # the package's own templates render in-process, any other in the worker
     name = Path(t).stem if t.endswith(".jinja") else t
-    return JinjaRenderer(load_template(t), name, _special(tok)), f"template {name}"
+    return JinjaRenderer(load_template(t), name, _special(tok), trusted=shipped), f"template {name}"
 
 
 def resolve(model: str | None, template: str = "auto", tokenizer: str = "auto") -> Pipeline:

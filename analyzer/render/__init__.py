@@ -33,6 +33,15 @@ class Renderer(Protocol):
     def render(self, request: Request) -> RenderedPrompt: ...
 
 
+def shipped_templates() -> frozenset[str]:
+    """The names of the chat templates this package ships (``templates/*.jinja``, without the suffix):
+    the only templates trusted to render in-process (see :class:`~.jinja_template.JinjaChat`)."""
+    from importlib.resources import files
+
+    return frozenset(p.name[: -len(".jinja")] for p in files("prefixcache.templates").iterdir()
+                     if p.name.endswith(".jinja"))
+
+
 def load_template(name: str) -> str:
     """The source of a shipped template (``chatml_tools``) or of a ``.jinja`` file path.
 

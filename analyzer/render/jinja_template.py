@@ -29,9 +29,12 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from jinja2 import TemplateError
+
 from prefixcache.analyzer.model import Message, Request, ToolDef
 from prefixcache.analyzer.render import worker
-from prefixcache.analyzer.render.sandbox import BoundedSandbox, bounded_filter, compile_source, render_bounded
+from prefixcache.analyzer.render.sandbox import (BoundedSandbox, RenderLimitError, bounded_filter, compile_source,
+                                                 render_bounded)
 from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
@@ -146,24 +149,50 @@ class JinjaChat:
     """A compiled chat template plus its special-token variables; renders plain dicts.
 
     ``render(messages, tools, add_generation_prompt, now)`` returns the prompt text
-    (``now``: UNIX seconds for ``strftime_now``, None = current time). Template
-    errors propagate as ``jinja2.TemplateError``; a sandbox bound as
-    :class:`~.sandbox.RenderLimitError`.
+    (``now``: UNIX seconds for ``strftime_now``, None = current time); ``render_many`` renders
+    several variants of one request in one call. Template errors propagate as
+    ``jinja2.TemplateError``; a sandbox bound as :class:`~.sandbox.RenderLimitError`.
+
+    ``trusted`` is True only for the templates this package ships (``templates/*.jinja``):
+    they render in this process, in the bounded sandbox (time, size and recursion bounds).
+    Every other template (a ``.jinja`` file, a tokenizer's own template) is untrusted code and
+    renders in the render worker (:mod:`.worker`), whose address-space cap and kill timer also
+    stop a C-level loop the sandbox cannot see into (issue 28).
     """
 
     def __init__(self, source: str, special: dict[str, str | None] | None = None, extra: dict[str, Any] | None = None,
-                 name: str = "") -> None:
-        self.source, self.name = source, name
-        worker.run(_compile, source, name)  # syntax errors now, and a compile bounded like a render
+                 name: str = "", trusted: bool = False) -> None:
+        self.source, self.name, self.trusted = source, name, trusted
+        self._run = _in_process if trusted else worker.run
+        self._run(_compile, source, name)  # syntax errors now, and a compile bounded like a render
         self.special = {k: v for k, v in (special or {}).items() if v is not None}
         self.extra = dict(extra or {})
         self.content_format = content_format(source)
 
+    def _variables(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool) -> dict[str, Any]:
+        return dict(messages=[alias_reasoning(m) for m in messages], tools=tools, documents=None,
+                    add_generation_prompt=add_generation_prompt, **self.special, **self.extra)
+
     def render(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool, now: float | None = None) -> str:
-        """The prompt text, rendered in the render worker (:mod:`.worker`: hard time and memory bounds)."""
-        variables = dict(messages=[alias_reasoning(m) for m in messages], tools=tools, documents=None,
-                         add_generation_prompt=add_generation_prompt, **self.special, **self.extra)
-        return worker.run(_render_chat, self.source, self.name, variables, now)
+        """The prompt text (in the render worker unless ``trusted``: hard time and memory bounds)."""
+        return self._run(_render_chat, self.source, self.name, self._variables(messages, tools, add_generation_prompt), now)
+
+    def render_many(self, calls: list[tuple[list[dict], list[dict] | None, bool]], now: float | None = None) -> list[Any]:
+        """One render per ``(messages, tools, add_generation_prompt)`` of ``calls``, in one trip to the
+        render worker: a list of the texts, in order, where a render the template rejected holds its
+        exception (a ``TemplateError`` or the error of template code failing on this data). A sandbox
+        bound (:class:`~.sandbox.RenderLimitError`) is raised, not returned: it ends the whole batch.
+        Messages shared by several calls are sent once (pickle keeps one copy of a shared object).
+        """
+        if not calls:
+            return []
+        variables = [self._variables(ms, ts, gen) for ms, ts, gen in calls]
+        return self._run(_render_batch, self.source, self.name, variables, now)
+
+
+def _in_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` here: a shipped template's render (the sandbox's own bounds still apply)."""
+    return fn(*args)
 
 
 def _compile(source: str, name: str) -> None:
@@ -175,6 +204,20 @@ def _render_chat(source: str, name: str, variables: dict[str, Any], now: float |
     """In the render worker: one render of a chat template (compiled once per worker)."""
     when = datetime.fromtimestamp(now, tz=timezone.utc) if now is not None else datetime.now()
     return render_bounded(compile_template(source, name), {**variables, "strftime_now": when.strftime})
+
+
+def _render_batch(source: str, name: str, batch: list[dict[str, Any]], now: float | None) -> list[Any]:
+    """In the render worker: several renders of one chat template; a template's rejection of one is
+    returned in its place, a sandbox bound raised (see :meth:`JinjaChat.render_many`)."""
+    out: list[Any] = []
+    for variables in batch:
+        try:
+            out.append(_render_chat(source, name, variables, now))
+        except RenderLimitError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the template rejects this variant: the caller decides
+            out.append(exc if isinstance(exc, TemplateError) else TemplateError(str(exc)))  # one that pickles
+    return out
 
 
 def request_dicts(req: Request, arguments: str = "object", content: str = "string") -> tuple[list[dict], list[dict] | None]:

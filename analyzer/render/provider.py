@@ -19,6 +19,7 @@ counts equal the reported ones (``exact=True``).
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 
 from prefixcache.analyzer.model import Message, RenderedPrompt, Request, Segment, ToolDef
 from prefixcache.analyzer.render.images import placeholder
@@ -27,6 +28,7 @@ from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
 
 def _compact(obj: object) -> str:
+    # stdlib, not orjson: orjson writes floats otherwise (1e-7 as "1e-7", json as "1e-07")
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -44,6 +46,9 @@ class ProviderLayout:
         self.style = style
         self.name = f"provider:{style}"
         self.exact = False
+        #: Per session (the 256 most recent), the previous request's messages and their texts: a
+        #: message equal to the one at its place last time is not laid out again.
+        self._last: OrderedDict[str, tuple[tuple[Message, ...], list[str]]] = OrderedDict()
 
     def render(self, request: Request) -> RenderedPrompt:
         """The layout text of ``request`` with exact segment spans (by construction)."""
@@ -53,12 +58,18 @@ class ProviderLayout:
             for i, t in enumerate(request.tools):
                 pieces.append(("tool", f"tools[{i}]", i, self._tool(t) + "\n"))
             pieces.append(("template", "template", -1, "\n"))
-        order = [j for j, m in enumerate(request.messages) if m.role in ("system", "developer")]
-        order += [j for j, m in enumerate(request.messages) if m.role not in ("system", "developer")]
+        msgs = request.messages
+        prev_msgs, prev_texts = self._last.pop(request.session, ((), []))
+        texts = [prev_texts[j] if j < len(prev_msgs) and prev_msgs[j] == m else self._message(m)
+                 for j, m in enumerate(msgs)]
+        self._last[request.session] = (msgs, texts)
+        if len(self._last) > 256:
+            self._last.popitem(last=False)
+        order = [j for j, m in enumerate(msgs) if m.role in ("system", "developer")]
+        order += [j for j, m in enumerate(msgs) if m.role not in ("system", "developer")]
         for j in order:
-            m = request.messages[j]
-            kind = "system" if m.role in ("system", "developer") else "message"
-            pieces.append((kind, f"messages[{j}]", j, self._message(m)))
+            kind = "system" if msgs[j].role in ("system", "developer") else "message"
+            pieces.append((kind, f"messages[{j}]", j, texts[j]))
         pieces.append(("generation_prompt", "generation_prompt", -1, "assistant:\n"))
         text, spans, pos = [], [], 0
         for kind, label, ref, piece in pieces:

@@ -47,20 +47,48 @@ def paint(n_chars: int, spans: list[Segment]) -> tuple[Segment, ...]:
     Where spans overlap, the higher-priority kind wins (tool > message/system >
     generation_prompt); uncovered characters become ``template`` segments.
     Adjacent pieces of the same part are merged; empty spans are dropped.
+    Spans already in order without overlaps (a provider layout's) are laid out in one pass.
     """
+    out: list[Segment] = []
+    if all(0 <= s.start <= s.end <= n_chars for s in spans) and all(a.end <= b.start for a, b in zip(spans, spans[1:])):
+        pos = 0
+        for s in spans:
+            if s.start < s.end:
+                if s.start > pos:
+                    _put(out, "template", "template", pos, s.start, -1)
+                _put(out, s.kind, s.label, s.start, s.end, s.ref)
+                pos = s.end
+        if pos < n_chars:
+            _put(out, "template", "template", pos, n_chars, -1)
+        return tuple(out)
     cuts = sorted({0, n_chars, *(s.start for s in spans), *(s.end for s in spans)})
     cuts = [c for c in cuts if 0 <= c <= n_chars]
-    out: list[Segment] = []
+    by_start = sorted(range(len(spans)), key=lambda i: spans[i].start)
+    by_end = sorted(range(len(spans)), key=lambda i: spans[i].end)
+    active: dict[int, Segment] = {}  # the spans covering the piece at hand, by list position
+    si = ei = 0
     for a, b in zip(cuts, cuts[1:]):
         if a >= b:
             continue
-        best = None
-        for s in spans:
-            if s.start <= a and b <= s.end and (best is None or _PRIORITY.get(s.kind, 0) >= _PRIORITY.get(best.kind, 0)):
-                best = s
-        kind, label, ref = (best.kind, best.label, best.ref) if best else ("template", "template", -1)
-        if out and out[-1].kind == kind and out[-1].label == label and out[-1].end == a:
-            out[-1] = Segment(kind, label, out[-1].start, b, ref)
+        while si < len(spans) and spans[by_start[si]].start <= a:
+            if spans[by_start[si]].end > a:
+                active[by_start[si]] = spans[by_start[si]]
+            si += 1
+        while ei < len(spans) and spans[by_end[ei]].end <= a:
+            active.pop(by_end[ei], None)
+            ei += 1
+        # the highest priority wins, the later span among equals (one sweep, not every span per piece)
+        best = active[max(active, key=lambda i: (_PRIORITY.get(active[i].kind, 0), i))] if active else None
+        if best is None:
+            _put(out, "template", "template", a, b, -1)
         else:
-            out.append(Segment(kind, label, a, b, ref))
+            _put(out, best.kind, best.label, a, b, best.ref)
     return tuple(out)
+
+
+def _put(out: list[Segment], kind: str, label: str, a: int, b: int, ref: int) -> None:
+    """Append ``[a, b)`` to ``out``, merged into the last segment when it is the same part and adjacent."""
+    if out and out[-1].kind == kind and out[-1].label == label and out[-1].end == a:
+        out[-1] = Segment(kind, label, out[-1].start, b, ref)
+    else:
+        out.append(Segment(kind, label, a, b, ref))

@@ -46,6 +46,27 @@ def pseudo_ids(key: str, n: int) -> list[int]:
     Id *i* depends only on ``(key, i)`` (xxh64), so two hidden prefixes with the
     same key share ids on their common length. Values lie in ``[-2**62, -1]``.
     """
+    return _pseudo(key, n).tolist()
+
+
+#: The longest pseudo-id run made so far per hidden-prefix key (64 keys at most): id *i* depends only on
+#: ``(key, i)``, so a shorter run is a slice of it.
+_RUNS: OrderedDict[str, np.ndarray] = OrderedDict()
+
+
+def _pseudo(key: str, n: int) -> np.ndarray:
+    """:func:`pseudo_ids` as an int64 array (read-only; a slice of the key's longest run)."""
+    run = _RUNS.pop(key, None)
+    if run is None or len(run) < n:
+        run = _pseudo_run(key, n)
+        run.flags.writeable = False
+    _RUNS[key] = run
+    if len(_RUNS) > 64:
+        _RUNS.popitem(last=False)
+    return run[:n]
+
+
+def _pseudo_run(key: str, n: int) -> np.ndarray:
     import xxhash
 
     seed = xxhash.xxh64_intdigest(key.encode("utf-8"))
@@ -55,7 +76,16 @@ def pseudo_ids(key: str, n: int) -> list[int]:
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z = z ^ (z >> np.uint64(31))
-    return (-(z >> np.uint64(2)).astype(np.int64) - 1).tolist()
+    return -(z >> np.uint64(2)).astype(np.int64) - 1
+
+
+def _with_pseudo(key: str, n: int, body: array) -> array:
+    """``array('q')`` of ``n`` pseudo-ids for ``key`` then the ids of ``body``, built in numpy (no
+    Python int per token)."""
+    view = np.frombuffer(body, dtype=np.uint32 if body.typecode == "I" else np.int64) if len(body) else np.zeros(0, np.int64)
+    out = array("q")
+    out.frombytes(np.concatenate((_pseudo(key, n), view.astype(np.int64))).tobytes())
+    return out
 
 
 def with_opaque_prefix(tokens: TokenizedPrompt, n: int, key: str) -> TokenizedPrompt:
@@ -71,7 +101,7 @@ def with_opaque_prefix(tokens: TokenizedPrompt, n: int, key: str) -> TokenizedPr
         shifted = tuple(Segment(s.kind, s.label, s.start - old, s.end - old, s.ref) for s in segs)
         return TokenizedPrompt(compact_ids(body.tolist()), shifted, tokens.tokenizer, tokens.exact, 0)
     shifted = tuple(Segment(s.kind, s.label, s.start - old + n, s.end - old + n, s.ref) for s in segs)
-    return TokenizedPrompt(array("q", pseudo_ids(key, n) + body.tolist()),
+    return TokenizedPrompt(_with_pseudo(key, n, body),
                            (Segment("opaque", "opaque_prefix", 0, n),) + shifted, tokens.tokenizer, False, n)
 
 
@@ -103,7 +133,7 @@ class SessionTokenizer:
         segs = map_segments(rendered.segments, starts, len(text), offset=n_op)
         if n_op:
             segs = (Segment("opaque", "opaque_prefix", 0, n_op),) + segs
-            all_ids = array("q", pseudo_ids(key or session, n_op) + ids.tolist())
+            all_ids = _with_pseudo(key or session, n_op, ids)
         else:
             all_ids = ids
         return TokenizedPrompt(
