@@ -94,7 +94,7 @@ def belady_runs(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequenc
     ch = chains(reqs, spec, block_size)
     plan = min_plan(ch)
     ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
-    ideal = np.minimum(ntok, belady_hits(ch, sum(plan.distinct), False, plan) * block_size).tolist()  # no eviction
+    ideal = np.minimum(ntok, belady_hits(ch, int(plan.distinct.sum()), False, plan) * block_size).tolist()  # no eviction
     model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
     out = []
     for c in capacities:
