@@ -20,6 +20,7 @@ from prefixcache.analyzer.cache.models import traits_for
 from prefixcache.analyzer.cache.provider.cost import Prices, cost_usd
 from prefixcache.analyzer.cache.provider.rules import ProviderRules
 from prefixcache.analyzer.cache.simulate.bands import Band, bands
+from prefixcache.analyzer.cache.simulate.shards import SampledCurve
 from prefixcache.analyzer.cache.workload import SimRequest
 
 
@@ -199,7 +200,8 @@ class SimulateReport:
     """The ``simulate --json`` document: one cache, every policy × capacity, the calls
     predicted vs reported, the provider cost, the log's reported usage; ``warnings``: one
     line per capacity too small for the requests to mean what an engine would do
-    (:func:`capacity_warnings`)."""
+    (:func:`capacity_warnings`); ``sampled``: the SHARDS LRU curve of ``--sample`` (then
+    ``results`` is empty), else None."""
 
     cache: str
     block_size: int
@@ -214,6 +216,7 @@ class SimulateReport:
     tokenizers: dict[str, str]
     warnings: list[str]
     summary: Summary
+    sampled: SampledCurve | None
 
 
 @dataclass(frozen=True, slots=True)

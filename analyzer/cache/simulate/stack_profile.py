@@ -90,6 +90,41 @@ class StackProfile:
         return blocks, toks
 
 
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """The blocks of a request sequence as flat arrays, request-major in prompt order: ``lens``
+    and ``offsets`` (blocks per request, n+1 offsets), ``req`` (request of each block), ``tokens``
+    (its tokens: ``min(B, n − i·B)``), ``capped`` (within the request's ``max_blocks``), ``flat``
+    (the ids, :func:`chain_values`) and ``spos`` (its slot in the recency order of ``free_order``)."""
+
+    lens: np.ndarray
+    total: int
+    offsets: np.ndarray
+    req: np.ndarray
+    tokens: np.ndarray
+    capped: np.ndarray
+    flat: np.ndarray
+    spos: np.ndarray
+
+
+def columns(reqs: list[ChainRequest], free_order: str) -> Columns:
+    """The :class:`Columns` of ``reqs`` (no Python step per block)."""
+    nreq = len(reqs)
+    lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, nreq)
+    total = int(lens.sum())
+    offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    req = np.repeat(np.arange(nreq, dtype=np.int64), lens)
+    idx = np.arange(total, dtype=np.int64) - offsets[req]
+    bsz = np.fromiter((r.block_size for r in reqs), np.int64, nreq)[req]
+    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, nreq)[req]
+    maxb = np.fromiter((len(r.hashes) if r.max_blocks is None else r.max_blocks for r in reqs),
+                       np.int64, nreq)[req]
+    toks = np.clip(ntok - idx * bsz, 0, bsz)
+    flat = chain_values(reqs, total)
+    spos = offsets[req] + lens[req] - 1 - idx if free_order == "tail-first" else idx + offsets[req]
+    return Columns(lens, total, offsets, req, toks, idx < maxb, flat, spos)
+
+
 def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-first") -> StackProfile:
     """Compute the LRU stack profile of a request sequence (see module docstring).
 
@@ -102,19 +137,8 @@ def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-firs
         raise ConfigError(f"free_order must be tail-first or head-first, got {free_order!r}")
     reqs = requests if isinstance(requests, list) else list(requests)
     nreq = len(reqs)
-    lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, nreq)
-    total = int(lens.sum())
-    offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-    req = np.repeat(np.arange(nreq, dtype=np.int64), lens)
-    idx = np.arange(total, dtype=np.int64) - offsets[req]
-    bsz = np.fromiter((r.block_size for r in reqs), np.int64, nreq)[req]
-    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, nreq)[req]
-    maxb = np.fromiter((len(r.hashes) if r.max_blocks is None else r.max_blocks for r in reqs),
-                       np.int64, nreq)[req]
-    toks = np.clip(ntok - idx * bsz, 0, bsz)
-    capped = idx < maxb
-    flat = chain_values(reqs, total)
-    spos = offsets[req] + lens[req] - 1 - idx if free_order == "tail-first" else idx + offsets[req]
+    c = columns(reqs, free_order)
+    total, offsets, req, toks, capped, flat, spos = c.total, c.offsets, c.req, c.tokens, c.capped, c.flat, c.spos
     S = np.empty(total, dtype=flat.dtype)
     S[spos] = flat
     prev, unique = _previous(S)

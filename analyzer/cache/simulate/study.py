@@ -17,13 +17,14 @@ from typing import Mapping, Sequence
 from prefixcache.analyzer.cache.capacity import Capacity, KVShape
 from prefixcache.analyzer.cache.index.eviction import POLICIES, resolve_policy
 from prefixcache.analyzer.cache.simulate.figures import RequestFigures, reported_usage
-from prefixcache.analyzer.cache.models import MODELS, CacheSpec, traits_for
+from prefixcache.analyzer.cache.models import MODELS, CacheSpec, lru_stack_order, traits_for
 from prefixcache.analyzer.cache.index.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.simulate.document import (
     OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
     cost, reported_row, offline_bound, request_row, result_row,
 )
-from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, distinct_blocks, sweep_block_cache
+from prefixcache.analyzer.cache.simulate.shards import SampledCurve, shards_curve
+from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, chains, distinct_blocks, sweep_block_cache
 from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
 from prefixcache.analyzer.cache.simulate.chunks import DEFAULT_RECOMPUTE
 from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, simulate_stream
@@ -49,8 +50,10 @@ class SimulateOptions:
     ``slot_similarity`` (0–1) and ``cache_ram_mib`` (MiB; 0 off, −1 unbounded): the
     llama.cpp server's ``-np``, ``-sps`` and ``--cache-ram``; ``survival``, ``ttl_whatif`` and
     ``reuse`` (names of :data:`~.analyses.REUSE_KINDS`; ``chunks`` with ``recompute``, 0–1, and
-    ``chunk_tokens``, a window ≥ 1 token or None) ask for the :mod:`.analyses`. ConfigError
-    names the first bad value."""
+    ``chunk_tokens``, a window ≥ 1 token or None) ask for the :mod:`.analyses`; ``sample``
+    (a rate in (0, 1], with ``sample_salt`` for the id hash) replaces the exact LRU pass by a
+    SHARDS curve (:mod:`.shards`; ``--cache vllm``/``blocks``, ``--policy lru``, finite
+    capacities, no TTL). ConfigError names the first bad value."""
 
     cache: str = "vllm"
     policies: tuple[str, ...] = ("lru",)
@@ -77,6 +80,8 @@ class SimulateOptions:
     reuse: tuple[str, ...] = ("prefix",)
     recompute: float = DEFAULT_RECOMPUTE
     chunk_tokens: int | None = None
+    sample: float | None = None
+    sample_salt: int = 0
 
     def __post_init__(self) -> None:
         if self.cache not in MODELS:
@@ -106,6 +111,13 @@ class SimulateOptions:
             raise ConfigError(f"--recompute must be between 0 and 1, got {self.recompute}")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
             raise ConfigError(f"--chunk-tokens must be at least 1, got {self.chunk_tokens}")
+        if self.sample is not None:
+            if not 0 < self.sample <= 1:
+                raise ConfigError(f"--sample must be a rate in (0, 1] (0.01 = 1%), got {self.sample:g}")
+            if not traits_for(self.cache).block_chain or tuple(self.policies) != ("lru",) or not self.capacities \
+                    or self.ttl_s is not None or self.in_flight != 1 or self.analyses_asked:
+                raise ConfigError("--sample gives an LRU curve: it needs --cache vllm or blocks, --policy lru, "
+                                  "a finite --capacity, and no --ttl, --in-flight, --survival, --ttl-whatif or --reuse chunks")
         in_bytes = next((c for c in self.capacities if c.unit == "bytes"), None)
         if in_bytes is not None and not (self.kv_model or self.model_config):
             raise ConfigError(f"capacity {in_bytes.text!r} is in bytes: pass --kv-model or --model-config")
@@ -142,8 +154,13 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     bpt = shape.bytes_per_token if shape else None
     if spec.engine_options is not None and bpt:
         spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
-    results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
-        ([], None, 0, None, [])
+    sampled = None
+    if options.sample is not None and reqs:
+        sampled, uniq = _sampled(reqs, spec, options, bpt)
+        results, first, base, caps = [], None, None, []
+    else:
+        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
+            ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
     calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules)
     usage = reported_usage(p.request.usage for p in items)
@@ -156,7 +173,8 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         usage_only_requests=sum(p.usage_only for p in items), reported=reported_row(usage),
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
         warnings=capacity_warnings(options.cache, results, reqs),
-        summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
+        summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)),
+        sampled=sampled)
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
     if not options.analyses_asked:
@@ -169,6 +187,23 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
                          ttl_on=options.ttl_whatif, chunks_on="chunks" in options.reuse, recompute=options.recompute,
                          window=options.chunk_tokens, causes=drift_causes)
     return with_analyses(report, found)
+
+
+def _sampled(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
+             bpt: int | None) -> tuple[SampledCurve, int]:
+    """The SHARDS LRU curve at every ``--capacity`` (:mod:`.shards`) and the distinct blocks behind ``N%``."""
+    block_size = spec.block_size_for(reqs)
+    base = baseline(reqs)
+    uniq = distinct_blocks(reqs, spec, block_size, base)
+    caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities]
+    empty = next((text for text, b in caps if b == 0), None)
+    if empty is not None:
+        raise ConfigError(f"--capacity {empty}: 0 blocks of {block_size} tokens here ({uniq:,} distinct blocks)")
+    order = lru_stack_order(spec) or "tail-first"
+    whole = (sum(r.num_tokens for r in reqs),
+             sum(len(r.hashes) if r.hashes is not None else -(-r.num_tokens // block_size) for r in reqs))
+    return shards_curve(chains(reqs, spec, block_size), caps, options.sample, order, options.sample_salt,
+                        whole), uniq
 
 
 def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions, bpt: int | None,
