@@ -14,7 +14,7 @@ from typing import Sequence
 
 from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.simulate.figures import (
-    ReportedUsage, RequestCounts, RequestFigures, calibrated_cached, totals,
+    ReportedUsage, RequestCounts, RequestFigures, Totals, calibrated_cached, totals,
 )
 from prefixcache.analyzer.cache.models import traits_for
 from prefixcache.analyzer.cache.provider.cost import Prices, cost_usd
@@ -237,7 +237,12 @@ def result_row(cache: str, policy: str, ttl_s: float | None, capacity: str, capa
                bound: OfflineBound | None = None) -> ResultRow:
     """The totals of one policy × capacity run (``capacity`` as given; blocks, tokens and
     bytes derived from ``capacity_blocks``; ``bound``: the Belady variants)."""
-    t = totals(rows)
+    return totals_row(cache, policy, ttl_s, capacity, capacity_blocks, block_size, bytes_per_token, totals(rows), bound)
+
+
+def totals_row(cache: str, policy: str, ttl_s: float | None, capacity: str, capacity_blocks: int | None,
+               block_size: int, bytes_per_token: int | None, t: Totals, bound: OfflineBound | None = None) -> ResultRow:
+    """:func:`result_row` from the run's :class:`~.figures.Totals` (the aggregate path: no rows)."""
     cap_tokens = None if capacity_blocks is None else capacity_blocks * block_size
     return ResultRow(
         cache, policy, ttl_s, capacity, capacity_blocks, block_size, cap_tokens,

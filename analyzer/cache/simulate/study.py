@@ -20,11 +20,11 @@ from prefixcache.analyzer.cache.simulate.figures import RequestFigures, reported
 from prefixcache.analyzer.cache.models import MODELS, CacheSpec, lru_stack_order, traits_for
 from prefixcache.analyzer.cache.index.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.simulate.document import (
-    OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
-    cost, reported_row, offline_bound, request_row, result_row,
+    ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
+    cost, reported_row, offline_bound, request_row, result_row, totals_row,
 )
 from prefixcache.analyzer.cache.simulate.shards import SampledCurve, shards_curve
-from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, chains, distinct_blocks, sweep_block_cache
+from prefixcache.analyzer.cache.simulate.sweeps import chains, distinct_blocks, swept_totals
 from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
 from prefixcache.analyzer.cache.simulate.chunks import DEFAULT_RECOMPUTE
 from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, simulate_stream
@@ -225,22 +225,21 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
     for policy, ttl_s in options.runs():
         pspec = replace(spec, policy=policy, ttl_s=ttl_s)
         swept = spec.traits.block_chain and None not in blocks and spec.in_flight <= 1
-        bounds: list[OfflineBound | None] = [None] * len(blocks)
-        if swept and policy == "belady":
-            runs = belady_runs(reqs, pspec, blocks, base, drift_causes=causes)
-            prompt = sum(r.num_tokens for r in reqs)
-            total_blocks = sum(f.blocks_total for f in runs[0].rows) if runs else 0
-            bounds = [offline_bound(prompt, total_blocks, run.cached_tokens, run.hit_blocks, run.bound)
-                      for run in runs]
-            per_cap = [run.rows for run in runs]
-        elif swept and policy == "lru":
-            per_cap = sweep_block_cache(reqs, pspec, blocks, base, drift_causes=causes)
-        elif policy == "belady":
+        if swept and (policy == "belady" or (policy == "lru" and lru_stack_order(pspec) is not None)):
+            # aggregates: the figures in arrays, per-request rows only for the first row when they are shown
+            want = first is None and (options.per_request or any(r.reported_cached is not None for r in reqs))
+            tots, rows = swept_totals(reqs, pspec, blocks, base, causes, rows=want)
+            ttl_shown = pspec.model_class().ttl_of(pspec)
+            for (text, b), (t, run) in zip(caps, tots):
+                bound = None if run is None else offline_bound(t.prompt_tokens, t.blocks_total, run[1], run[2], run[0])
+                results.append(totals_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, t, bound))
+            first = first or rows
+            continue
+        if policy == "belady":
             raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
-        else:
-            per_cap = [simulate_stream(reqs, pspec, b, base, causes) for b in blocks]
         ttl_shown = pspec.model_class().ttl_of(pspec)
-        for (text, b), rows, bound in zip(caps, per_cap, bounds):
-            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows, bound))
+        for (text, b) in caps:
+            rows = simulate_stream(reqs, pspec, b, base, causes)
+            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows))
             first = first or rows
     return results, first, uniq, base, caps
