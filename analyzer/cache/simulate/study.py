@@ -221,14 +221,15 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         raise ConfigError(f"--capacity {empty}: 0 blocks of {block_size} tokens here ({uniq:,} distinct blocks"
                           f"{f', {bpt:,} KV bytes per token' if bpt else ''}); a cache needs at least one")
     blocks = [b for _, b in caps]
-    results, first = [], None
+    results, first, ch = [], None, None
     for policy, ttl_s in options.runs():
         pspec = replace(spec, policy=policy, ttl_s=ttl_s)
         swept = spec.traits.block_chain and None not in blocks and spec.in_flight <= 1
         if swept and (policy == "belady" or (policy == "lru" and lru_stack_order(pspec) is not None)):
             # aggregates: the figures in arrays, per-request rows only for the first row when they are shown
             want = first is None and (options.per_request or any(r.reported_cached is not None for r in reqs))
-            tots, rows = swept_totals(reqs, pspec, blocks, base, causes, rows=want)
+            ch = ch if ch is not None else chains(reqs, spec, block_size)  # one set of chains for every policy
+            tots, rows = swept_totals(reqs, pspec, blocks, base, causes, rows=want, ch=ch)
             ttl_shown = pspec.model_class().ttl_of(pspec)
             for (text, b), (t, run) in zip(caps, tots):
                 bound = None if run is None else offline_bound(t.prompt_tokens, t.blocks_total, run[1], run[2], run[0])

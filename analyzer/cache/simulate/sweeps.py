@@ -69,9 +69,10 @@ def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: S
 
 
 def _lru_levels(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int],
-                block_size: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(ideal, cached at each capacity) per request (tokens) from one LRU stack sweep."""
-    prof = stack_profile(chains(reqs, spec, block_size), lru_stack_order(spec))
+                block_size: int, ch: list[ChainRequest] | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(ideal, cached at each capacity) per request (tokens) from one LRU stack sweep (``ch``: the
+    :func:`chains`, when the caller has them)."""
+    prof = stack_profile(ch if ch is not None else chains(reqs, spec, block_size), lru_stack_order(spec))
     ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
     return np.minimum(ntok, prof.per_request(prof.INF)[1]), [np.minimum(ntok, prof.per_request(c)[1])
                                                              for c in capacities]
@@ -105,12 +106,12 @@ def belady_runs(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequenc
 
 
 def _belady_levels(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int], block_size: int,
-                   progress: Callable[[int], None] | None = None):
+                   progress: Callable[[int], None] | None = None, ch: list[ChainRequest] | None = None):
     """(ideal tokens per request, per capacity: (cached tokens per request of the larger variant, its
     name, both variants' cached tokens, both variants' hit blocks)). ConfigError unless a block cache."""
     if not spec.traits.block_chain:
         raise ConfigError("--policy belady works with --cache vllm or blocks")
-    ch = chains(reqs, spec, block_size)
+    ch = ch if ch is not None else chains(reqs, spec, block_size)
     plan = min_plan(ch)
     ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
     ideal = np.minimum(ntok, belady_hits(ch, int(plan.distinct.sum()), False, plan) * block_size)  # no eviction
@@ -127,17 +128,19 @@ def _belady_levels(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequ
 
 
 def swept_totals(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int], base: Baseline,
-                 drift_causes: Mapping[int, str] | None = None, rows: bool = False):
+                 drift_causes: Mapping[int, str] | None = None, rows: bool = False,
+                 ch: list[ChainRequest] | None = None):
     """The swept policies (LRU stack sweep, Belady) at each capacity as aggregates: per capacity
     ``(Totals, BeladyRun-like (bound, cached tokens, hit blocks) or None)``, and the per-request rows
     of the first capacity only when ``rows`` (``--per-request``, calls). No object per request
-    otherwise: levels and loss causes are int64 arrays (:func:`~.figures.split_lost`)."""
+    otherwise: levels and loss causes are int64 arrays (:func:`~.figures.split_lost`). ``ch``: the
+    :func:`chains` (the same for every policy of one spec), computed when None."""
     block_size = spec.block_size_for(reqs)
     if spec.policy == "belady":
-        ideal, levels = _belady_levels(reqs, spec, capacities, block_size)
+        ideal, levels = _belady_levels(reqs, spec, capacities, block_size, ch=ch)
         per_cap = [(lv[0], lv[1:]) for lv in levels]
     else:
-        ideal, cached = _lru_levels(reqs, spec, capacities, block_size)
+        ideal, cached = _lru_levels(reqs, spec, capacities, block_size, ch)
         per_cap = [(c, None) for c in cached]
     model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
     a = _request_arrays(reqs, base, model, block_size, drift_causes or {})
