@@ -3,7 +3,9 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# The stamp follows what the install builds: pyproject.toml, setup.py and the compiled core's C source.
+BUILD_INPUTS := pyproject.toml setup.py analyzer/cache/index/_kernels.c
+STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
@@ -11,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): $(BUILD_INPUTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0

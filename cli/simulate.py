@@ -29,6 +29,16 @@ from prefixcache.cli.simulate_render import render
 FORMATS = ("rich", "json")
 
 
+def _rate(text: str | None) -> float | None:
+    """``--sample``: a fraction (0.01) or a percentage (1%); BadParameter otherwise."""
+    if text is None:
+        return None
+    try:
+        return float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+    except ValueError:
+        raise typer.BadParameter(f"expected a rate such as 0.01 or 1%, got {text!r}", param_hint="--sample") from None
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``simulate`` command to ``app``."""
 
@@ -71,6 +81,7 @@ def register(app: typer.Typer) -> None:
         reuse: Annotated[str, typer.Option("--reuse", help="Reuse ceilings, comma-separated: prefix, chunks (what-if: chunks prefilled earlier at another position).")] = "prefix",
         recompute: Annotated[float, typer.Option("--recompute", min=0.0, max=1.0, help="--reuse chunks: fraction of a reused chunk's tokens recomputed (CacheBlend ~0.15).")] = 0.15,
         chunk_tokens: Annotated[Optional[int], typer.Option("--chunk-tokens", min=1, help="--reuse chunks: also cut chunks into windows of this many tokens.")] = None,
+        sample: Annotated[Optional[str], typer.Option("--sample", help="LRU curve from SHARDS sampling of block ids at this rate (0.01 or 1%), with its error: for traces too big for the exact pass.")] = None,
         skip_bad: SkipBad = False,
     ) -> None:
         """Simulate a prefix cache: hit tokens, avoided prefill, what each lost token was lost to."""
@@ -86,7 +97,8 @@ def register(app: typer.Typer) -> None:
             in_flight=in_flight, per_request=per_request, slots=slots, slot_similarity=slot_similarity,
             cache_ram_mib=cache_ram, input_format=input_format, survival=survival, ttl_whatif=ttl_whatif,
             reuse=tuple(k.strip() for k in reuse.split(",") if k.strip()), recompute=recompute, chunk_tokens=chunk_tokens,
-            tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer), template=template)
+            tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer), template=template,
+            sample=_rate(sample))
         fleet = None
         if any(x is not None for x in (replicas, router, tiers, calibrate, rate)) and options.analyses_asked:
             raise typer.BadParameter("--survival, --ttl-whatif and --reuse chunks apply without --replicas",

@@ -160,11 +160,27 @@ def _money(rep: SimulateReport) -> None:
                       "earlier write counts as landed, so a thread's first call may be predicted warm")
 
 
+def _sampled(rep: SimulateReport) -> None:
+    """The SHARDS curve of ``--sample``: each estimate with its ± error (about 2σ)."""
+    c = rep.sampled
+    t = _table(f"simulate --sample {c.rate:g} · cache {rep.cache} · {_granule(rep)} · LRU, estimated from "
+               f"{_n(c.sampled_lookups)} of {_n(c.lookups)} block lookups ({_n(c.sampled_ids)} sampled ids)",
+               ("capacity", "blocks", "hit tok", "± tok", "hit blk", "± blk"), left=1)
+    for p in c.points:
+        t.add_row(p.capacity, _n(p.capacity_blocks), _pct(p.hit_ratio_tokens), _pct(p.hit_ratio_tokens_error),
+                  _pct(p.hit_ratio_blocks), _pct(p.hit_ratio_blocks_error))
+    print_table(console, t)
+    console.print("[dim]SHARDS (hashed sampling of block ids): the error is about two standard deviations "
+                  "(id sampling + distance scaling), not a hard bound; no per-request figures or loss causes[/]")
+
+
 def render(rep: SimulateReport) -> None:
     """The rich report: results, capacity warnings, lost tokens, per request, calls, reported usage,
     cost, notes."""
     if rep.results:
         _results(rep)
+    if rep.sampled is not None:
+        _sampled(rep)
     for line in rep.warnings:
         console.print(f"[yellow]warning:[/] {escape(line)}")
     if rep.usage_only_requests:

@@ -19,8 +19,10 @@ metric, so neither variant is a proven optimum and either can win: on the Moonca
 synthetic trace the unpinned one is higher (0.395 vs 0.390 block hit ratio at 5%).
 Callers report both and take the larger as the offline bound (:mod:`.sweeps`).
 
-How it runs: next uses are computed once, with numpy, into a :class:`MinPlan` that
-every capacity and both variants share. A replay keeps the cached blocks in
+How it runs: next uses are computed once, with numpy, into a columnar :class:`MinPlan`
+that every capacity and both variants share; the replay runs in the compiled core
+(:mod:`..index.kernels`) or, with ``PREFIXCACHE_PURE=1`` or no compiler at install, its
+pure-Python twin below (identical hits). A replay keeps the cached blocks in
 *buckets* keyed by the request of their next use, each bucket holding the positions
 of its blocks in that request. The blocks request ``r`` finds cached are then
 exactly bucket ``r``, and eviction takes whole buckets (or the deepest positions of
@@ -34,11 +36,12 @@ blocks never used again tie, and which of them goes cannot change a hit.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
+from prefixcache.analyzer.cache.index.kernels import i64, native
 from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, chain_values
 
 #: A bucket of one next request: (that request's index, positions of its blocks there).
@@ -47,34 +50,68 @@ Bucket = tuple[int, list[int]]
 
 @dataclass(frozen=True, slots=True)
 class MinPlan:
-    """What every MIN replay of one request sequence needs, per request ``r``:
+    """What every MIN replay of one request sequence needs, in columnar form (int64 arrays).
 
-    ``stores[r]``: its distinct blocks that are used again, as buckets in next-use
-    order (next request ascending; positions ascending inside one); ``never[r]``:
-    how many of its distinct blocks are never used again; ``distinct[r]``: its
-    distinct blocks; ``first[r]``: for a request that repeats a hash, each
-    position's first position of the same hash (None otherwise); ``limit[r]``: the
-    most leading blocks a hit may count (``max_blocks``, else the chain length)."""
+    Request ``r`` stores its distinct blocks that are used again as *buckets* ``k`` in
+    ``req_off[r]:req_off[r+1]`` (next request ``bucket_dst[k]`` ascending), bucket ``k``
+    holding the positions ``pos[bucket_off[k]:bucket_off[k+1]]`` (ascending) of its
+    blocks in that request. Per request: ``never`` (its distinct blocks never used
+    again), ``distinct`` (its distinct blocks), ``limit`` (the most leading blocks a hit
+    may count: ``max_blocks``, else the chain length). Per block, flat in request order
+    (``chain_off``): ``first``, the position of the first block of the same hash in its
+    request (its own position unless the request repeats a hash)."""
 
-    stores: list[list[Bucket]]
-    never: list[int]
-    distinct: list[int]
-    first: list[list[int] | None]
-    limit: list[int]
+    req_off: np.ndarray
+    bucket_dst: np.ndarray
+    bucket_off: np.ndarray
+    pos: np.ndarray
+    never: np.ndarray
+    distinct: np.ndarray
+    limit: np.ndarray
+    chain_off: np.ndarray
+    first: np.ndarray
+    _lists: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def stores(self) -> list[list[Bucket]]:
+        """Per request, its buckets as ``(next request, [positions])`` (the pure replay's form; built once)."""
+        if "stores" not in self._lists:
+            p, off, dst = self.pos.tolist(), self.bucket_off.tolist(), self.bucket_dst.tolist()
+            ro = self.req_off.tolist()
+            self._lists["stores"] = [[(dst[k], p[off[k]:off[k + 1]]) for k in range(ro[r], ro[r + 1])]
+                                     for r in range(len(ro) - 1)]
+        return self._lists["stores"]
+
+    def first_maps(self) -> list[list[int] | None]:
+        """Per request, position → first position of the same hash, or None where no hash repeats."""
+        if "first" not in self._lists:
+            out: list[list[int] | None] = [None] * len(self.limit)
+            co = self.chain_off
+            rep = self.first != (np.arange(len(self.first), dtype=np.int64) - np.repeat(co[:-1], np.diff(co)))
+            if rep.any():
+                req = np.repeat(np.arange(len(self.limit)), np.diff(co))
+                for r in np.unique(req[rep]).tolist():
+                    out[r] = self.first[co[r]:co[r + 1]].tolist()
+            self._lists["first"] = out
+        return self._lists["first"]
 
 
 def min_plan(requests: Sequence[ChainRequest]) -> MinPlan:
-    """The :class:`MinPlan` of ``requests``: one stable sort of all hashes (numpy),
-    then one Python step per (request, next request) pair."""
+    """The :class:`MinPlan` of ``requests``: one stable sort of all hashes and a few
+    array passes (numpy), no Python step per block."""
     reqs = requests if isinstance(requests, list) else list(requests)
     n = len(reqs)
     lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, n)
     total = int(lens.sum())
-    limit = [len(r.hashes) if r.max_blocks is None else min(len(r.hashes), r.max_blocks) for r in reqs]
+    limit = np.fromiter((len(r.hashes) if r.max_blocks is None else min(len(r.hashes), r.max_blocks)
+                         for r in reqs), np.int64, n)
+    chain_off = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    empty = np.zeros(0, dtype=np.int64)
     if not total:
-        return MinPlan([[] for _ in reqs], [0] * n, [0] * n, [None] * n, limit)
+        zeros = np.zeros(n, dtype=np.int64)
+        return MinPlan(np.zeros(n + 1, dtype=np.int64), empty, np.zeros(1, dtype=np.int64), empty, zeros,
+                       zeros.copy(), limit, chain_off, empty)
     req = np.repeat(np.arange(n, dtype=np.int64), lens)
-    pos = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+    pos = np.arange(total, dtype=np.int64) - chain_off[req]
     flat = chain_values(reqs, total)
     order = np.argsort(flat, kind="stable")  # equal hashes together, in (request, position) order
     vals, ro = flat[order], req[order]
@@ -86,40 +123,31 @@ def min_plan(requests: Sequence[ChainRequest]) -> MinPlan:
     again = same[heads[1:]]                                       # the next first position holds the same hash
     nxt = np.full(total, -1, dtype=np.int64)                      # flat index -> flat index of its next use
     nxt[order[heads[:-1][again]]] = order[heads[1:][again]]
-    distinct = np.bincount(req[order[heads]], minlength=n)
+    distinct = np.bincount(req[order[heads]], minlength=n).astype(np.int64)
     src = np.flatnonzero(nxt >= 0)                                # request-major: no sort needed across requests
     never = distinct - np.bincount(req[src], minlength=n)
-    stores = _stores(n, req[src], req[nxt[src]], pos[nxt[src]], int(lens.max()) + 1)
-    return MinPlan(stores, never.tolist(), distinct.tolist(), _first_maps(req, pos, first, lens), limit)
+    req_off, bucket_dst, bucket_off, at = _buckets(n, req[src], req[nxt[src]], pos[nxt[src]], int(lens.max()) + 1)
+    return MinPlan(req_off, bucket_dst, bucket_off, at, never.astype(np.int64), distinct, limit, chain_off,
+                   pos[first])
 
 
-def _stores(n: int, src: np.ndarray, dst: np.ndarray, at: np.ndarray, stride: int) -> list[list[Bucket]]:
+def _buckets(n: int, src: np.ndarray, dst: np.ndarray, at: np.ndarray,
+             stride: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Buckets per storing request ``src`` (ascending): its blocks grouped by next
-    request ``dst``, positions ``at`` there ascending."""
-    stores: list[list[Bucket]] = [[] for _ in range(n)]
+    request ``dst``, positions ``at`` there ascending. Returns (request → bucket
+    offsets, each bucket's next request, bucket → position offsets, positions)."""
     if not len(src):
-        return stores
+        return np.zeros(n + 1, dtype=np.int64), src[:0], np.zeros(1, dtype=np.int64), at[:0]
     if (n + 1) ** 2 * stride < 1 << 62:  # one key; the stable sort runs on nearly sorted data
         o = np.argsort((src * (n + 1) + dst) * stride + at, kind="stable")
     else:
         o = np.lexsort((at, dst, src))
-    s, d, p = src[o], dst[o], at[o].tolist()
+    s, d, p = src[o], dst[o], at[o]
     cut = np.flatnonzero((s[1:] != s[:-1]) | (d[1:] != d[:-1])) + 1
-    starts, ends = np.append(0, cut), np.append(cut, len(s))
-    for a, e, r, t in zip(starts.tolist(), ends.tolist(), s[starts].tolist(), d[starts].tolist()):
-        stores[r].append((t, p[a:e]))
-    return stores
-
-
-def _first_maps(req: np.ndarray, pos: np.ndarray, first: np.ndarray, lens: np.ndarray) -> list[list[int] | None]:
-    """Position -> first position of the same hash, for the requests that repeat one."""
-    out: list[list[int] | None] = [None] * len(lens)
-    rep = first != np.arange(len(first))
-    if rep.any():
-        fpos, offsets = pos[first], np.append(0, np.cumsum(lens))
-        for r in np.unique(req[rep]).tolist():
-            out[r] = fpos[offsets[r]:offsets[r + 1]].tolist()
-    return out
+    starts = np.append(0, cut).astype(np.int64)
+    bucket_off = np.append(starts, len(s)).astype(np.int64)
+    req_off = np.searchsorted(s[starts], np.arange(n + 1), side="left").astype(np.int64)
+    return req_off, d[starts].astype(np.int64), bucket_off, p.astype(np.int64)
 
 
 def belady_hits(requests: Sequence[ChainRequest], capacity_blocks: int, pinned: bool = True,
@@ -133,10 +161,16 @@ def belady_hits(requests: Sequence[ChainRequest], capacity_blocks: int, pinned: 
     :func:`min_plan` of ``requests`` (computed when None), to share between
     capacities and variants."""
     plan = min_plan(requests) if plan is None else plan
-    cache = _Buckets()
     hits = np.zeros(len(plan.limit), dtype=np.int64)
+    lib = native()
+    if lib is not None:  # the compiled twin of the replay below (index/_kernels.c)
+        if len(hits):
+            lib.belady_hits(int(capacity_blocks), bool(pinned), plan.req_off, plan.bucket_dst, plan.bucket_off,
+                            plan.pos, plan.never, plan.distinct, plan.limit, plan.chain_off, i64(plan.first), hits)
+        return hits
+    cache = _Buckets()
     for r, (stores, never, distinct, first, limit) in enumerate(
-            zip(plan.stores, plan.never, plan.distinct, plan.first, plan.limit)):
+            zip(plan.stores(), plan.never.tolist(), plan.distinct.tolist(), plan.first_maps(), plan.limit.tolist())):
         got = cache.take(r)
         if got:
             k, found = 0, set(got)

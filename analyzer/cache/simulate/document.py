@@ -14,12 +14,13 @@ from typing import Sequence
 
 from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.simulate.figures import (
-    ReportedUsage, RequestCounts, RequestFigures, calibrated_cached, reported_usage, totals,
+    ReportedUsage, RequestCounts, RequestFigures, Totals, calibrated_cached, reported_usage, totals,
 )
 from prefixcache.analyzer.cache.models import traits_for
 from prefixcache.analyzer.cache.provider.cost import Prices, cost_usd
 from prefixcache.analyzer.cache.provider.rules import ProviderRules, rules_for
 from prefixcache.analyzer.cache.simulate.bands import Band, bands
+from prefixcache.analyzer.cache.simulate.shards import SampledCurve
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.model import Usage
 
@@ -224,7 +225,8 @@ class SimulateReport:
     """The ``simulate --json`` document: one cache, every policy × capacity, the calls
     predicted vs reported, the provider cost, the log's reported usage; ``warnings``: one
     line per capacity too small for the requests to mean what an engine would do
-    (:func:`capacity_warnings`)."""
+    (:func:`capacity_warnings`); ``sampled``: the SHARDS LRU curve of ``--sample`` (then
+    ``results`` is empty), else None."""
 
     cache: str
     block_size: int
@@ -239,6 +241,7 @@ class SimulateReport:
     tokenizers: dict[str, str]
     warnings: list[str]
     summary: Summary
+    sampled: SampledCurve | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +262,12 @@ def result_row(cache: str, policy: str, ttl_s: float | None, capacity: str, capa
                bound: OfflineBound | None = None) -> ResultRow:
     """The totals of one policy × capacity run (``capacity`` as given; blocks, tokens and
     bytes derived from ``capacity_blocks``; ``bound``: the Belady variants)."""
-    t = totals(rows)
+    return totals_row(cache, policy, ttl_s, capacity, capacity_blocks, block_size, bytes_per_token, totals(rows), bound)
+
+
+def totals_row(cache: str, policy: str, ttl_s: float | None, capacity: str, capacity_blocks: int | None,
+               block_size: int, bytes_per_token: int | None, t: Totals, bound: OfflineBound | None = None) -> ResultRow:
+    """:func:`result_row` from the run's :class:`~.figures.Totals` (the aggregate path: no rows)."""
     cap_tokens = None if capacity_blocks is None else capacity_blocks * block_size
     return ResultRow(
         cache, policy, ttl_s, capacity, capacity_blocks, block_size, cap_tokens,

@@ -41,6 +41,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.provider.cost import Prices, reported_cost_usd
 
@@ -63,23 +65,21 @@ class Levels:
 
 def lost_by_cause(lv: Levels) -> dict[str, int]:
     """Split ``prompt − cached`` over :data:`CAUSES` (see module docstring)."""
-    c = lv.cached
-    chain = [lv.prompt, lv.lcp, lv.granular, lv.ideal, lv.capacity_only]
+    return split_lost(lv.prompt, lv.lcp, lv.drift_end, lv.granular, lv.ideal, lv.capacity_only, lv.cached, min, max)
+
+
+def split_lost(prompt, lcp, drift_end, granular, ideal, capacity_only, cached, lo=min, hi=max) -> dict:
+    """The one split of ``prompt − cached`` over :data:`CAUSES` from the nested levels (tokens), for one
+    request (ints, ``lo``/``hi`` = ``min``/``max``) or for arrays of requests (``np.minimum``/``np.maximum``)."""
     lvl = []
-    top = lv.prompt
-    for v in chain:
-        top = min(top, v)
-        lvl.append(max(top, c))
-    lost = {k: 0 for k in CAUSES}
+    top = prompt
+    for v in (prompt, lcp, granular, ideal, capacity_only):
+        top = lo(top, v)
+        lvl.append(hi(top, cached))
     miss = lvl[0] - lvl[1]
-    drift = max(0, min(lv.drift_end, lvl[0]) - lvl[1])
-    lost["drift"] = min(miss, drift)
-    lost["cold"] = miss - lost["drift"]
-    lost["granularity"] = lvl[1] - lvl[2]
-    lost["below_minimum"] = lvl[2] - lvl[3]
-    lost["capacity"] = lvl[3] - lvl[4]
-    lost["ttl"] = lvl[4] - c
-    return lost
+    drift = lo(miss, hi(0, lo(drift_end, lvl[0]) - lvl[1]))
+    return {"cold": miss - drift, "drift": drift, "granularity": lvl[1] - lvl[2], "below_minimum": lvl[2] - lvl[3],
+            "ttl": lvl[4] - cached, "capacity": lvl[3] - lvl[4]}
 
 
 def hits_by_segment(spans: Sequence[tuple[str, int, int]], cached: int) -> dict[str, int]:
@@ -200,6 +200,25 @@ def totals(rows: Iterable[RequestFigures]) -> Totals:
         if r.drift_cause and r.lost.get("drift"):
             drift[r.drift_cause] = drift.get(r.drift_cause, 0) + r.lost["drift"]
     return Totals(n, p, c, i, bt, bh, rh, w, lost, seg, dict(sorted(drift.items())), ib)
+
+
+def array_totals(prompt, cached, ideal, blocks_total, blocks_hit, ideal_blocks, lost: Mapping[str, object],
+                 drift_cause: Sequence[str | None], segments: Iterable[Mapping[str, int]] = ()) -> Totals:
+    """:func:`totals` from per-request int64 arrays (tokens; blocks where named), ``lost`` the
+    :func:`split_lost` arrays, ``drift_cause`` per request, ``segments`` the requests' non-empty
+    :func:`hits_by_segment` dicts: the same Totals without an object per request."""
+    seg = {g: 0 for g in SEGMENT_GROUPS}
+    for one in segments:
+        for k, v in one.items():
+            seg[k] += v
+    drift: dict[str, int] = {}
+    d = lost["drift"]
+    for i in np.flatnonzero(d > 0).tolist():
+        if (code := drift_cause[i]):
+            drift[code] = drift.get(code, 0) + int(d[i])
+    return Totals(len(prompt), int(prompt.sum()), int(cached.sum()), int(ideal.sum()), int(blocks_total.sum()),
+                  int(blocks_hit.sum()), int((cached > 0).sum()), 0, {k: int(lost[k].sum()) for k in CAUSES}, seg,
+                  dict(sorted(drift.items())), int(ideal_blocks.sum()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,12 +8,13 @@ request hits iff ``m_i = max(rank_0..rank_i) < C`` — one number per block, aft
 which the hits at *any* capacity are a count (``searchsorted``) over the sorted
 ``m``. That gives a 100-point curve for the price of one replay.
 
-Ranks are computed offline with numpy: with the request blocks flattened in the
+Ranks are computed offline over columnar arrays: with the request blocks flattened in the
 order they are freed (``S``; vLLM frees tail-first) and ``prev[t]`` the previous
 position of the same block, the rank of a block last used at ``q`` seen at
 request start ``L`` is ``#{t < L : prev[t] ≤ q} − q − 1`` (distinct blocks in
-``(q, L)``), a 2-D dominance count answered with a merge-sort tree: one sort and
-one ``searchsorted`` per level, O(n log² n) with no Python loop per block.
+``(q, L)``), a 2-D dominance count (:func:`~..index.kernels.dominance_le`): a
+Fenwick-tree sweep in the compiled core, O(n log n), or its pure twin, a numpy
+merge-sort tree, O(n log² n); no Python loop per block either way.
 
 Values equal :class:`~.block_hash.BlockHashCache` with policy ``lru`` at every
 capacity (tests compare them), for sequential requests without TTL.
@@ -27,6 +28,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from prefixcache.analyzer.cache.index.kernels import dominance_le
 from prefixcache.analyzer.errors import ConfigError
 
 
@@ -88,29 +90,39 @@ class StackProfile:
         return blocks, toks
 
 
-def _dominance_le(prev1: np.ndarray, L: np.ndarray, q1: np.ndarray) -> np.ndarray:
-    """``#{t < L[i] : prev1[t] ≤ q1[i]}`` for every query (merge-sort tree, numpy).
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """The blocks of a request sequence as flat arrays, request-major in prompt order: ``lens``
+    and ``offsets`` (blocks per request, n+1 offsets), ``req`` (request of each block), ``tokens``
+    (its tokens: ``min(B, n − i·B)``), ``capped`` (within the request's ``max_blocks``), ``flat``
+    (the ids, :func:`chain_values`) and ``spos`` (its slot in the recency order of ``free_order``)."""
 
-    Level ℓ holds ``prev1`` sorted inside aligned segments of 2^ℓ positions, keyed
-    ``segment·K + value``; it is built from level ℓ−1 by a stable (run-merging)
-    sort, so each level costs about one linear pass.
-    """
-    n = len(prev1)
-    out = np.zeros(len(L), dtype=np.int64)
-    if n == 0 or len(L) == 0:
-        return out
-    K = np.int64(n + 2)
-    keys = np.arange(n, dtype=np.int64) * K + prev1  # level 0: one position per segment
-    for lvl in range(int(n).bit_length()):
-        if lvl:
-            keys = np.sort((keys // K >> 1) * K + keys % K, kind="stable")
-        sel = np.flatnonzero((L >> lvl) & 1)
-        if not len(sel):
-            continue
-        seg = (L[sel] >> lvl) - 1
-        pos = np.searchsorted(keys, seg * K + q1[sel], side="right")
-        out[sel] += pos - (seg << lvl)
-    return out
+    lens: np.ndarray
+    total: int
+    offsets: np.ndarray
+    req: np.ndarray
+    tokens: np.ndarray
+    capped: np.ndarray
+    flat: np.ndarray
+    spos: np.ndarray
+
+
+def columns(reqs: list[ChainRequest], free_order: str) -> Columns:
+    """The :class:`Columns` of ``reqs`` (no Python step per block)."""
+    nreq = len(reqs)
+    lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, nreq)
+    total = int(lens.sum())
+    offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    req = np.repeat(np.arange(nreq, dtype=np.int64), lens)
+    idx = np.arange(total, dtype=np.int64) - offsets[req]
+    bsz = np.fromiter((r.block_size for r in reqs), np.int64, nreq)[req]
+    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, nreq)[req]
+    maxb = np.fromiter((len(r.hashes) if r.max_blocks is None else r.max_blocks for r in reqs),
+                       np.int64, nreq)[req]
+    toks = np.clip(ntok - idx * bsz, 0, bsz)
+    flat = chain_values(reqs, total)
+    spos = offsets[req] + lens[req] - 1 - idx if free_order == "tail-first" else idx + offsets[req]
+    return Columns(lens, total, offsets, req, toks, idx < maxb, flat, spos)
 
 
 def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-first") -> StackProfile:
@@ -125,19 +137,8 @@ def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-firs
         raise ConfigError(f"free_order must be tail-first or head-first, got {free_order!r}")
     reqs = requests if isinstance(requests, list) else list(requests)
     nreq = len(reqs)
-    lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, nreq)
-    total = int(lens.sum())
-    offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-    req = np.repeat(np.arange(nreq, dtype=np.int64), lens)
-    idx = np.arange(total, dtype=np.int64) - offsets[req]
-    bsz = np.fromiter((r.block_size for r in reqs), np.int64, nreq)[req]
-    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, nreq)[req]
-    maxb = np.fromiter((len(r.hashes) if r.max_blocks is None else r.max_blocks for r in reqs),
-                       np.int64, nreq)[req]
-    toks = np.clip(ntok - idx * bsz, 0, bsz)
-    capped = idx < maxb
-    flat = chain_values(reqs, total)
-    spos = offsets[req] + lens[req] - 1 - idx if free_order == "tail-first" else idx + offsets[req]
+    c = columns(reqs, free_order)
+    total, offsets, req, toks, capped, flat, spos = c.total, c.offsets, c.req, c.tokens, c.capped, c.flat, c.spos
     S = np.empty(total, dtype=flat.dtype)
     S[spos] = flat
     prev, unique = _previous(S)
@@ -213,7 +214,7 @@ def _through_scratch(rank, prev, s_req, starts, scratch, n) -> np.ndarray:
         ends = np.concatenate((starts[1:], [n]))[star]
         q = prev[sel]
         rank = rank.copy()
-        rank[sel] = np.maximum(rank[sel], _dominance_le(prev + 1, ends, q + 1) - q - 1 + 1)
+        rank[sel] = np.maximum(rank[sel], dominance_le(prev + 1, ends, q + 1) - q - 1 + 1)
     return rank
 
 
@@ -229,7 +230,7 @@ def _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique, scra
     warm = prev >= 0
     cold = len(req) + 1  # above any rank (ranks < distinct blocks ≤ lookups); keeps the keys below small
     rank = np.full(n, cold, dtype=np.int64)
-    rank[warm] = _dominance_le(prev + 1, L[warm], prev[warm] + 1) - prev[warm] - 1
+    rank[warm] = dominance_le(prev + 1, L[warm], prev[warm] + 1) - prev[warm] - 1
     if n and scratch.any():
         rank = _through_scratch(rank, prev, s_req, starts, scratch, n)
     r = np.where(capped, rank[spos], cold) if len(req) else np.zeros(0, dtype=np.int64)

@@ -17,13 +17,14 @@ from typing import Mapping, Sequence
 from prefixcache.analyzer.cache.capacity import Capacity, KVShape
 from prefixcache.analyzer.cache.index.eviction import POLICIES, resolve_policy
 from prefixcache.analyzer.cache.simulate.figures import RequestFigures, reported_usage
-from prefixcache.analyzer.cache.models import MODELS, CacheSpec, traits_for
+from prefixcache.analyzer.cache.models import MODELS, CacheSpec, lru_stack_order, traits_for
 from prefixcache.analyzer.cache.index.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.simulate.document import (
-    OfflineBound, ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
-    cost, reported_row, offline_bound, request_row, result_row,
+    ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
+    cost, reported_row, offline_bound, request_row, result_row, totals_row,
 )
-from prefixcache.analyzer.cache.simulate.sweeps import belady_runs, distinct_blocks, sweep_block_cache
+from prefixcache.analyzer.cache.simulate.shards import SampledCurve, shards_curve
+from prefixcache.analyzer.cache.simulate.sweeps import chains, distinct_blocks, swept_totals
 from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
 from prefixcache.analyzer.cache.simulate.provider_calls import provider_calls
 from prefixcache.analyzer.cache.simulate.bands import retention_of
@@ -52,8 +53,10 @@ class SimulateOptions:
     ``slot_similarity`` (0–1) and ``cache_ram_mib`` (MiB; 0 off, −1 unbounded): the
     llama.cpp server's ``-np``, ``-sps`` and ``--cache-ram``; ``survival``, ``ttl_whatif`` and
     ``reuse`` (names of :data:`~.analyses.REUSE_KINDS`; ``chunks`` with ``recompute``, 0–1, and
-    ``chunk_tokens``, a window ≥ 1 token or None) ask for the :mod:`.analyses`. ConfigError
-    names the first bad value."""
+    ``chunk_tokens``, a window ≥ 1 token or None) ask for the :mod:`.analyses`; ``sample``
+    (a rate in (0, 1], with ``sample_salt`` for the id hash) replaces the exact LRU pass by a
+    SHARDS curve (:mod:`.shards`; ``--cache vllm``/``blocks``, ``--policy lru``, finite
+    capacities, no TTL). ConfigError names the first bad value."""
 
     cache: str = "vllm"
     policies: tuple[str, ...] = ("lru",)
@@ -80,6 +83,8 @@ class SimulateOptions:
     reuse: tuple[str, ...] = ("prefix",)
     recompute: float = DEFAULT_RECOMPUTE
     chunk_tokens: int | None = None
+    sample: float | None = None
+    sample_salt: int = 0
 
     def __post_init__(self) -> None:
         if self.cache not in MODELS:
@@ -109,6 +114,13 @@ class SimulateOptions:
             raise ConfigError(f"--recompute must be between 0 and 1, got {self.recompute}")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
             raise ConfigError(f"--chunk-tokens must be at least 1, got {self.chunk_tokens}")
+        if self.sample is not None:
+            if not 0 < self.sample <= 1:
+                raise ConfigError(f"--sample must be a rate in (0, 1] (0.01 = 1%), got {self.sample:g}")
+            if not traits_for(self.cache).block_chain or tuple(self.policies) != ("lru",) or not self.capacities \
+                    or self.ttl_s is not None or self.in_flight != 1 or self.analyses_asked:
+                raise ConfigError("--sample gives an LRU curve: it needs --cache vllm or blocks, --policy lru, "
+                                  "a finite --capacity, and no --ttl, --in-flight, --survival, --ttl-whatif or --reuse chunks")
         in_bytes = next((c for c in self.capacities if c.unit == "bytes"), None)
         if in_bytes is not None and not (self.kv_model or self.model_config):
             raise ConfigError(f"capacity {in_bytes.text!r} is in bytes: pass --kv-model or --model-config")
@@ -145,8 +157,13 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     bpt = shape.bytes_per_token if shape else None
     if spec.engine_options is not None and bpt:
         spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
-    results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
-        ([], None, 0, None, [])
+    sampled = None
+    if options.sample is not None and reqs:
+        sampled, uniq = _sampled(reqs, spec, options, bpt)
+        results, first, base, caps = [], None, None, []
+    else:
+        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
+            ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
     extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra for p in items}
     kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs]
@@ -163,7 +180,8 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
         warnings=capacity_warnings(options.cache, results, reqs) + (
             provider_warnings(options.cache, [p.request.model for p in items]) if spec.traits.priced else []),
-        summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
+        summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)),
+        sampled=sampled)
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
     split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()),
@@ -195,6 +213,23 @@ def provider_warnings(cache: str, models: Sequence[str | None]) -> list[str]:
     return out
 
 
+def _sampled(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
+             bpt: int | None) -> tuple[SampledCurve, int]:
+    """The SHARDS LRU curve at every ``--capacity`` (:mod:`.shards`) and the distinct blocks behind ``N%``."""
+    block_size = spec.block_size_for(reqs)
+    base = baseline(reqs)
+    uniq = distinct_blocks(reqs, spec, block_size, base)
+    caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities]
+    empty = next((text for text, b in caps if b == 0), None)
+    if empty is not None:
+        raise ConfigError(f"--capacity {empty}: 0 blocks of {block_size} tokens here ({uniq:,} distinct blocks)")
+    order = lru_stack_order(spec) or "tail-first"
+    whole = (sum(r.num_tokens for r in reqs),
+             sum(len(r.hashes) if r.hashes is not None else -(-r.num_tokens // block_size) for r in reqs))
+    return shards_curve(chains(reqs, spec, block_size), caps, options.sample, order, options.sample_salt,
+                        whole), uniq
+
+
 def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions, bpt: int | None,
           causes: Mapping[int, str]) -> tuple[list[ResultRow], list[RequestFigures] | None, int, Baseline,
                                               list[tuple[str, int | None]]]:
@@ -210,26 +245,26 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         raise ConfigError(f"--capacity {empty}: 0 blocks of {block_size} tokens here ({uniq:,} distinct blocks"
                           f"{f', {bpt:,} KV bytes per token' if bpt else ''}); a cache needs at least one")
     blocks = [b for _, b in caps]
-    results, first = [], None
+    results, first, ch = [], None, None
     for policy, ttl_s in options.runs():
         pspec = replace(spec, policy=policy, ttl_s=ttl_s)
         swept = spec.traits.block_chain and None not in blocks and spec.in_flight <= 1
-        bounds: list[OfflineBound | None] = [None] * len(blocks)
-        if swept and policy == "belady":
-            runs = belady_runs(reqs, pspec, blocks, base, drift_causes=causes)
-            prompt = sum(r.num_tokens for r in reqs)
-            total_blocks = sum(f.blocks_total for f in runs[0].rows) if runs else 0
-            bounds = [offline_bound(prompt, total_blocks, run.cached_tokens, run.hit_blocks, run.bound)
-                      for run in runs]
-            per_cap = [run.rows for run in runs]
-        elif swept and policy == "lru":
-            per_cap = sweep_block_cache(reqs, pspec, blocks, base, drift_causes=causes)
-        elif policy == "belady":
+        if swept and (policy == "belady" or (policy == "lru" and lru_stack_order(pspec) is not None)):
+            # aggregates: the figures in arrays, per-request rows only for the first row when they are shown
+            want = first is None and (options.per_request or any(r.reported_cached is not None for r in reqs))
+            ch = ch if ch is not None else chains(reqs, spec, block_size)  # one set of chains for every policy
+            tots, rows = swept_totals(reqs, pspec, blocks, base, causes, rows=want, ch=ch)
+            ttl_shown = pspec.model_class().ttl_of(pspec)
+            for (text, b), (t, run) in zip(caps, tots):
+                bound = None if run is None else offline_bound(t.prompt_tokens, t.blocks_total, run[1], run[2], run[0])
+                results.append(totals_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, t, bound))
+            first = first or rows
+            continue
+        if policy == "belady":
             raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
-        else:
-            per_cap = [simulate_stream(reqs, pspec, b, base, causes) for b in blocks]
         ttl_shown = pspec.model_class().ttl_of(pspec)
-        for (text, b), rows, bound in zip(caps, per_cap, bounds):
-            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows, bound))
+        for (text, b) in caps:
+            rows = simulate_stream(reqs, pspec, b, base, causes)
+            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows))
             first = first or rows
     return results, first, uniq, base, caps

@@ -16,7 +16,9 @@ import numpy as np
 
 from prefixcache.analyzer.cache.base import hit_cap_tokens
 from prefixcache.analyzer.cache.simulate.bounds import belady_hits, min_plan
-from prefixcache.analyzer.cache.simulate.figures import Levels, RequestFigures, lost_by_cause
+from prefixcache.analyzer.cache.simulate.figures import (
+    Levels, RequestFigures, Totals, array_totals, hits_by_segment, lost_by_cause, split_lost,
+)
 from prefixcache.analyzer.cache.models import CacheSpec, Hit, lru_stack_order, make_model, pool_blocks
 from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, request_figures, simulate_stream
 from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
@@ -56,16 +58,24 @@ def sweep_block_cache(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: S
     block_size = spec.block_size_for(reqs)
     base = base or baseline(reqs)
     sequential = spec.in_flight <= 1
-    if (order := lru_stack_order(spec)) is not None:
-        prof = stack_profile(chains(reqs, spec, block_size), order)
-        ideal = _ideal_tokens(reqs, prof.per_request(prof.INF)[1])
-        per_cap = [_ideal_tokens(reqs, prof.per_request(c)[1]) for c in capacities]
+    if lru_stack_order(spec) is not None:
+        ideal, per_cap = _lru_levels(reqs, spec, capacities, block_size)
     elif spec.policy == "belady" and sequential:
         return [run.rows for run in belady_runs(reqs, spec, capacities, base, progress, drift_causes)]
     else:
         return [simulate_stream(reqs, spec, c, base, drift_causes) for c in capacities]
     model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
-    return [_rows(model, reqs, base, cached, ideal, drift_causes) for cached in per_cap]
+    return [_rows(model, reqs, base, cached.tolist(), ideal.tolist(), drift_causes) for cached in per_cap]
+
+
+def _lru_levels(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int],
+                block_size: int, ch: list[ChainRequest] | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(ideal, cached at each capacity) per request (tokens) from one LRU stack sweep (``ch``: the
+    :func:`chains`, when the caller has them)."""
+    prof = stack_profile(ch if ch is not None else chains(reqs, spec, block_size), lru_stack_order(spec))
+    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
+    return np.minimum(ntok, prof.per_request(prof.INF)[1]), [np.minimum(ntok, prof.per_request(c)[1])
+                                                             for c in capacities]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,26 +97,85 @@ def belady_runs(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequenc
     :func:`~.bounds.min_plan` and one ideal (the replay with room for every block) serve
     every capacity, and figures are built for the larger variant only. ConfigError unless
     the cache is ``vllm`` or ``blocks``."""
+    block_size = spec.block_size_for(reqs)
+    ideal, levels = _belady_levels(reqs, spec, capacities, block_size, progress)
+    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
+    base = base or baseline(reqs)
+    return [BeladyRun(_rows(model, reqs, base, cached.tolist(), ideal.tolist(), drift_causes), bound, tok, hits)
+            for cached, bound, tok, hits in levels]
+
+
+def _belady_levels(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int], block_size: int,
+                   progress: Callable[[int], None] | None = None, ch: list[ChainRequest] | None = None):
+    """(ideal tokens per request, per capacity: (cached tokens per request of the larger variant, its
+    name, both variants' cached tokens, both variants' hit blocks)). ConfigError unless a block cache."""
     if not spec.traits.block_chain:
         raise ConfigError("--policy belady works with --cache vllm or blocks")
-    block_size = spec.block_size_for(reqs)
-    base = base or baseline(reqs)
-    ch = chains(reqs, spec, block_size)
+    ch = ch if ch is not None else chains(reqs, spec, block_size)
     plan = min_plan(ch)
     ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
-    ideal = np.minimum(ntok, belady_hits(ch, sum(plan.distinct), False, plan) * block_size).tolist()  # no eviction
-    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
+    ideal = np.minimum(ntok, belady_hits(ch, int(plan.distinct.sum()), False, plan) * block_size)  # no eviction
     out = []
     for c in capacities:
         hits = [belady_hits(ch, c, pinned, plan) for pinned in (True, False)]
         cached = [np.minimum(ntok, h * block_size) for h in hits]
         tok = (int(cached[0].sum()), int(cached[1].sum()))
         pick = 1 if tok[1] > tok[0] else 0
-        rows = _rows(model, reqs, base, cached[pick].tolist(), ideal, drift_causes)
-        out.append(BeladyRun(rows, ("pinned", "unpinned")[pick], tok, (int(hits[0].sum()), int(hits[1].sum()))))
+        out.append((cached[pick], ("pinned", "unpinned")[pick], tok, (int(hits[0].sum()), int(hits[1].sum()))))
         if progress:
             progress(1)
-    return out
+    return ideal, out
+
+
+def swept_totals(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequence[int], base: Baseline,
+                 drift_causes: Mapping[int, str] | None = None, rows: bool = False,
+                 ch: list[ChainRequest] | None = None):
+    """The swept policies (LRU stack sweep, Belady) at each capacity as aggregates: per capacity
+    ``(Totals, BeladyRun-like (bound, cached tokens, hit blocks) or None)``, and the per-request rows
+    of the first capacity only when ``rows`` (``--per-request``, calls). No object per request
+    otherwise: levels and loss causes are int64 arrays (:func:`~.figures.split_lost`). ``ch``: the
+    :func:`chains` (the same for every policy of one spec), computed when None."""
+    block_size = spec.block_size_for(reqs)
+    if spec.policy == "belady":
+        ideal, levels = _belady_levels(reqs, spec, capacities, block_size, ch=ch)
+        per_cap = [(lv[0], lv[1:]) for lv in levels]
+    else:
+        ideal, cached = _lru_levels(reqs, spec, capacities, block_size, ch)
+        per_cap = [(c, None) for c in cached]
+    model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
+    a = _request_arrays(reqs, base, model, block_size, drift_causes or {})
+    out = [(_array_totals(a, cached, ideal, block_size), bound) for cached, bound in per_cap]
+    first = _rows(model, reqs, base, per_cap[0][0].tolist(), ideal.tolist(), drift_causes) if rows and per_cap else None
+    return out, first
+
+
+@dataclass(frozen=True, slots=True)
+class _Arrays:
+    prompt: np.ndarray
+    lcp: np.ndarray
+    drift_end: np.ndarray
+    granular: np.ndarray
+    trace: np.ndarray
+    blocks_total: np.ndarray
+    causes: list
+    spans: list
+
+
+def _request_arrays(reqs, base: Baseline, model, block_size: int, causes: Mapping[int, str]) -> _Arrays:
+    i64 = lambda it: np.fromiter(it, np.int64, len(reqs))  # noqa: E731
+    return _Arrays(i64(r.num_tokens for r in reqs), i64(base.lcp), i64(base.drift_end),
+                   i64(model.granular(r, base.lcp[i]) for i, r in enumerate(reqs)),
+                   np.fromiter((r.hashes is not None for r in reqs), bool, len(reqs)),
+                   i64(len(r.hashes) if r.hashes is not None else -(-r.num_tokens // block_size) for r in reqs),
+                   [causes.get(r.order) for r in reqs], [(i, r.spans) for i, r in enumerate(reqs) if r.spans])
+
+
+def _array_totals(a: _Arrays, cached: np.ndarray, ideal: np.ndarray, block_size: int) -> Totals:
+    """:func:`~.figures.totals` of the rows :func:`_rows` would build, from arrays."""
+    lost = split_lost(a.prompt, a.lcp, a.drift_end, a.granular, ideal, cached, cached, np.minimum, np.maximum)
+    blocks = lambda t: np.where(a.trace, -(-t // block_size), t // block_size)  # noqa: E731
+    segs = (hits_by_segment(spans, int(cached[i])) for i, spans in a.spans)
+    return array_totals(a.prompt, cached, ideal, a.blocks_total, blocks(cached), blocks(ideal), lost, a.causes, segs)
 
 
 def _rows(model, reqs: Sequence[SimRequest], base: Baseline, cached: Sequence[int], ideal: Sequence[int],
