@@ -32,8 +32,10 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 
-#: Parts of a request a reader can report as observed (logged verbatim) or inferred.
-PARTS = ("system", "tools", "messages", "usage", "timestamp", "model")
+#: Parts of a request a reader can report as observed (logged verbatim) or inferred. ``cache_control``:
+#: the request body's cache marks (Anthropic ``cache_control``, OpenAI ``prompt_cache_breakpoint``) are
+#: logged, so their absence means the request set none (an agent transcript does not log them).
+PARTS = ("system", "tools", "messages", "usage", "timestamp", "model", "cache_control")
 
 
 @dataclass(frozen=True, slots=True)

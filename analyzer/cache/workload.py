@@ -19,6 +19,7 @@ request at a time; the prepared request itself need not be kept).
 
 from __future__ import annotations
 
+import json
 from array import array
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -66,7 +67,12 @@ class SimRequest:
     whose format logs no session (Mooncake): the session its drift is judged in is
     inferred from the hash chains (:mod:`.trace_sessions`), ``session`` stays the reader's;
     ``tool_spans``: the ``(start, end)`` token spans of tool-output messages (role ``tool``), for the
-    reuse-in-time figures of :mod:`~prefixcache.analyzer.cache.simulate.survival`.
+    reuse-in-time figures of :mod:`~prefixcache.analyzer.cache.simulate.survival`; ``mark_source``:
+    where ``breakpoints`` come from (:data:`MARK_SOURCES`; ``none``: the log shows the request set no
+    breakpoint, and ``breakpoints`` holds only the agent placement OpenAI's implicit rule still uses —
+    :attr:`anthropic_breakpoints` is empty); ``scope``: the cache scope (:func:`cache_scope`);
+    ``head_end``: where the system prompt and tools end (tokens); ``block_pos``: content blocks up to
+    each boundary (:func:`block_positions`, the lookback's unit; None: one block per boundary).
     """
 
     order: int
@@ -96,6 +102,10 @@ class SimRequest:
     provider_verdict: tuple[str, int | None] | None = None
     infer_session: bool = False
     tool_spans: tuple[tuple[int, int], ...] = ()
+    mark_source: str = "agent"
+    scope: tuple[str, str] = ("", "")
+    head_end: int = 0
+    block_pos: Mapping[int, int] | None = None
     _chains: dict[tuple[int, str | None], Sequence[BlockHash]] | None = field(
         default=None, init=False, repr=False, compare=False)
     _cuts: dict[int, int] | None = field(default=None, init=False, repr=False, compare=False)
@@ -117,6 +127,12 @@ class SimRequest:
         if got is None:
             got = self._chains[key] = tuple(hash_blocks(self.tokens or (), block_size, extra))  # type: ignore[index]
         return got
+
+    @property
+    def anthropic_breakpoints(self) -> tuple[Breakpoint, ...]:
+        """The breakpoints Anthropic applies: none when the log shows the request set none (no
+        ``cache_control``, no automatic caching), else :attr:`breakpoints`."""
+        return () if self.mark_source == "none" else self.breakpoints
 
     def prefix_hashes(self) -> dict[int, int]:
         """Hash of the prompt up to each content-block boundary and breakpoint
@@ -141,7 +157,39 @@ def _group(kind: str, ref: int, last_assistant: int) -> str:
     return "other"
 
 
-def _marks(req: Request, segments) -> tuple[Breakpoint, ...]:
+#: Where a request's breakpoints come from (:class:`Marks`): its logged ``cache_control`` marks
+#: (``logged``), only the top-level automatic mark (``automatic``), none although the log would show
+#: them (``none``: the provider caches nothing), or an agent transcript that cannot show them
+#: (``agent``: the agent's usual placement is assumed — end of the system prompt and tools, end of
+#: the prompt — as Claude Code places them).
+MARK_SOURCES = ("logged", "automatic", "none", "agent")
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """A request's cache breakpoints as the provider applies them (Anthropic prompt caching,
+    platform.claude.com "Prompt caching", checked 2026-12-07).
+
+    ``breakpoints``: token ends (ascending) and TTLs — the logged ``cache_control`` marks (one per
+    marked message or tool: a mark on an inner block is placed at its message's end), plus one on
+    the last content block when the request turned on automatic caching (a top-level
+    ``cache_control``); the agent's placement when the log cannot show marks (``source ==
+    "agent"``); empty when the log shows the request set none. ``source``: one of
+    :data:`MARK_SOURCES`. ``slots``: breakpoint slots the body uses (marked blocks, plus one for
+    the automatic mark; 0 when not logged) — more than 4 is rejected by the API. ``guess``: the
+    agent placement, which OpenAI's GPT-5.6+ model keeps using where the log has no marks (its
+    implicit breakpoint is added there, :class:`~.models.providers.OpenAIModel`).
+    """
+
+    breakpoints: tuple[Breakpoint, ...]
+    source: str
+    slots: int = 0
+    guess: tuple[Breakpoint, ...] = ()
+
+
+def request_marks(req: Request, segments) -> Marks:
+    """The :class:`Marks` of ``req`` whose prompt is cut into token ``segments``
+    (``TokenizedPrompt.segments``)."""
     out = []
     for seg in segments:
         src = None
@@ -151,12 +199,60 @@ def _marks(req: Request, segments) -> tuple[Breakpoint, ...]:
             src = req.tools[seg.ref].cache_control
         if src:
             out.append(Breakpoint(seg.end, TTL_CODES.get(src, 300.0)))
-    if out:
-        return tuple(out)
     head = [s.end for s in segments if s.kind in ("system", "tool", "opaque")]
     ends = [s.end for s in segments if s.kind in _CONTENT]
-    auto = ([Breakpoint(max(head))] if head else []) + ([Breakpoint(max(ends))] if ends else [])
-    return tuple(auto)
+    guess = tuple(([Breakpoint(max(head))] if head else []) + ([Breakpoint(max(ends))] if ends else []))
+    extra = req.extra if isinstance(req.extra, Mapping) else {}
+    auto = extra.get("cache_control")
+    if auto and ends:  # automatic caching: a breakpoint on the last cacheable block
+        if not any(bp.end == max(ends) for bp in out):
+            out.append(Breakpoint(max(ends), TTL_CODES.get(str(auto), 300.0)))
+    logged = "cache_control" in req.observed
+    marked = int(extra.get("cache_control_blocks") or 0) or sum(1 for bp in out if not auto or bp.end != max(ends))
+    slots = (marked + (1 if auto else 0)) if logged else 0
+    if out:
+        source = "logged" if marked else "automatic"
+        return Marks(tuple(sorted(out, key=lambda b: b.end)), source, slots, guess)
+    return Marks((), "none", slots, guess) if logged else Marks(guess, "agent", 0, guess)
+
+
+def cache_scope(req: Request) -> tuple[str, str]:
+    """What a cache entry is scoped by besides its prefix, as ``(head, messages)``: entries are
+    per model (a model switch starts a new cache); a change of ``speed`` invalidates the system and
+    message entries, and a change of ``thinking`` or ``tool_choice`` the message entries only
+    (Anthropic's "what invalidates the cache" table; tool, system and image changes are in the
+    prompt itself). ``head`` scopes entries ending within the system prompt and tools, ``messages``
+    the others."""
+    extra = req.extra if isinstance(req.extra, Mapping) else {}
+
+    def part(key: str) -> str:
+        v = extra.get(key)
+        return "" if v is None else json.dumps(v, sort_keys=True, separators=(",", ":"), default=str)
+
+    head = f"{(req.model or '').lower()}|speed={part('speed')}"
+    return head, f"{head}|thinking={part('thinking')}|tool_choice={part('tool_choice')}"
+
+
+def message_blocks(req: Request, seg) -> int:
+    """Content blocks of the part behind token segment ``seg`` (the unit of Anthropic's 20-block
+    lookback): a message's text blocks, tool calls, non-text parts and thinking; 1 for a tool, a
+    string message or a hidden prefix."""
+    if seg.kind in ("message", "system") and 0 <= seg.ref < len(req.messages):
+        m = req.messages[seg.ref]
+        texts = len(m.text_blocks) if m.text_blocks is not None else int(bool(m.content))
+        return max(1, texts + len(m.tool_calls) + len(m.parts) + int(bool(m.reasoning or m.reasoning_opaque)))
+    return 1
+
+
+def block_positions(req: Request, segments) -> dict[int, int]:
+    """Token end of each content part → how many content blocks end at or before it
+    (:func:`message_blocks`), ascending: the positions the 20-block lookback counts."""
+    out: dict[int, int] = {}
+    n = 0
+    for seg in sorted((s for s in segments if s.kind in _CONTENT), key=lambda s: s.end):
+        n += message_blocks(req, seg)
+        out[seg.end] = n
+    return out
 
 
 def _sim_request(p, tokens: Sequence[int] | None, hashes: Sequence[int] | None) -> SimRequest:
@@ -175,6 +271,7 @@ def _sim_request(p, tokens: Sequence[int] | None, hashes: Sequence[int] | None) 
     segs = p.tokens.segments
     last_a = max((i for i, m in enumerate(r.messages) if m.role == "assistant"), default=-1)
     salt = r.extra.get("cache_salt") if isinstance(r.extra, Mapping) else None
+    marks = request_marks(r, segs)
     hidden = 0
     if r.extra.get("opaque_prefix_key") and not p.tokens.opaque_prefix_tokens and u and u.prompt_tokens:
         hidden = max(0, u.prompt_tokens - len(p.tokens.ids))
@@ -182,7 +279,9 @@ def _sim_request(p, tokens: Sequence[int] | None, hashes: Sequence[int] | None) 
         num_tokens=len(p.tokens.ids), tokens=tokens,
         spans=_spans((_group(s.kind, s.ref, last_a), s.start, s.end) for s in segs),
         boundaries=array("I", sorted({s.end for s in segs if s.kind in _CONTENT})),
-        breakpoints=_marks(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
+        breakpoints=marks.breakpoints if marks.source != "none" else marks.guess, mark_source=marks.source,
+        scope=cache_scope(r), head_end=max((s.end for s in segs if s.kind in ("system", "tool", "opaque")), default=0),
+        block_pos=block_positions(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
         exact=bool(p.tokens.exact), reply_ends=_reply_ends(r, segs),
         tool_spans=tuple((s.start, s.end) for s in segs
                          if s.kind == "message" and 0 <= s.ref < len(r.messages) and r.messages[s.ref].role == "tool"),

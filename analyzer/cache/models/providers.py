@@ -16,8 +16,13 @@ from typing import Sequence
 from prefixcache.analyzer.cache.index.eviction import POLICIES
 from prefixcache.analyzer.cache.index.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.models.base import CacheModel, CacheSpec, Hit, Traits, register
-from prefixcache.analyzer.cache.provider.caches import AnthropicCache, Breakpoint, UnitPrefixCache
+from prefixcache.analyzer.cache.provider.caches import AnthropicCache, Breakpoint, Scope, UnitPrefixCache
 from prefixcache.analyzer.cache.workload import SimRequest
+
+
+def scope_of(r: SimRequest) -> Scope:
+    """The :class:`~.provider.caches.Scope` of ``r``'s cache entries (its model, thinking, ...)."""
+    return Scope(r.scope[0], r.scope[1], r.head_end)
 
 #: Retention that stands for "never expires" in the provider rules (seconds).
 _FOREVER_S = 1e18
@@ -101,6 +106,12 @@ class AnthropicModel(CacheModel):
     minimum length and no expiry (breakpoint placement, not a formula), stepped on each
     :meth:`granular` call — once per request, in order.
 
+    Breakpoints (:class:`~prefixcache.analyzer.cache.workload.Marks`): the logged ``cache_control``
+    marks and the automatic mark; none — no write, no read — when the log shows the request set
+    none; the agent's placement when the log cannot show them (Claude Code transcripts). Entries are
+    scoped by model (and thinking / ``tool_choice`` for message entries): a model switch reads
+    nothing the other model wrote.
+
     Retention: each breakpoint keeps its mark (``5m`` = 300 s, the default and the
     automatic mode's; ``1h`` = 3,600 s), refreshed on hit. ``--ttl`` (``spec.ttl_s``)
     replaces the retention of every entry, 1 h marks included — the same "what if the
@@ -123,8 +134,8 @@ class AnthropicModel(CacheModel):
 
     def step(self, r: SimRequest) -> Hit:
         tokens = self._tokens(r)
-        return Hit(*self.cache.step(tokens, r.boundaries, r.breakpoints, r.now, r.hidden_tokens, r.prefix_hashes(),
-                                    r.sent))
+        return Hit(*self.cache.step(tokens, r.boundaries, r.anthropic_breakpoints, r.now, r.hidden_tokens,
+                                    r.prefix_hashes(), r.sent, scope_of(r), r.block_pos))
 
     def granular(self, r: SimRequest, shared: int) -> int:
         if self._shadow is None:

@@ -71,6 +71,22 @@ class Breakpoint:
     ttl_s: float = 300.0
 
 
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What cache entries are scoped by besides their prefix: ``head`` for entries ending at or
+    before token ``head_end`` (the system prompt and tools), ``messages`` for later ones. Anthropic
+    keeps a cache per model, and a change of thinking or ``tool_choice`` invalidates the message
+    entries only (:func:`~prefixcache.analyzer.cache.workload.cache_scope`)."""
+
+    head: str = ""
+    messages: str = ""
+    head_end: int = 0
+
+
+#: No scope: every entry in one namespace (a single-model log, the ``PrefixCache`` protocol).
+NO_SCOPE = Scope()
+
+
 class AnthropicCache:
     """Anthropic breakpoint caching over exact prefixes (see module docstring).
 
@@ -91,9 +107,9 @@ class AnthropicCache:
         #: Retention of every entry when given (``simulate --ttl``), in place of its breakpoint's
         #: mark (5 min, or 1 h); write prices still follow the marks.
         self.ttl_s = ttl_s
-        self._entries: dict[tuple[int, int], tuple[float, float]] = {}  # (len, hash) -> (last use, ttl)
+        self._entries: dict[tuple[int, int, str], tuple[float, float]] = {}  # (len, hash, scope) -> (last use, ttl)
         #: When each entry's write landed (the writer's response time, seconds) and its write number.
-        self._landed: dict[tuple[int, int], tuple[float, int]] = {}
+        self._landed: dict[tuple[int, int, str], tuple[float, int]] = {}
         self._writes = 0
 
     @staticmethod
@@ -108,7 +124,7 @@ class AnthropicCache:
             out[c] = h.intdigest()
         return out
 
-    def _alive(self, key: tuple[int, int], now: float, sent: float | None = None) -> bool:
+    def _alive(self, key: tuple[int, int, str], now: float, sent: float | None = None) -> bool:
         """Live at ``now``, among the latest ``considered_breakpoints`` written, and (when the
         request's send time ``sent`` is known) written by a response that had landed by then."""
         e = self._entries.get(key)
@@ -122,26 +138,61 @@ class AnthropicCache:
 
     def lookup(self, tokens: Sequence[int], boundaries: Sequence[int],
                breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
-               hashes: Mapping[int, int] | None = None, sent: float | None = None) -> int:
+               hashes: Mapping[int, int] | None = None, sent: float | None = None,
+               scope: Scope = NO_SCOPE, blocks: Mapping[int, int] | None = None) -> int:
         """Tokens read from cache: the longest live entry found at a breakpoint or
-        within ``lookback_blocks`` boundaries before one (−1: any earlier boundary).
+        within ``lookback_blocks`` content blocks before one (−1: any earlier boundary).
         Read-only. ``hidden``: tokens of an unlogged prefix, counted toward the minimum
         length only; ``hashes``: :meth:`prefix_hashes` at every boundary and breakpoint,
         when the caller keeps them (the simulator hashes each request once); ``sent``:
         when the request was sent (seconds, same clock as ``now``): entries whose
-        writer's response came back later are not visible yet (None: all are)."""
+        writer's response came back later are not visible yet (None: all are); ``scope``:
+        what entries are scoped by besides their prefix (:class:`Scope`: model, thinking,
+        ...; an entry of another scope is another cache); ``blocks``: content blocks up to
+        each boundary (None: one per boundary)."""
         best = 0
         bps = self._usable(breakpoints, len(tokens))
         bounds = sorted(set(b for b in boundaries if 0 < b <= len(tokens)) | {bp.end for bp in bps})
         hashes = hashes if hashes is not None else self.prefix_hashes(tokens, bounds)
-        back = self.rules.lookback_blocks
         for bp in bps:
             j = bounds.index(bp.end)
-            for c in reversed(bounds[0 if back < 0 else max(0, j - back + 1):j + 1]):
-                if c + hidden >= self.rules.min_tokens and c > best and self._alive((c, hashes[c]), now, sent):
+            for c in reversed(bounds[self._window_start(bounds, j, blocks):j + 1]):
+                if c + hidden >= self.rules.min_tokens and c > best and self._alive(self._key(c, hashes, scope), now, sent):
                     best = c
                     break
         return best
+
+    def _window_start(self, bounds: Sequence[int], j: int, blocks: Mapping[int, int] | None) -> int:
+        """Index in ``bounds`` of the earliest boundary the lookback from ``bounds[j]`` reaches: the
+        breakpoint's own block and the ``lookback_blocks`` blocks before it (Anthropic: "up to 20
+        blocks before your explicit breakpoint"); 0 with no limit."""
+        back = self.rules.lookback_blocks
+        if back < 0:
+            return 0
+        if not blocks:
+            return max(0, j - back)
+        at = blocks.get(bounds[j])
+        if at is None:
+            return max(0, j - back)
+        i = j
+        while i > 0 and at - blocks.get(bounds[i - 1], at) <= back:
+            i -= 1
+        return i
+
+    def reachable(self, end: int, boundaries: Sequence[int], breakpoints: Sequence[Breakpoint], n: int,
+                  blocks: Mapping[int, int] | None = None) -> bool:
+        """Whether an entry ending at token ``end`` is within the lookback of one of ``breakpoints``
+        at or after it (a request of ``n`` tokens cut at ``boundaries``): the read the in-thread
+        rule counts on (:mod:`~prefixcache.analyzer.cache.simulate.bands`)."""
+        bps = [bp for bp in self._usable(breakpoints, n) if bp.end >= end]
+        if not bps or end <= 0:
+            return False
+        bounds = sorted(set(b for b in boundaries if 0 < b <= n) | {bp.end for bp in bps} | {end})
+        return any(bounds.index(end) >= self._window_start(bounds, bounds.index(bp.end), blocks) for bp in bps)
+
+    @staticmethod
+    def _key(c: int, hashes: Mapping[int, int], scope: Scope) -> tuple[int, int, str]:
+        return c, hashes[c], scope.head if c <= scope.head_end else scope.messages
 
     def _usable(self, breakpoints: Sequence[Breakpoint], n: int) -> list[Breakpoint]:
         bps = sorted({bp.end: bp for bp in breakpoints if 0 < bp.end <= n}.values(), key=lambda b: b.end)
@@ -149,25 +200,26 @@ class AnthropicCache:
 
     def step(self, tokens: Sequence[int], boundaries: Sequence[int],
              breakpoints: Sequence[Breakpoint], now: float, hidden: int = 0,
-             hashes: Mapping[int, int] | None = None, sent: float | None = None) -> tuple[int, int, float]:
+             hashes: Mapping[int, int] | None = None, sent: float | None = None,
+             scope: Scope = NO_SCOPE, blocks: Mapping[int, int] | None = None) -> tuple[int, int, float]:
         """Run one request: returns (read tokens, written tokens, write price multiplier).
 
         The read entry is refreshed; an entry is written at every breakpoint past
         the read point whose prefix is at least ``min_tokens`` long; it lands at
         ``now`` (the request's logged response time) for later :meth:`lookup` ``sent`` checks.
         """
-        read = self.lookup(tokens, boundaries, breakpoints, now, hidden, hashes, sent)
+        read = self.lookup(tokens, boundaries, breakpoints, now, hidden, hashes, sent, scope, blocks)
         bps = self._usable(breakpoints, len(tokens))
         if hashes is None:
             hashes = self.prefix_hashes(tokens, [read] + [bp.end for bp in bps])
         if read:
-            key = (read, hashes[read])
+            key = self._key(read, hashes, scope)
             self._entries[key] = (now, self._entries[key][1])
         written, top_ttl = 0, 0.0
         for bp in bps:
             if bp.end + hidden < self.rules.min_tokens:
                 continue
-            key = (bp.end, hashes[bp.end])
+            key = self._key(bp.end, hashes, scope)
             if bp.end > read:
                 written = bp.end - read
                 top_ttl = max(top_ttl, bp.ttl_s)

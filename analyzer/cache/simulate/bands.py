@@ -25,7 +25,11 @@ previous write had not landed yet: the band ``[lagged, expected]``. The rules
   calls, measured on the one real Gemini CLI log we have, so this figure is fitted to it).
 
 A rule applies ("in-thread") only when our tokens show that the call extends the
-previous call's prompt up to its last breakpoint (DeepSeek chat: up to its prompt),
+previous call's prompt up to its last breakpoint (DeepSeek chat: up to its prompt) and,
+for Anthropic, the call can read that entry — it has a breakpoint (``cache_control`` or
+automatic caching; none when the log shows none) whose 20-block lookback reaches it — and
+the previous call is the thread's latest under the same cache scope (model, thinking,
+``tool_choice``: a model switch is a new cache),
 the previous call reported its usage, and the gap is within the retention; the
 expected count is capped at the call's own reported prompt. Automatic caches also take
 the rule when our tokens show a change but the provider read inside its band
@@ -60,6 +64,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import floor_blocks
+from prefixcache.analyzer.cache.provider.caches import AnthropicCache
 from prefixcache.analyzer.cache.provider.rules import ProviderRules
 from prefixcache.analyzer.cache.workload import SimRequest
 
@@ -83,12 +88,30 @@ RULES = ("in-thread", "usage-confirmed", "in-thread-idle", "simulated", "hidden-
          "hidden-prefix-unsized")
 
 
+def _anthropic(rules: ProviderRules) -> bool:
+    return rules.rule_set == "anthropic-breakpoints"
+
+
+def _marks(r: SimRequest, rules: ProviderRules):
+    """The breakpoints the provider applies to ``r`` (Anthropic: none when the log shows it set none)."""
+    return r.anthropic_breakpoints if _anthropic(rules) else r.breakpoints
+
+
 def _last_mark(r: SimRequest, rules: ProviderRules) -> int:
     """Where the previous call's cached prefix ends in our tokens: its last breakpoint
     (breakpoint caches), else its whole prompt."""
-    if rules.max_breakpoints and r.breakpoints:
-        return max(bp.end for bp in r.breakpoints)
+    bps = _marks(r, rules)
+    if rules.max_breakpoints and bps:
+        return max(bp.end for bp in bps)
     return r.num_tokens
+
+
+def _reads_from(r: SimRequest, end: int, rules: ProviderRules) -> bool:
+    """Whether ``r`` can read an entry ending at ``end`` (Anthropic): it has a breakpoint whose
+    20-block lookback reaches ``end``. Other rule sets: always."""
+    if not _anthropic(rules):
+        return True
+    return AnthropicCache(rules).reachable(end, r.boundaries, r.anthropic_breakpoints, r.num_tokens, r.block_pos)
 
 
 def _extends(r: SimRequest, prev: SimRequest, end: int) -> bool:
@@ -188,12 +211,13 @@ def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderR
     prediction ``simulated`` in provider tokens and ``raw``, the same in our tokens (needed
     for the hidden-prefix rules of breakpoint caches; None: not applied). See the module
     docstring."""
-    prev_of: dict[str, SimRequest] = {}
+    prev_of: dict[object, SimRequest] = {}
     sizes = HiddenSizes()
     out = []
     for i, (r, sim) in enumerate(zip(reqs, simulated)):
-        prev = prev_of.get(r.session)
-        prev_of[r.session] = r
+        thread = (r.session, r.scope) if _anthropic(rules) else r.session  # a model switch is another cache
+        prev = prev_of.get(thread)
+        prev_of[thread] = r
         band = Band(sim, sim, "simulated")
         kept = retention[prev.order] if retention is not None and prev is not None else None
         ttl, ttl_max = (kept, kept) if kept else (rules.ttl_s, rules.ttl_max_s or rules.ttl_s)
@@ -203,7 +227,8 @@ def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderR
             if got is not None:
                 lag, exp = got
                 exp = min(exp, r.reported_prompt if r.reported_prompt is not None else exp)
-                if _extends(r, prev, _last_mark(prev, rules)):
+                mark = _last_mark(prev, rules)
+                if _extends(r, prev, mark) and _reads_from(r, mark, rules):
                     band = Band(min(lag, exp), exp, "in-thread-idle" if idle else "in-thread")
                 elif _confirmed(rules, r, min(lag, exp), exp):
                     band = Band(min(lag, exp), exp, "usage-confirmed")

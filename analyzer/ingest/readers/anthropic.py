@@ -5,7 +5,9 @@ Same layouts as the OpenAI reader (JSONL, one JSON body, a JSON list, or
 conventions; field reference: Anthropic API "Messages", "Prompt caching"):
 
 * top-level ``system`` (string or text blocks) → one ``system`` message per block
-  (``path`` ``system[i]``), ``cache_control`` kept as its TTL;
+  (``path`` ``system[i]``), ``cache_control`` kept as its TTL; a top-level ``cache_control``
+  (automatic caching) → ``extra["cache_control"]`` (its TTL), the number of marked blocks →
+  ``extra["cache_control_blocks"]``; ``thinking`` / ``speed`` → ``extra`` (they scope the cache);
 * a user message's ``tool_result`` blocks → one ``tool`` message each
   (``tool_call_id`` = ``tool_use_id``), then one ``user`` message with the
   remaining blocks, if any;
@@ -133,6 +135,22 @@ def tool_of(tool: Any, path: str) -> ToolDef:
                    ttl(tool.get("cache_control"), f"{path}.cache_control"), path)
 
 
+def _marked_blocks(body: dict) -> int:
+    """How many blocks of ``body`` carry a ``cache_control`` mark (tools, system blocks, message content
+    blocks and the blocks inside ``tool_result`` content): the explicit breakpoint slots it uses."""
+    def marked(block: Any) -> int:
+        if not isinstance(block, dict):
+            return 0
+        inner = block.get("content") if block.get("type") == "tool_result" else None
+        return int(block.get("cache_control") is not None) + (marked_all(inner) if isinstance(inner, list) else 0)
+
+    def marked_all(blocks: Any) -> int:
+        return sum(marked(b) for b in blocks) if isinstance(blocks, list) else 0
+
+    return marked_all(body.get("tools")) + marked_all(body.get("system")) + sum(
+        marked_all(m.get("content")) for m in body.get("messages") or [] if isinstance(m, dict))
+
+
 @reader(priority=160)
 class AnthropicReader:
     """Reader for Anthropic Messages bodies (and request/response pairs)."""
@@ -159,9 +177,15 @@ class AnthropicReader:
             messages.extend(message_of(m, f"messages[{i}]"))
         tools = tuple(tool_of(t, f"tools[{i}]") for i, t in enumerate(field(body, "tools", list, default=[])))
         info = common(body, response, record)
-        for key in ("thinking", "anthropic_version", "anthropic_beta"):
+        for key in ("thinking", "anthropic_version", "anthropic_beta", "speed"):
             if body.get(key) is not None:
                 info["extra"][key] = body[key]
+        auto = ttl(body.get("cache_control"), "cache_control")
+        if auto is not None:  # automatic caching: one breakpoint on the last cacheable block
+            info["extra"]["cache_control"] = auto
+        marks = _marked_blocks(body)
+        if marks:
+            info["extra"]["cache_control_blocks"] = marks
         notes = ()
         if any(tc.arguments_inferred for m in messages for tc in m.tool_calls):
             notes = ("tool_use inputs are objects: arguments serialized with json.dumps, as the Anthropic SDK sends them",)

@@ -204,7 +204,7 @@ def common(body: dict, response: dict | None, record: dict) -> dict[str, Any]:
             ts = parse_time(obj[key], where)
             break
     model = field(body, "model", str) or field(resp, "model", str, "response")
-    observed = {"system", "tools", "messages"}
+    observed = {"system", "tools", "messages", "cache_control"}
     observed |= {k for k, v in (("usage", usage), ("timestamp", ts), ("model", model)) if v is not None}
     extra = {k: body[k] for k in EXTRA_KEYS if body.get(k) is not None}
     if (v := verdict(response)) is not None:  # Anthropic diagnostics / OpenAI prompt_cache_diagnostics
