@@ -28,6 +28,9 @@ CODES = {
     # issue 24 (causes a peer linter names precisely): new codes, none renumbered
     "PC104": "user-data-in-prefix", "PC303": "unicode-normalization", "PC304": "json-key-order-in-text",
     "PC406": "few-shot-rotated",
+    # issue 23 (Anthropic breakpoints, checked against promptcachelint): new codes
+    "PC603": "no-cache-breakpoint", "PC604": "too-many-breakpoints", "PC605": "breakpoint-moved-back",
+    "PC606": "lookback-exceeded", "PC607": "writes-never-read",
 }
 
 
