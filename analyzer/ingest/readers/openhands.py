@@ -128,8 +128,9 @@ class OpenHandsCompletionsReader:
         notes = notes_for(messages)
         if record.get("fncall_messages") is not None:
             notes += ("tools were converted to prompt text by OpenHands (fncall_messages holds the native form)",)
-        observed = {"messages", "tools", "system"} | {k for k, v in (("usage", usage), ("timestamp", ts),
-                                                                      ("model", model)) if v is not None}
+        # the messages OpenHands sent, cache_control marks included (it marks them itself)
+        observed = {"messages", "tools", "system", "cache_control"} | {k for k, v in (
+            ("usage", usage), ("timestamp", ts), ("model", model)) if v is not None}
         extra = {k: kwargs[k] for k in EXTRA_KEYS if kwargs.get(k) is not None}
         if record.get("cost") is not None:
             extra["cost"] = record["cost"]

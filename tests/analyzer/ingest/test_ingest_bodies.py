@@ -26,7 +26,7 @@ def test_openai_chat_pairs_list_with_deepseek_usage() -> None:
     assert r1.messages[3].content == "What is in this image?" and [p.type for p in r1.messages[3].parts] == ["image"]
     assert r1.messages[3].text_blocks == ("What is in this image?",)
     assert r0.extra == {"user": "u-42"} and r0.session == r1.session and (r0.index, r1.index) == (0, 1)
-    assert {"usage", "timestamp", "model", "messages", "tools", "system"} == r1.observed
+    assert {"usage", "timestamp", "model", "messages", "tools", "system", "cache_control"} == r1.observed
     assert s.records == 2 and s.skipped == ()
 
 
@@ -121,7 +121,7 @@ def test_openhands_log_completions_chain_across_files() -> None:
 def test_cases_observed_and_no_usage(cases) -> None:
     (r, *_) = list(Ingest([str(existing(CASES) / "clean_append_only.jsonl")]))
     assert r.usage is None and r.timestamp is None and r.model == "gpt-4.1"
-    assert r.observed == frozenset({"system", "tools", "messages", "model"})
+    assert r.observed == frozenset({"system", "tools", "messages", "model", "cache_control"})
 
 
 def test_pairs_with_bodies_as_json_text(tmp_path) -> None:
