@@ -27,13 +27,16 @@ caching documentation as of 2026 (named in every entry's ``source``).
   prompt **and the generated tokens** of a call (cached(k) = 64·⌊(prompt(k−1) +
   completion(k−1))/64⌋ when the write is visible); ``deepseek-reasoner`` the prompt
   only (``real-engines.md``, Providers; measured on real trajectories).
-* **Anthropic** — explicit ``cache_control`` breakpoints (at most 4; the automatic
-  mode puts one on the last block). A cache entry is the exact prefix up to a
-  breakpoint; a lookup at a breakpoint also checks up to 20 earlier content-block
-  boundaries for an entry; the longest hit is read. Entries live 5 min (or 1 h)
-  and are refreshed free on each hit. Prompts shorter than the model's minimum
-  cacheable length are neither written nor read. Writes cost 1.25× (5 min) or 2×
-  (1 h) the base input price, reads 0.1×.
+* **Anthropic** — explicit ``cache_control`` breakpoints (at most 4 slots; automatic
+  caching, a top-level ``cache_control``, puts one on the last cacheable block and takes
+  one slot). No breakpoint, no caching: nothing is written or read. A cache entry is the
+  exact prefix up to a breakpoint, per model (a model switch is a new cache; a thinking
+  or ``tool_choice`` change invalidates the message entries, not tools and system); a
+  lookup at a breakpoint also checks the 20 content blocks before it for an entry; the
+  longest hit is read. Entries live 5 min (or 1 h) and are refreshed free on each hit.
+  Prefixes shorter than the model's minimum cacheable length
+  (:data:`ANTHROPIC_MIN_TOKENS`) are neither written nor read. Writes cost 1.25× (5 min)
+  or 2× (1 h) the base input price, reads 0.1× (0.05× on some models: the price row).
 
 Prices are USD per million input tokens, from the one table keyed by model pattern
 (:mod:`.prices`); every one is still a CLI option (``--price-input``,
@@ -120,13 +123,19 @@ PROVIDERS: dict[str, ProviderRules] = {
                "hours to days retention; hit $0.014 vs miss $0.14 per MTok"),
 }
 
-#: Anthropic minimum cacheable prompt length by model-name fragment (first match wins).
+#: Anthropic minimum cacheable prompt length by model-name fragment (first match wins; unlisted Claude
+#: models: the rules' 1,024). Checked 2026-12-07: the prompt caching page's list as quoted in
+#: anthropic-sdk-python#1194 (4,096 Opus 4.6 / 4.5 and Haiku 4.5; 1,024 Sonnet 4.6 / 4.5, Opus 4.1 / 4,
+#: Sonnet 4 and 3.7; 2,048 Haiku 3.5 / 3 — that issue reports 2,048 observed on Sonnet 4.6, we keep the
+#: documented figure), "What's new in Claude Opus 4.8" (1,024, "lower" than Opus 4.7's), and for Opus 4.7
+#: (2,048) and the 5 family (512 Opus 5 / 5.5, Fable 5.x, Mythos 5.x; 1,024 Sonnet 5 / 5.5) the page as
+#: quoted by dev.to (creeta, 2026) and promptcachelint 0.1.0. Haiku 5.5: not found, the default.
 ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
-    ("opus-4-5", 4096), ("opus-4-6", 4096), ("haiku-4-5", 4096),
-    ("sonnet-4-6", 2048), ("haiku-3-5", 2048), ("3-5-haiku", 2048), ("haiku-3", 2048), ("3-haiku", 2048),
+    ("opus-4-5", 4096), ("opus-4-6", 4096), ("haiku-4-5", 4096), ("opus-4-7", 2048), ("opus-4-8", 1024),
+    ("sonnet-4-6", 1024), ("haiku-3-5", 2048), ("3-5-haiku", 2048), ("haiku-3", 2048), ("3-haiku", 2048),
     ("sonnet-4-5", 1024), ("sonnet-4", 1024), ("opus-4-1", 1024), ("opus-4", 1024),
     ("sonnet-3-7", 1024), ("3-7-sonnet", 1024), ("3-5-sonnet", 1024), ("sonnet-3-5", 1024),
-    ("opus-5", 512), ("sonnet-5", 512), ("haiku-5", 512),
+    ("opus-5", 512), ("fable-5", 512), ("mythos-5", 512), ("sonnet-5", 1024),
 )
 #: Gemini minimum prompt for implicit caching by model-name fragment (first match wins): the caching page
 #: (ai.google.dev/gemini-api/docs/caching, checked 2026-12-04) lists 4,096 for 3.x and later, 2,048 for 2.5

@@ -179,7 +179,8 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         usage_only_requests=sum(p.usage_only for p in items), reported=reported_row(usage),
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
         warnings=capacity_warnings(options.cache, results, reqs) + (
-            provider_warnings(options.cache, [p.request.model for p in items]) if spec.traits.priced else []),
+            provider_warnings(options.cache, [p.request.model for p in items]) if spec.traits.priced else []) + (
+            breakpoint_warnings(rules, reqs) if rules is not None else []),
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)),
         sampled=sampled)
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
@@ -210,6 +211,25 @@ def provider_warnings(cache: str, models: Sequence[str | None]) -> list[str]:
                        f"prices follow {cache}'s rules and rows; pass --cache {other} for that provider's")
         elif line := price_warning(cache, model):
             out.append(line)
+    return out
+
+
+def breakpoint_warnings(rules, reqs: Sequence[SimRequest]) -> list[str]:
+    """Anthropic rules (``rules.rule_set``): one line for the requests whose logged body sets no
+    breakpoint (nothing is cached for them), one for those whose log cannot show breakpoints (an
+    agent transcript: the agent's usual placement is assumed, :class:`~..workload.Marks`)."""
+    if rules.rule_set != "anthropic-breakpoints" or not reqs:
+        return []
+    none = sum(r.mark_source == "none" for r in reqs)
+    agent = sum(r.mark_source == "agent" for r in reqs)
+    out = []
+    if none:
+        out.append(f"{none} of {len(reqs)} request(s) set no cache_control and no automatic caching (a top-level "
+                   "cache_control): Anthropic writes and reads nothing for them (lint: PC603)")
+    if agent:
+        out.append(f"breakpoints not in the log for {agent} of {len(reqs)} request(s) (set by the agent, which logs "
+                   "no request body): assumed at the end of the system prompt and tools and at the end of the "
+                   "prompt, where Claude Code puts them")
     return out
 
 

@@ -84,9 +84,12 @@ class BelowProviderMinimum(Rule):
     """The prompt is shorter than the provider's minimum cacheable length.
 
     What it does:
-        For hosted models with a known minimum (Anthropic 1,024–4,096 tokens by
+        For hosted models with a known minimum (Anthropic 512–4,096 tokens by
         model, OpenAI 1,024), reports the first request of a session whose prompt
-        reuses an earlier prefix in theory but is too short to be cached at all.
+        reuses an earlier prefix in theory but is too short to be cached at all. For
+        an Anthropic request whose log shows its cache_control marks, the length is
+        the prefix up to its last breakpoint: a long prompt whose marks end early
+        caches nothing either.
     Why it breaks caching:
         Providers silently skip caching below the minimum: no cache write, no
         cache read, no error. The reusable tokens lint computes are never served.
@@ -109,11 +112,15 @@ class BelowProviderMinimum(Rule):
         req, n = prepared.request, prepared.prompt_tokens
         found = provider_minimum(req.model)
         shared = state.get("shared", 0)
+        _, marked = _anthropic_call(prepared, state)
+        what = "prompt"
+        if marked is not None and marked.breakpoints:  # what is cached is the prefix up to the last breakpoint
+            n, what = marked.last, "prefix up to the last cache_control breakpoint"
         if found is None or n == 0 or n >= found[0] or shared <= 0 or prepared.tokens is None:
             return
         if req.observed and "messages" not in req.observed:  # prompt not in the log: length unknown
             return
-        reported = req.usage.prompt_tokens if req.usage is not None else None
+        reported = req.usage.prompt_tokens if req.usage is not None and what == "prompt" else None
         if shared < MIN_SHARED or (reported is not None and reported >= found[0]):
             return  # a few template tokens are no reuse; the provider saw a long enough prompt
         seen = state.setdefault(self.code, set())
@@ -123,7 +130,7 @@ class BelowProviderMinimum(Rule):
         minimum, provider = found
         approx = "" if prepared.tokens.exact else "~"
         yield Finding(self.code, self.name, self.severity, req.session, req.index, "prompt", "", None, None,
-                      f"prompt of {approx}{n:,} tokens is below {provider}'s {minimum:,}-token minimum for "
+                      f"{what} of {approx}{n:,} tokens is below {provider}'s {minimum:,}-token minimum for "
                       f"{req.model}: the {shared:,} reusable tokens will not be served from its cache",
                       self.fix, **origin(req),
                       certain=prepared.tokens.exact)
