@@ -149,10 +149,12 @@ CASES: tuple[PeerCase, ...] = (
 
 #: Scope cases for simulate (the peer's CL003): a model switch and a thinking switch.
 SCOPE_CASES: tuple[PeerCase, ...] = (
-    PeerCase("model-switch", "test_analyze.py::test_scope_changes / test_review_round3.py::test_marked_head_across_models_is_not_an_unexplained_miss",
-             [(turn(0), 1, (10, 0, 1600)), (turn(1, model="claude-sonnet-5"), 2, (10, 0, 1620))],
+    PeerCase("model-switch", "test_review_round3.py::test_marked_head_across_models_is_not_an_unexplained_miss",
+             [(body(user=f"u{i}", mark_last=True, model=m), i, (0, 0, 1700))
+              for i, m in enumerate(["claude-opus-5", "claude-sonnet-5"])],
              peer=("CL003",), ours=()),
+    PeerCase("model-switch-conversation", "test_analyze.py::test_scope_changes",
+             [(turn(0), 1, None), (turn(1, model="claude-sonnet-5"), 2, None)], peer=("CL003",), ours=()),
     PeerCase("thinking-switch", "test_analyze.py::test_scope_changes",
-             [(turn(0), 1, (10, 0, 1600)), (turn(1, thinking={"type": "adaptive"}), 2, (30, 1590, 0))],
-             peer=("CL003",), ours=()),
+             [(turn(0), 1, None), (turn(1) | {"thinking": {"type": "adaptive"}}, 2, None)], peer=("CL003",), ours=()),
 )

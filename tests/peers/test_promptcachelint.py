@@ -10,7 +10,7 @@ import pytest
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.engine import Linter
 from prefixcache.analyzer.prepare import prepare
-from tests.peers.promptcachelint import CASES, SCOPE_CASES, PeerCase
+from tests.peers.promptcachelint import CASES, SCOPE_CASES, PeerCase, turn
 from tests.test_doc_figures import run_json
 
 #: The peer's codes and ours for the same request-side misconfiguration.
@@ -43,36 +43,52 @@ def test_each_finding_is_on_the_request_the_peer_names(tmp_path):
         assert [rec for code, rec in lint_codes(case, tmp_path) if code.startswith("PC6")] == [2], name
 
 
-def _calls(case: PeerCase, tmp_path) -> list[dict]:
-    return run_json(["simulate", str(case.write(tmp_path / f"{case.name}.jsonl")), "--cache", "anthropic"])["calls"]
+def _run(case: PeerCase, tmp_path) -> dict:
+    return run_json(["simulate", str(case.write(tmp_path / f"{case.name}.jsonl")), "--cache", "anthropic",
+                     "--per-request"])
+
+
+def _predicted(case: PeerCase, tmp_path) -> list[int]:
+    return [r["cached_tokens"] for r in _run(case, tmp_path)["requests"]]
+
+
+def _case(name: str) -> PeerCase:
+    return next(c for c in (*CASES, *SCOPE_CASES) if c.name == name)
 
 
 def test_no_read_is_predicted_across_a_model_switch(tmp_path):
-    """The peer's CL003 (model): caches are per model, so the second call (claude-sonnet-5 after
-    claude-opus-5, same prefix) reads nothing, and the band says so."""
-    first, second = _calls(next(c for c in SCOPE_CASES if c.name == "model-switch"), tmp_path)
-    assert first["predicted_cached_tokens"] == 0
-    assert (second["predicted_cached_tokens"], second["expected_cached_tokens"], second["rule"]) == (0, 0, "simulated")
+    """The peer's CL003 (model): caches are per model. Its cross-model case (claude-opus-5 then
+    claude-sonnet-5, the same marked system prompt, both calls reporting 1,700 written and 0 read):
+    we predict no read, and the call is exact; a conversation switched to another model reads nothing."""
+    doc = _run(_case("model-switch"), tmp_path)
+    assert [r["cached_tokens"] for r in doc["requests"]] == [0, 0]
+    assert [(c["expected_cached_tokens"], c["reported_cached_tokens"]) for c in doc["calls"]] == [(0, 0), (0, 0)]
+    assert _predicted(_case("model-switch-conversation"), tmp_path) == [0, 0]
 
 
 def test_a_thinking_switch_keeps_only_the_system_entry(tmp_path):
     """The peer's CL003 (thinking): a thinking change invalidates the message entries, not tools and
-    system: the second call reads the marked system prompt, not the conversation entry, and the
-    in-thread rule (which would count the whole previous prefix) does not apply."""
-    case = next(c for c in SCOPE_CASES if c.name == "thinking-switch")
-    _, second = _calls(case, tmp_path)
-    assert second["rule"] == "simulated"
-    assert 0 < second["predicted_cached_tokens"] < second["prompt_tokens"] - 5
-    same = PeerCase("same-thinking", case.test, [case.records[0], (case.records[1][0] | {"thinking": None}, 2,
-                                                                   case.records[1][2])], (), ())
-    _, kept = _calls(same, tmp_path)
-    assert kept["rule"] == "in-thread" and kept["predicted_cached_tokens"] > second["predicted_cached_tokens"]
+    system: the second call reads the marked system prompt, not the conversation entry."""
+    case = _case("thinking-switch")
+    switched = _predicted(case, tmp_path)
+    same = PeerCase("same-thinking", case.test, [case.records[0], (turn(1), 2, None)], (), ())
+    kept = _predicted(same, tmp_path)
+    assert switched[0] == kept[0] == 0
+    assert 1000 < switched[1] < kept[1]
+
+
+def test_in_thread_band_on_the_peers_clean_conversation(tmp_path):
+    """The peer's clean conversation (its usage: 1,600 written, then 1,600 and 1,620 read): the in-thread
+    rule holds every reported read exactly."""
+    calls = _run(_case("clean-conversation"), tmp_path)["calls"]
+    assert [(c["rule"], c["expected_cached_tokens"], c["reported_cached_tokens"]) for c in calls[1:]] == [
+        ("in-thread", 1600, 1600), ("in-thread", 1620, 1620)]
 
 
 def test_no_breakpoint_means_no_write_and_no_read(tmp_path):
     """The issue's complaint: a request without cache_control (and without automatic caching) is
-    predicted to read nothing and to write nothing, though its prefix repeats."""
-    case = next(c for c in CASES if c.name == "no-breakpoint")
-    doc = run_json(["simulate", str(case.write(tmp_path / "nb.jsonl")), "--cache", "anthropic"])
-    assert [c["predicted_cached_tokens"] for c in doc["calls"]] == [0, 0]
+    predicted to read nothing and to write nothing, though its prefix repeats (before: 1,208 read)."""
+    doc = _run(_case("no-breakpoint"), tmp_path)
+    assert [r["cached_tokens"] for r in doc["requests"]] == [0, 0]
     assert [c["expected_cached_tokens"] for c in doc["calls"]] == [0, 0]
+    assert doc["results"][0]["written_tokens"] == 0
