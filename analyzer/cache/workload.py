@@ -29,6 +29,7 @@ from prefixcache.analyzer.cache.base import BlockHash
 from prefixcache.analyzer.cache.index.block_hash import hash_blocks
 from prefixcache.analyzer.cache.index.compact import Shared
 from prefixcache.analyzer.cache.provider.caches import AnthropicCache, Breakpoint
+from prefixcache.analyzer.cache.provider.prices import provider_of
 from prefixcache.analyzer.cache.index.trace_sessions import SESSIONLESS_FORMATS
 from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.sequence import InputOrder, arrival_order
@@ -207,13 +208,17 @@ def request_marks(req: Request, segments) -> Marks:
     if auto and ends:  # automatic caching: a breakpoint on the last cacheable block
         if not any(bp.end == max(ends) for bp in out):
             out.append(Breakpoint(max(ends), TTL_CODES.get(str(auto), 300.0)))
-    logged = "cache_control" in req.observed
+    # a body sent to another provider's model (a what-if) carries no Anthropic marks: its lack of them says nothing
+    other = provider_of(req.model) not in (None, "anthropic") and req.format != "anthropic-messages"
+    logged = "cache_control" in req.observed and not (other and not out)
     marked = int(extra.get("cache_control_blocks") or 0) or sum(1 for bp in out if not auto or bp.end != max(ends))
     slots = (marked + (1 if auto else 0)) if logged else 0
     if out:
         source = "logged" if marked else "automatic"
         return Marks(tuple(sorted(out, key=lambda b: b.end)), source, slots, guess)
-    return Marks((), "none", slots, guess) if logged else Marks(guess, "agent", 0, guess)
+    if logged:
+        return Marks((), "none", slots, guess)
+    return Marks(guess, "other" if other and "cache_control" in req.observed else "agent", 0, guess)
 
 
 def cache_scope(req: Request) -> tuple[str, str]:

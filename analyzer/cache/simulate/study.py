@@ -226,6 +226,11 @@ def breakpoint_warnings(rules, reqs: Sequence[SimRequest]) -> list[str]:
     if none:
         out.append(f"{none} of {len(reqs)} request(s) set no cache_control and no automatic caching (a top-level "
                    "cache_control): Anthropic writes and reads nothing for them (lint: PC603)")
+    other = sum(r.mark_source == "other" for r in reqs)
+    if other:
+        out.append(f"{other} of {len(reqs)} request(s) went to another provider's model and carry no cache_control: "
+                   "for this what-if, breakpoints are assumed at the end of the system prompt and tools and at the "
+                   "end of the prompt")
     if agent:
         out.append(f"breakpoints not in the log for {agent} of {len(reqs)} request(s) (set by the agent, which logs "
                    "no request body): assumed at the end of the system prompt and tools and at the end of the "

@@ -457,13 +457,13 @@ class WritesNeverRead(Rule):
         if cur is None or u is None or not u.cache_write_tokens or u.cached_tokens or not cur.head_end:
             return
         head = (cur.scope[0], xxhash.xxh3_64_intdigest(int64_bytes(cur.ids[:cur.head_end])))
-        writes = state.setdefault("anthropic_writes", {})
+        writes = state.setdefault("anthropic_writes", {})  # head -> (time, head marked, longest TTL) of its last write
         prev = writes.get(head)
-        writes[head] = cur
-        if prev is None or any(bp.end <= cur.head_end for bp in (*cur.breakpoints, *prev.breakpoints)):
+        marked = any(bp.end <= cur.head_end for bp in cur.breakpoints)
+        writes[head] = (cur.time, marked, max((bp.ttl_s for bp in cur.breakpoints), default=300.0))
+        if prev is None or marked or prev[1]:
             return  # a marked head that is not read is a provider-side miss, not placement
-        ttl = max((bp.ttl_s for bp in prev.breakpoints), default=300.0)
-        if cur.time is not None and prev.time is not None and cur.time - prev.time > max(ttl, 300.0):
+        if cur.time is not None and prev[0] is not None and cur.time - prev[0] > prev[2]:
             return
         if _once(self, state, prepared.request.session):
             yield _finding(self, prepared, f"wrote {u.cache_write_tokens:,} tokens and read none, like an earlier "
