@@ -234,7 +234,7 @@ def breakpoint_warnings(rules, reqs: Sequence[SimRequest]) -> list[str]:
     if agent:
         out.append(f"breakpoints not in the log for {agent} of {len(reqs)} request(s) (set by the agent, which logs "
                    "no request body): assumed at the end of the system prompt and tools and at the end of the "
-                   "prompt, where Claude Code puts them")
+                   "prompt, Claude Code's placement")
     return out
 
 
