@@ -20,6 +20,7 @@ request at a time; the prepared request itself need not be kept).
 from __future__ import annotations
 
 import json
+import sys
 from array import array
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -73,7 +74,8 @@ class SimRequest:
     breakpoint, and ``breakpoints`` holds only the agent placement OpenAI's implicit rule still uses —
     :attr:`anthropic_breakpoints` is empty); ``scope``: the cache scope (:func:`cache_scope`);
     ``head_end``: where the system prompt and tools end (tokens); ``block_pos``: content blocks up to
-    each boundary (:func:`block_positions`, the lookback's unit; None: one block per boundary).
+    each of ``boundaries`` (:func:`block_positions`, the lookback's unit; a compact array aligned with
+    ``boundaries``; empty: one block per boundary).
     """
 
     order: int
@@ -106,7 +108,7 @@ class SimRequest:
     mark_source: str = "agent"
     scope: tuple[str, str] = ("", "")
     head_end: int = 0
-    block_pos: Mapping[int, int] | None = None
+    block_pos: Sequence[int] = ()
     _chains: dict[tuple[int, str | None], Sequence[BlockHash]] | None = field(
         default=None, init=False, repr=False, compare=False)
     _cuts: dict[int, int] | None = field(default=None, init=False, repr=False, compare=False)
@@ -134,6 +136,12 @@ class SimRequest:
         """The breakpoints Anthropic applies: none when the log shows the request set none (no
         ``cache_control``, no automatic caching), else :attr:`breakpoints`."""
         return () if self.mark_source == "none" else self.breakpoints
+
+    def blocks(self) -> dict[int, int] | None:
+        """``block_pos`` as boundary → content blocks up to it (None when not kept)."""
+        if not self.block_pos or len(self.block_pos) != len(self.boundaries):
+            return None
+        return dict(zip(self.boundaries, self.block_pos))
 
     def prefix_hashes(self) -> dict[int, int]:
         """Hash of the prompt up to each content-block boundary and breakpoint
@@ -234,8 +242,8 @@ def cache_scope(req: Request) -> tuple[str, str]:
         v = extra.get(key)
         return "" if v is None else json.dumps(v, sort_keys=True, separators=(",", ":"), default=str)
 
-    head = f"{(req.model or '').lower()}|speed={part('speed')}"
-    return head, f"{head}|thinking={part('thinking')}|tool_choice={part('tool_choice')}"
+    head = sys.intern(f"{(req.model or '').lower()}|speed={part('speed')}")  # one string per distinct scope
+    return head, sys.intern(f"{head}|thinking={part('thinking')}|tool_choice={part('tool_choice')}")
 
 
 def message_blocks(req: Request, seg) -> int:
@@ -286,7 +294,7 @@ def _sim_request(p, tokens: Sequence[int] | None, hashes: Sequence[int] | None) 
         boundaries=array("I", sorted({s.end for s in segs if s.kind in _CONTENT})),
         breakpoints=marks.breakpoints if marks.source != "none" else marks.guess, mark_source=marks.source,
         scope=cache_scope(r), head_end=max((s.end for s in segs if s.kind in ("system", "tool", "opaque")), default=0),
-        block_pos=block_positions(r, segs), salt=str(salt) if salt else None, hidden_tokens=hidden,
+        block_pos=array("I", block_positions(r, segs).values()), salt=str(salt) if salt else None, hidden_tokens=hidden,
         exact=bool(p.tokens.exact), reply_ends=_reply_ends(r, segs),
         tool_spans=tuple((s.start, s.end) for s in segs
                          if s.kind == "message" and 0 <= s.ref < len(r.messages) and r.messages[s.ref].role == "tool"),

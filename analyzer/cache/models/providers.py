@@ -135,7 +135,7 @@ class AnthropicModel(CacheModel):
     def step(self, r: SimRequest) -> Hit:
         tokens = self._tokens(r)
         return Hit(*self.cache.step(tokens, r.boundaries, r.anthropic_breakpoints, r.now, r.hidden_tokens,
-                                    r.prefix_hashes(), r.sent, scope_of(r), r.block_pos))
+                                    r.prefix_hashes(), r.sent, scope_of(r), r.blocks()))
 
     def granular(self, r: SimRequest, shared: int) -> int:
         if self._shadow is None:

@@ -111,7 +111,7 @@ def _reads_from(r: SimRequest, end: int, rules: ProviderRules) -> bool:
     20-block lookback reaches ``end``. Other rule sets: always."""
     if not _anthropic(rules):
         return True
-    return AnthropicCache(rules).reachable(end, r.boundaries, r.anthropic_breakpoints, r.num_tokens, r.block_pos)
+    return AnthropicCache(rules).reachable(end, r.boundaries, r.anthropic_breakpoints, r.num_tokens, r.blocks())
 
 
 def _extends(r: SimRequest, prev: SimRequest, end: int) -> bool:
