@@ -170,8 +170,9 @@ def _group(kind: str, ref: int, last_assistant: int) -> str:
 #: (``logged``), only the top-level automatic mark (``automatic``), none although the log would show
 #: them (``none``: the provider caches nothing), or an agent transcript that cannot show them
 #: (``agent``: the agent's usual placement is assumed — end of the system prompt and tools, end of
-#: the prompt — as Claude Code places them).
-MARK_SOURCES = ("logged", "automatic", "none", "agent")
+#: the prompt — as Claude Code places them), or a body without marks sent to another provider's model
+#: (``other``: a what-if for Anthropic; the same placement is assumed).
+MARK_SOURCES = ("logged", "automatic", "none", "agent", "other")
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,9 +233,9 @@ def request_marks(req: Request, segments) -> Marks:
 def cache_scope(req: Request) -> tuple[str, str]:
     """What a cache entry is scoped by besides its prefix, as ``(head, messages)``: entries are
     per model (a model switch starts a new cache); a change of ``speed`` invalidates the system and
-    message entries, and a change of ``thinking`` or ``tool_choice`` the message entries only
-    (Anthropic's "what invalidates the cache" table; tool, system and image changes are in the
-    prompt itself). ``head`` scopes entries ending within the system prompt and tools, ``messages``
+    message entries (here the tools entries too: the head is not split), and a change of ``thinking``
+    or ``tool_choice`` the message entries only (Anthropic's "what invalidates the cache" table; tool,
+    system and image changes are in the prompt itself). ``head`` scopes entries ending within the system prompt and tools, ``messages``
     the others."""
     extra = req.extra if isinstance(req.extra, Mapping) else {}
 
