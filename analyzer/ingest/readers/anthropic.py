@@ -6,7 +6,7 @@ conventions; field reference: Anthropic API "Messages", "Prompt caching"):
 
 * top-level ``system`` (string or text blocks) → one ``system`` message per block
   (``path`` ``system[i]``), ``cache_control`` kept as its TTL; a top-level ``cache_control``
-  (automatic caching) → ``extra["cache_control"]`` (its TTL), the number of marked blocks →
+  (automatic caching) → ``extra["cache_control"]`` (its TTL, read by ``common``), the number of marked blocks →
   ``extra["cache_control_blocks"]``; ``thinking`` / ``speed`` → ``extra`` (they scope the cache);
 * a user message's ``tool_result`` blocks → one ``tool`` message each
   (``tool_call_id`` = ``tool_use_id``), then one ``user`` message with the
@@ -180,9 +180,6 @@ class AnthropicReader:
         for key in ("thinking", "anthropic_version", "anthropic_beta", "speed"):
             if body.get(key) is not None:
                 info["extra"][key] = body[key]
-        auto = ttl(body.get("cache_control"), "cache_control")
-        if auto is not None:  # automatic caching: one breakpoint on the last cacheable block
-            info["extra"]["cache_control"] = auto
         marks = _marked_blocks(body)
         if marks:
             info["extra"]["cache_control_blocks"] = marks

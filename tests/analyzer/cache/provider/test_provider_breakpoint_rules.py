@@ -128,3 +128,22 @@ def test_minimums_by_model():
                     "claude-sonnet-4-5": 1024, "claude-3-5-haiku-20241022": 2048, "claude-opus-5": 512,
                     "claude-opus-5-5": 512, "claude-fable-5-1": 512, "claude-sonnet-5": 1024,
                     "claude-sonnet-5-5": 1024, "claude-haiku-5-5": 1024}
+
+
+def test_openai_chat_body_for_a_claude_model_reads_top_level_automatic_caching(tmp_path):
+    """An OpenAI-style body for a Claude model (OpenRouter) with a top-level cache_control is automatic
+    caching; the same body for an OpenAI model is a what-if whose placement is assumed and said."""
+    def chat(model: str, n: int, auto: bool) -> dict:
+        msgs = [{"role": "system", "content": SYSTEM}]
+        for i in range(n):
+            msgs += [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+        msgs.append({"role": "user", "content": f"question {n}"})
+        return {"model": model, "messages": msgs, **({"cache_control": {"type": "ephemeral"}} if auto else {})}
+
+    claude = "anthropic/claude-sonnet-4.5"
+    assert _predicted(tmp_path, [chat(claude, 0, True), chat(claude, 1, True)])[1] > 1000
+    assert _predicted(tmp_path, [chat(claude, 0, False), chat(claude, 1, False)]) == [0, 0]
+    doc = run_json(["simulate", _log(tmp_path, [chat("gpt-4.1", 0, False), chat("gpt-4.1", 1, False)]),
+                    "--cache", "anthropic", "--per-request"])
+    assert doc["requests"][1]["cached_tokens"] > 1000
+    assert any("went to another provider's model" in w for w in doc["warnings"])
