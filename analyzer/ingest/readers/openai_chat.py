@@ -207,8 +207,8 @@ def common(body: dict, response: dict | None, record: dict) -> dict[str, Any]:
     observed = {"system", "tools", "messages", "cache_control"}
     observed |= {k for k, v in (("usage", usage), ("timestamp", ts), ("model", model)) if v is not None}
     extra = {k: body[k] for k in EXTRA_KEYS if body.get(k) is not None}
-    if (auto := ttl(body.get("cache_control"), "cache_control")) is not None:
-        extra["cache_control"] = auto  # automatic caching (Anthropic, and OpenRouter bodies for Claude models)
+    if isinstance(body.get("cache_control"), dict):  # automatic caching (Anthropic; OpenRouter bodies for Claude)
+        extra["cache_control"] = ttl(body["cache_control"], "cache_control")
     if (v := verdict(response)) is not None:  # Anthropic diagnostics / OpenAI prompt_cache_diagnostics
         extra["provider_diagnostics"] = v
     return dict(model=model, timestamp=ts, usage=usage, observed=frozenset(observed), extra=extra)
