@@ -67,6 +67,7 @@ def _environment() -> Environment:
         pct=lambda v: "—" if v is None else f"{100 * v:.1f}%",
         sec=lambda v: "—" if v is None else f"{v:.3f}",
         usd=lambda v: "—" if v is None else f"${v:,.4f}",
+        gib=lambda v: "—" if v is None else f"{v / 2**30:,.2f} GiB",
         island=_json_island,
     )
     return env
@@ -136,6 +137,7 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
         "replay": _replay(docs.replay), "fleet": _fleet(docs.fleet), "plotly": plotly_js_packed(),
         "reuse_time": reuse_time.section(sim),
         "bounded": lint.get("report_bounded"), "replay_bounded": docs.replay_bounded,
+        "answers": docs.answers or None, "canon": docs.canonicalize,
     }
 
 
