@@ -245,6 +245,8 @@ def gather(paths: Sequence[str], options: ReportOptions,
     run = lint_paths(paths, options.lint, options.input_format, None, on_request)  # skip reasons redacted there
     priced = [(r.model, r.prompt_tokens or r.reported_prompt_tokens or 0) for r in run.results]
     cache, chosen_by = options.cache_for(m for m, _ in priced)
+    if fleet is not None and options.cache == "auto" and fleet.get("cache") in MODELS:
+        cache, chosen_by = fleet["cache"], "the fleet document's cache (its replicas are self-hosted)"
     if saved is not None:
         cache, chosen_by = saved.get("cache", cache), f"the saved simulate document ({options.simulate_path})"
     lint = bound_lint(_json(run.report()))
