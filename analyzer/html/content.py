@@ -142,7 +142,7 @@ class ReportOptions:
     def hosted(cache: str) -> bool:
         """Whether ``cache`` is a provider's (priced; no capacity a user sizes). The report runs
         ``--survival`` on engine caches only: on a provider's token-granular cache it replays
-        every token (about 40 s for the 3.6M-token Claude Code sample against 1 s without)."""
+        every token (11 CPU seconds for the 3.6M-token Claude Code sample against 1.3 without)."""
         model = MODELS.get(cache)
         return model is not None and model.traits.priced
 
