@@ -99,6 +99,7 @@ def test_first_screen_answers_equal_the_commands_json(browser, tmp_path, name) -
     assert got["reuse.served_tokens"] == n(r["cached_tokens"])
     if hosted:
         assert got["reuse.reported.cached_tokens"] == n(sim["reported"]["cached_tokens"])
+        assert got["reuse.reported.prompt_tokens"] == n(sim["reported"]["prompt_tokens"])
         c = sim["cost"]
         assert got["reuse.cost.billed"] == usd(c["reported_usd_with_cache"])
         assert got["reuse.cost.without"] == usd(c["reported_usd_without_cache"])
