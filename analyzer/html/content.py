@@ -97,7 +97,7 @@ class ReportOptions:
         """The cache simulated for requests of ``models`` and why: ``--cache`` when given, else
         the provider of most of them (:func:`provider_of`), else ``vllm``."""
         if self.cache != "auto":
-            return self.cache, f"as --cache asks"
+            return self.cache, "as --cache asks"
         models = list(models)
         found = Counter(p for p in map(provider_of, models) if p is not None)
         if not found:

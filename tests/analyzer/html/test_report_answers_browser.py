@@ -13,15 +13,12 @@ without ``/usr/bin/chromium`` (``PREFIXCACHE_STRICT_SKIPS=1`` fails instead), li
 
 from __future__ import annotations
 
-import html
-import re
-import shlex
-
 import orjson
 import pytest
 from typer.testing import CliRunner
 
 from prefixcache.cli.app import app
+from tests.analyzer.html.test_report_html import shown_command
 from tests.analyzer.html.test_report_html_browser import browser, load  # noqa: F401  (the fixture)
 from tests.helpers import SAMPLES, existing
 
@@ -44,14 +41,6 @@ def run_json(argv: list[str]) -> dict | None:
         return None
     assert res.exit_code in (0, 1), res.output
     return orjson.loads(res.stdout)
-
-
-def shown_command(page_html: str, name: str) -> list[str]:
-    m = re.search(rf'<pre class="cmd" data-command="{name}">(.*?)</pre>', page_html, re.S)
-    assert m, f"no {name} command in the page"
-    argv = shlex.split(html.unescape(m.group(1)))
-    assert argv[0] == "prefixcache"
-    return argv[1:]
 
 
 def n(v: int) -> str:
