@@ -85,7 +85,8 @@ def sizing(reqs: Sequence[SimRequest], spec: CacheSpec, target: float = DEFAULT_
                   round(hit / ideal, 6), prof.unique_blocks)
 
 
-def _gib(n: int) -> str:
+def kv_size(n: int) -> str:
+    """``n`` bytes as the sizing line writes them: GiB (2 decimals) from 256 MiB, else MiB (1 decimal)."""
     return f"{n / 2**30:,.2f} GiB" if n >= 2**28 else f"{n / 2**20:,.1f} MiB"
 
 
@@ -97,7 +98,7 @@ def sizing_line(s: Sizing, kv_name: str | None = None) -> str:
         return (f"nothing here is reusable by a {s.cache} cache ({s.block_size}-token blocks): "
                 f"no cache size helps")
     size = f"{s.capacity_tokens:,} tokens = {s.capacity_blocks:,} {s.block_size}-token blocks"
-    head = (f"{_gib(s.capacity_bytes)} of KV ({size}{f', {kv_name}' if kv_name else ''})" if s.capacity_bytes
+    head = (f"{kv_size(s.capacity_bytes)} of KV ({size}{f', {kv_name}' if kv_name else ''})" if s.capacity_bytes
             else f"{size} of KV")
     return (f"{head} reaches {100 * s.target:g}% of the ideal on a self-hosted {s.cache} LRU cache: "
             f"{s.hit_tokens:,} of the {s.ideal_tokens:,} tokens an unbounded cache serves "

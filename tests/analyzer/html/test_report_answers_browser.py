@@ -17,6 +17,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from prefixcache.analyzer.cache.simulate.sizing import kv_size
 from prefixcache.cli.app import app
 from tests.analyzer.html.test_report_html import shown_command
 from tests.analyzer.html.test_report_html_browser import browser, load  # noqa: F401  (the fixture)
@@ -128,7 +129,7 @@ def test_first_screen_answers_equal_the_commands_json(browser, tmp_path, name) -
     # 4. sizing: the GiB of KV that reaches 90% of the ideal, and a plain simulate at that capacity agrees
     z = sim["analyses"]["sizing"]
     assert z["target"] == 0.9 and z["kv_bytes_per_token"] == 131072  # llama-3-8b, the default preset
-    assert got["sizing.capacity_bytes"] == f"{z['capacity_bytes'] / 2**30:,.2f} GiB"
+    assert got["sizing.capacity_bytes"] == kv_size(z["capacity_bytes"]) == f"{z['capacity_bytes'] / 2**30:,.2f} GiB"
     assert n(z["capacity_tokens"]) in got["sizing.line"] and n(z["hit_tokens"]) in got["sizing.line"]
     blocks = z["capacity_blocks"]
     at = run_json(["simulate", log, "--cache", "vllm", "--capacity", f"{blocks}blocks,{blocks - 1}blocks", "--json"])

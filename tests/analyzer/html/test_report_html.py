@@ -79,7 +79,9 @@ def test_summary_cells_are_the_documents_figures(case_page) -> None:
     assert shown["summary.reusable_fraction"] == f"{100 * s['reusable_fraction']:.1f}%"
     for code, v in s["lost_tokens_by_code"].items():
         assert shown[f"summary.lost_tokens_by_code.{code}"] == f"{v:,}"
-    assert shown["sim.results.0.cached_tokens"] == f"{sim['results'][0]['cached_tokens']:,}"
+    row = island(case_page, "doc-answers")["row"]  # the 100% lru row: no --capacity given, never the 5% one
+    assert sim["results"][row]["capacity"] == "100%" and sim["results"][row]["policy"] == "lru"
+    assert shown[f"sim.results.{row}.cached_tokens"] == f"{sim['results'][row]['cached_tokens']:,}"
     assert s["lost_tokens_by_code"] == {"PC101": 3180}  # the case's break, in the page
 
 
