@@ -53,6 +53,9 @@ DEFAULT_POLICIES = ("lru", "belady")
 SIZING_KV_MODEL = "llama-3-8b"
 #: The format canonicalize's figures are read back in (every log format can be written as it).
 CANONICALIZE_TO = "openai"
+#: Prompt tokens (lint's count) above which the report leaves canonicalize to its own command: it
+#: tokenizes the log three times more (before, rewritten, written back), about 3× lint's time.
+CANONICALIZE_MAX_TOKENS = 20_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +259,11 @@ def gather(paths: Sequence[str], options: ReportOptions,
         saved = bound_simulate(_json(simulate(paths, options.simulate_options(cache), on_prepared=on_request)))
         seconds["simulate"] = round(time.perf_counter() - t0, 3)
     canon, canon_note = None, None
-    if lint["summary"]["prompt_tokens"]:
+    traced = all(r["exact"] is None for r in lint["requests"] if not r["usage_only"])  # block traces: refused at once
+    if lint["summary"]["prompt_tokens"] > CANONICALIZE_MAX_TOKENS and not traced:
+        canon_note = (f"canonicalize: not run here on {lint['summary']['prompt_tokens']:,} prompt tokens (more than "
+                      f"{CANONICALIZE_MAX_TOKENS:,}); run the canonicalize command shown for its figures")
+    elif lint["summary"]["prompt_tokens"]:
         t0 = time.perf_counter()
         canon, canon_note = canonicalized(paths, options)
         seconds["canonicalize"] = round(time.perf_counter() - t0, 3)
