@@ -96,11 +96,14 @@ class ReportOptions:
         if self.diff_window < 1:
             raise ConfigError("--window must be >= 1")
 
-    def cache_for(self, models: Iterable[str | None]) -> tuple[str, str]:
+    def cache_for(self, models: Iterable[str | None], traced: bool = False) -> tuple[str, str]:
         """The cache simulated for requests of ``models`` and why: ``--cache`` when given, else
-        the provider of most of them (:func:`provider_of`), else ``vllm``."""
+        ``vllm`` for a block trace (``traced``: hash ids only; a provider's rules need tokens),
+        else the provider of most of them (:func:`provider_of`), else ``vllm``."""
         if self.cache != "auto":
             return self.cache, "as --cache asks"
+        if traced:
+            return "vllm", "a block trace (hash ids, no tokens for a provider's rules), so a self-hosted vLLM cache"
         models = list(models)
         found = Counter(p for p in map(provider_of, models) if p is not None)
         if not found:
@@ -246,8 +249,10 @@ def gather(paths: Sequence[str], options: ReportOptions,
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     run = lint_paths(paths, options.lint, options.input_format, None, on_request)  # skip reasons redacted there
-    priced = [(r.model, r.prompt_tokens or r.reported_prompt_tokens or 0) for r in run.results]
-    cache, chosen_by = options.cache_for(m for m, _ in priced)
+    results = run.results
+    priced = [(r.model, r.prompt_tokens or r.reported_prompt_tokens or 0) for r in results]
+    traced = any(not r.usage_only for r in results) and all(r.exact is None for r in results if not r.usage_only)
+    cache, chosen_by = options.cache_for((m for m, _ in priced), traced)
     if fleet is not None and options.cache == "auto" and fleet.get("cache") in MODELS:
         cache, chosen_by = fleet["cache"], "the fleet document's cache (its replicas are self-hosted)"
     if saved is not None:
@@ -259,7 +264,6 @@ def gather(paths: Sequence[str], options: ReportOptions,
         saved = bound_simulate(_json(simulate(paths, options.simulate_options(cache), on_prepared=on_request)))
         seconds["simulate"] = round(time.perf_counter() - t0, 3)
     canon, canon_note = None, None
-    traced = all(r["exact"] is None for r in lint["requests"] if not r["usage_only"])  # block traces: refused at once
     if lint["summary"]["prompt_tokens"] > CANONICALIZE_MAX_TOKENS and not traced:
         canon_note = (f"canonicalize: not run here on {lint['summary']['prompt_tokens']:,} prompt tokens (more than "
                       f"{CANONICALIZE_MAX_TOKENS:,}); run the canonicalize command shown for its figures")

@@ -24,6 +24,7 @@ def test_auto_cache_is_the_provider_of_most_requests() -> None:
     assert auto.cache_for(["gemini-2.5-pro"])[0] == "gemini"
     assert auto.cache_for([None, "SmolLM2-135M-Instruct"]) == ("vllm", "no hosted model in the log, so a self-hosted vLLM cache")
     assert ReportOptions(cache="sglang").cache_for(["claude-sonnet-4"])[0] == "sglang"
+    assert auto.cache_for(["claude-opus-4-5"], traced=True)[0] == "vllm"  # a block trace: no tokens for the rules
     assert ReportOptions().capacity_for("deepseek") is None and ReportOptions().capacity_for("vllm") == content.DEFAULT_CAPACITY
     with pytest.raises(ConfigError, match="unknown --cache 'nope'"):
         ReportOptions(cache="nope")
