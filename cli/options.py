@@ -69,11 +69,14 @@ def capacity_option(help: str):
 Capacity = capacity_option("Cache capacity: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
                            "comma-separated for a sweep. Default: unbounded.")
 ReportCapacity = capacity_option("Capacities of the curves: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
-                                 f"comma-separated. Default: {REPORT_CAPACITY}.")
+                                 f"comma-separated; the first is the one the summary quotes. Default: {REPORT_CAPACITY} "
+                                 "on an engine cache (the summary quotes 100%), none on a provider's.")
 ReplayCapacity = capacity_option(
     "KV cache capacity: 256MiB (KV bytes, by the model's KV bytes per token), 4000blocks, 2Mtok, or 5% "
     "(of the distinct blocks of the original prompts as replayed). Default: unbounded.")
 Cache = Annotated[str, typer.Option("--cache", help=f"Cache model: {', '.join(CACHES)}.")]
+ReportCache = Annotated[str, typer.Option("--cache", help="Cache model: auto (the logged model's provider, else vllm), "
+                                                          f"{', '.join(CACHES)}.")]
 KvModel = Annotated[Optional[str], typer.Option(
     "--kv-model", help="KV size preset for byte capacities (llama-3-8b, llama-3-70b, qwen2.5-7b, ...).")]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]

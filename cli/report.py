@@ -18,12 +18,11 @@ from rich.markup import escape
 from prefixcache.analyzer import api
 from prefixcache.analyzer.api import ReportOptions
 from prefixcache.analyzer.html import render_html
-from prefixcache.analyzer.html.content import DEFAULT_CAPACITY
 from prefixcache.analyzer.lint.config import load_config
 from prefixcache.cli.common import EXIT_ERROR, check_output, err, handle_errors, progress, report_skipped
 from prefixcache.cli.options import (
-    ReportCapacity,
-    BlockSize, Cache, Config, Force, InputFormat, KvModel, ModelAsTokenizer, Paths, RedactKey, RedactOrNot,
+    ReportCache, ReportCapacity,
+    BlockSize, Config, Force, InputFormat, KvModel, ModelAsTokenizer, Paths, RedactKey, RedactOrNot,
     SkipBad, Template, Tokenizer, deprecated_alias, implied_redact, out_option, policy_option,
 )
 from prefixcache.cli.output import atomic_output
@@ -43,7 +42,7 @@ def register(app: typer.Typer) -> None:
         tokenizer: Tokenizer = None,  # type: ignore[assignment]  # None: the config file's, else auto
         old_model: ModelAsTokenizer = None,
         template: Template = None,  # type: ignore[assignment]
-        cache: Cache = "vllm",
+        cache: ReportCache = "auto",
         policy: policy_option("Eviction policies of the simulation, comma-separated (default lru,belady on vllm and "
                               "blocks, else lru).", optional=True) = None,
         capacity: ReportCapacity = None,
@@ -56,13 +55,13 @@ def register(app: typer.Typer) -> None:
         skip_bad: SkipBad = False,
         force: Force = False,
     ) -> None:
-        """Write one offline HTML report: summary, per-session turns, capacity curves, replay, fleet."""
+        """Write one offline HTML report: four answers first (reuse, losses, fixes, sizing), then per-session turns, capacity curves, replay, fleet."""
         cfg = load_config(config).merged(format="json", redact=implied_redact(redact, redact_key), block_size=block_size, template=template,
                                          tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer))
         options = ReportOptions(
             lint=cfg, config=config, input_format=input_format, cache=cache,
             policies=tuple(p.strip() for p in (policy or "").split(",") if p.strip()) or None,
-            capacity=capacity or DEFAULT_CAPACITY,
+            capacity=capacity,
             block_size=block_size, kv_model=kv_model, simulate_path=simulate_doc, replay_path=replay, redact_key=redact_key)
         target = Path(out)
         check_output(target, [*paths, *(p for p in (replay, simulate_doc) if p)], force)

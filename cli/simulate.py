@@ -82,6 +82,7 @@ def register(app: typer.Typer) -> None:
         recompute: Annotated[float, typer.Option("--recompute", min=0.0, max=1.0, help="--reuse chunks: fraction of a reused chunk's tokens recomputed (CacheBlend ~0.15).")] = 0.15,
         chunk_tokens: Annotated[Optional[int], typer.Option("--chunk-tokens", min=1, help="--reuse chunks: also cut chunks into windows of this many tokens.")] = None,
         sample: Annotated[Optional[str], typer.Option("--sample", help="LRU curve from SHARDS sampling of block ids at this rate (0.01 or 1%), with its error: for traces too big for the exact pass.")] = None,
+        sizing: Annotated[Optional[float], typer.Option("--sizing", help="The smallest self-hosted LRU KV cache (vLLM blocks; bytes with --kv-model) that reaches this fraction of the ideal hit tokens, e.g. 0.9.")] = None,
         skip_bad: SkipBad = False,
     ) -> None:
         """Simulate a prefix cache: hit tokens, avoided prefill, what each lost token was lost to."""
@@ -98,10 +99,10 @@ def register(app: typer.Typer) -> None:
             cache_ram_mib=cache_ram, input_format=input_format, survival=survival, ttl_whatif=ttl_whatif,
             reuse=tuple(k.strip() for k in reuse.split(",") if k.strip()), recompute=recompute, chunk_tokens=chunk_tokens,
             tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer), template=template,
-            sample=_rate(sample))
+            sample=_rate(sample), sizing=sizing)
         fleet = None
         if any(x is not None for x in (replicas, router, tiers, calibrate, rate)) and options.analyses_asked:
-            raise typer.BadParameter("--survival, --ttl-whatif and --reuse chunks apply without --replicas",
+            raise typer.BadParameter("--survival, --ttl-whatif, --reuse chunks and --sizing apply without --replicas",
                                      param_hint="--replicas")
         if any(x is not None for x in (replicas, router, tiers, calibrate, rate)):
             fleet = FleetOptions(replicas or 1, router or "round-robin", hardware, calibrate, tiers, rate, seed)

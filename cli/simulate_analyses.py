@@ -12,6 +12,7 @@ from rich.table import Table
 from prefixcache.analyzer.api import SimulateReport
 from prefixcache.analyzer.cache.simulate.chunks import ChunkReuse
 from prefixcache.analyzer.cache.simulate.provider_calls import CLASSES, ProviderCalls
+from prefixcache.analyzer.cache.simulate.sizing import sizing_line
 from prefixcache.analyzer.cache.simulate.survival import Survival, TimePoint
 from prefixcache.analyzer.cache.simulate.ttl_whatif import TtlWhatIf
 from prefixcache.cli.common import console
@@ -117,3 +118,5 @@ def render_analyses(rep: SimulateReport) -> None:
         _chunks(a.chunks)
     if getattr(a, "provider_calls", None) is not None:
         _provider_calls(a.provider_calls)
+    if getattr(a, "sizing", None) is not None:
+        console.print(f"sizing: {escape(sizing_line(a.sizing))}", highlight=False)

@@ -27,6 +27,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from prefixcache import __version__
+from prefixcache.analyzer.cache.simulate.sizing import kv_size
 from prefixcache.analyzer.html import charts, reuse_time
 from prefixcache.analyzer.html.content import ReportDocuments
 from prefixcache.analyzer.html.bounded import CHARTED_SESSIONS
@@ -67,6 +68,7 @@ def _environment() -> Environment:
         pct=lambda v: "—" if v is None else f"{100 * v:.1f}%",
         sec=lambda v: "—" if v is None else f"{v:.3f}",
         usd=lambda v: "—" if v is None else f"${v:,.4f}",
+        kv=lambda v: "—" if v is None else kv_size(v),
         island=_json_island,
     )
     return env
@@ -115,6 +117,11 @@ def _replay(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
             "runs": sorted({str(r.get("run")) for r in rows if r.get("run")})}
 
 
+def _row(docs: ReportDocuments) -> int:
+    """The simulate result row the page quotes: the first screen's (:func:`.answers.headline_row`), else 0."""
+    return (docs.answers or {}).get("row") or 0
+
+
 def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
     """The template's values: the documents, the figures' JSON and the notes to list."""
     lint, sim = docs.lint, docs.simulate
@@ -126,7 +133,7 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
                                 *(sim["tokenizers"] if sim else {}).values()]))
     return {
         "title": title, "version": __version__, "docs": docs, "lint": lint, "sim": sim,
-        "first": sim["results"][0] if sim and sim["results"] else None,
+        "first": sim["results"][_row(docs)] if sim and sim["results"] else None, "first_index": _row(docs),
         # block-hash trace rows (exact None) make no tokenizer claim either way
         "exact": sum(r["exact"] is True for r in content), "approx": sum(r["exact"] is False for r in content),
         "notes": notes, "findings": findings,
@@ -136,6 +143,7 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
         "replay": _replay(docs.replay), "fleet": _fleet(docs.fleet), "plotly": plotly_js_packed(),
         "reuse_time": reuse_time.section(sim),
         "bounded": lint.get("report_bounded"), "replay_bounded": docs.replay_bounded,
+        "answers": docs.answers or None, "canon": docs.canonicalize,
     }
 
 

@@ -55,9 +55,10 @@ def survival_curves(surv: dict[str, Any]) -> str | None:
 
 def section(sim: dict[str, Any] | None) -> dict[str, Any] | None:
     """The section's values: ``survival`` (the document's), its two figures, ``ttl`` (the TTL
-    what-if) and ``chunks`` (the chunk ceiling); None when the document has no analyses."""
+    what-if) and ``chunks`` (the chunk ceiling); None when the document has none of the three
+    (its analyses may hold only the provider split or the sizing)."""
     a = (sim or {}).get("analyses")
-    if not a:
+    if not a or not any(a.get(k) for k in ("survival", "ttl_whatif", "chunks")):
         return None
     surv = a.get("survival")
     return {"survival": surv, "gaps": gap_curves(surv) if surv and surv["gaps"][0]["gaps_s"]["count"] else None,

@@ -19,6 +19,7 @@ from prefixcache.analyzer.cache.simulate.chunks import ChunkReuse, chunk_reuse
 from prefixcache.analyzer.cache.simulate.provider_calls import ProviderCalls
 from prefixcache.analyzer.cache.simulate.document import SimulateReport, SimulateReportWithRequests
 from prefixcache.analyzer.cache.simulate.simulator import Baseline
+from prefixcache.analyzer.cache.simulate.sizing import Sizing, sizing
 from prefixcache.analyzer.cache.simulate.survival import Survival, survival
 from prefixcache.analyzer.cache.simulate.ttl_whatif import TtlWhatIf, ttl_whatif
 from prefixcache.analyzer.cache.workload import SimRequest
@@ -32,12 +33,14 @@ class Analyses:
     """The analyses asked for (null when not): ``survival`` (reuse gaps, residency, survival
     curves), ``ttl_whatif`` (every retention priced, with advice) and ``chunks`` (the
     chunk ceiling beside the prefix ceiling); ``provider_calls``: provider caches only, always
-    present when calls report cached tokens (every call classified, :mod:`.provider_calls`)."""
+    present when calls report cached tokens (every call classified, :mod:`.provider_calls`);
+    ``sizing``: the smallest self-hosted LRU cache reaching ``--sizing`` of the ideal (:mod:`.sizing`)."""
 
     survival: Survival | None
     ttl_whatif: TtlWhatIf | None
     chunks: ChunkReuse | None
     provider_calls: ProviderCalls | None = None
+    sizing: Sizing | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +60,19 @@ class SimulateReportWithRequestsAndAnalyses(SimulateReportWithRequests):
 
 def run_analyses(reqs: Sequence[SimRequest], spec: CacheSpec, caps: Sequence[tuple[str, int | None]],
                  base: Baseline, rules: ProviderRules | None, *, survival_on: bool, ttl_on: bool, chunks_on: bool,
-                 recompute: float, window: int | None, causes: Mapping[int, str] | None = None) -> Analyses:
+                 recompute: float, window: int | None, causes: Mapping[int, str] | None = None,
+                 size_for: float | None = None, kv_bytes_per_token: int | None = None) -> Analyses:
     """The analyses asked for over ``reqs`` (arrival order) under ``spec`` (the first result
     row's policy and TTL) at ``caps`` (``(label, blocks or None)``, the run's capacities);
-    ``rules``: the priced cache's rules (None for engines)."""
+    ``rules``: the priced cache's rules (None for engines); ``size_for``: the sizing target
+    (a fraction of the ideal; None: no sizing), ``kv_bytes_per_token`` its bytes."""
     bs = spec.block_size_for(reqs)
     ttl = spec.model_class().ttl_of(spec)
     return Analyses(
         survival(reqs, bs, caps, spec.policy, ttl) if survival_on else None,
         ttl_whatif(reqs, spec, caps[0], base, rules, causes) if ttl_on else None,
-        chunk_reuse(reqs, base.lcp, recompute, window) if chunks_on else None)
+        chunk_reuse(reqs, base.lcp, recompute, window) if chunks_on else None,
+        sizing=sizing(reqs, spec, size_for, kv_bytes_per_token) if size_for is not None else None)
 
 
 def with_analyses(report: SimulateReport, analyses: Analyses) -> SimulateReport:

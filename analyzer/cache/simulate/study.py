@@ -56,7 +56,9 @@ class SimulateOptions:
     ``chunk_tokens``, a window ≥ 1 token or None) ask for the :mod:`.analyses`; ``sample``
     (a rate in (0, 1], with ``sample_salt`` for the id hash) replaces the exact LRU pass by a
     SHARDS curve (:mod:`.shards`; ``--cache vllm``/``blocks``, ``--policy lru``, finite
-    capacities, no TTL). ConfigError names the first bad value."""
+    capacities, no TTL); ``sizing`` (a fraction in (0, 1]) asks for the smallest self-hosted
+    LRU cache reaching that share of the ideal (:mod:`.sizing`). ConfigError names the first
+    bad value."""
 
     cache: str = "vllm"
     policies: tuple[str, ...] = ("lru",)
@@ -85,6 +87,7 @@ class SimulateOptions:
     chunk_tokens: int | None = None
     sample: float | None = None
     sample_salt: int = 0
+    sizing: float | None = None
 
     def __post_init__(self) -> None:
         if self.cache not in MODELS:
@@ -114,6 +117,8 @@ class SimulateOptions:
             raise ConfigError(f"--recompute must be between 0 and 1, got {self.recompute}")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
             raise ConfigError(f"--chunk-tokens must be at least 1, got {self.chunk_tokens}")
+        if self.sizing is not None and not 0 < self.sizing <= 1:
+            raise ConfigError(f"--sizing must be a fraction of the ideal in (0, 1] (0.9 = 90%), got {self.sizing:g}")
         if self.sample is not None:
             if not 0 < self.sample <= 1:
                 raise ConfigError(f"--sample must be a rate in (0, 1] (0.01 = 1%), got {self.sample:g}")
@@ -128,7 +133,7 @@ class SimulateOptions:
     @property
     def analyses_asked(self) -> bool:
         """Whether any of the :mod:`.analyses` is asked for."""
-        return self.survival or self.ttl_whatif or "chunks" in self.reuse
+        return self.survival or self.ttl_whatif or "chunks" in self.reuse or self.sizing is not None
 
     def runs(self) -> list[tuple[str, float | None]]:
         """``(policy, ttl_s)`` of each result group, the ``ttl`` alias resolved; a pair
@@ -195,7 +200,8 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     found = run_analyses(reqs, replace(spec, policy=policy, ttl_s=ttl_s), caps, base,
                          spec.provider_rules(model) if spec.traits.priced else None, survival_on=options.survival,
                          ttl_on=options.ttl_whatif, chunks_on="chunks" in options.reuse, recompute=options.recompute,
-                         window=options.chunk_tokens, causes=drift_causes)
+                         window=options.chunk_tokens, causes=drift_causes, size_for=options.sizing,
+                         kv_bytes_per_token=bpt)
     return with_analyses(report, replace(found, provider_calls=split))
 
 

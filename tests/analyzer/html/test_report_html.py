@@ -59,7 +59,8 @@ def cells(page: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def case_page(tmp_path_factory) -> str:
-    return report(tmp_path_factory.mktemp("case"), str(existing(CASE)))
+    # an engine's page (capacity sweep, belady); the case's gpt-4.1 alone picks openai (test_report_answers.py)
+    return report(tmp_path_factory.mktemp("case"), str(existing(CASE)), "--cache", "vllm")
 
 
 def test_embedded_documents_are_the_commands_json(case_page) -> None:
@@ -78,7 +79,9 @@ def test_summary_cells_are_the_documents_figures(case_page) -> None:
     assert shown["summary.reusable_fraction"] == f"{100 * s['reusable_fraction']:.1f}%"
     for code, v in s["lost_tokens_by_code"].items():
         assert shown[f"summary.lost_tokens_by_code.{code}"] == f"{v:,}"
-    assert shown["sim.results.0.cached_tokens"] == f"{sim['results'][0]['cached_tokens']:,}"
+    row = island(case_page, "doc-answers")["row"]  # the 100% lru row: no --capacity given, never the 5% one
+    assert sim["results"][row]["capacity"] == "100%" and sim["results"][row]["policy"] == "lru"
+    assert shown[f"sim.results.{row}.cached_tokens"] == f"{sim['results'][row]['cached_tokens']:,}"
     assert s["lost_tokens_by_code"] == {"PC101": 3180}  # the case's break, in the page
 
 
@@ -301,6 +304,7 @@ def test_every_figure_cell_is_a_documents_number(tmp_path, extra) -> None:
     log = EXAMPLES / "agent_session.jsonl" if extra else CASE
     page = report(tmp_path, str(log), *extra)
     known = _formatted([island(page, "doc-lint"), island(page, "doc-simulate"), island(page, "doc-diffs"),
+                        island(page, "doc-canonicalize"), island(page, "doc-answers"),  # the first screen's USD
                         island(page, "doc-replay") if extra else []], set())
     shown = [html.unescape(v).strip() for v in re.findall(r'<td class="num"[^>]*>([^<]*)</td>', page)]
     assert len(shown) > 40

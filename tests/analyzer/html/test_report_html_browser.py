@@ -27,7 +27,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 REPORTS = {
-    "case": [str(CASES / "timestamp_in_system.jsonl")],
+    "case": [str(CASES / "timestamp_in_system.jsonl"), "--cache", "vllm"],  # capacity curves too
     "claude_code": [str(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl")],
     "swe_agent": [str(SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj")],
     "replay": [str(EXAMPLES / "agent_session.jsonl"), "--template", "chatml_tools",

@@ -10,7 +10,8 @@ from tests.helpers import CASES, existing
 
 
 def test_reuse_time_section_carries_the_documents_numbers(tmp_path) -> None:
-    page = report(tmp_path, str(existing(CASES / "clean_append_only.jsonl")))
+    # an engine cache: the report runs --survival there (the case's gpt model alone picks openai, no survival)
+    page = report(tmp_path, str(existing(CASES / "clean_append_only.jsonl")), "--cache", "vllm")
     sim = island(page, "doc-simulate")
     surv = sim["analyses"]["survival"]
     assert 'id="reuse-time"' in page and 'href="#reuse-time"' in page

@@ -1,0 +1,62 @@
+"""The report's first screen without a browser: which cache ``--cache auto`` picks, which row it quotes,
+and the answers' figures against the commands' JSON on real samples (the browser reads them in
+``test_report_answers_browser.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefixcache.analyzer.html import content
+from prefixcache.analyzer.html.answers import headline_row, usd_per_token
+from prefixcache.analyzer.html.content import ReportOptions, gather
+from prefixcache.analyzer.errors import ConfigError
+from tests.analyzer.html.test_report_html import run_json
+from tests.helpers import SAMPLES, existing
+
+DEEPSEEK = SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json"
+SWE = SAMPLES / "swe_agent_traj_function_calling_with_per_step_messages_marshmallow-1867.traj"
+
+
+def test_auto_cache_is_the_provider_of_most_requests() -> None:
+    auto = ReportOptions()
+    assert auto.cache_for(["claude-sonnet-4-20250514"] * 3 + ["gpt-5.3-codex"])[0] == "anthropic"
+    assert auto.cache_for(["deepseek-reasoner", None])[0] == "deepseek"
+    assert auto.cache_for(["gemini-2.5-pro"])[0] == "gemini"
+    assert auto.cache_for([None, "SmolLM2-135M-Instruct"]) == ("vllm", "no hosted model in the log, so a self-hosted vLLM cache")
+    assert ReportOptions(cache="sglang").cache_for(["claude-sonnet-4"])[0] == "sglang"
+    assert auto.cache_for(["claude-opus-4-5"], traced=True)[0] == "vllm"  # a block trace: no tokens for the rules
+    assert ReportOptions().capacity_for("deepseek") is None and ReportOptions().capacity_for("vllm") == content.DEFAULT_CAPACITY
+    with pytest.raises(ConfigError, match="unknown --cache 'nope'"):
+        ReportOptions(cache="nope")
+
+
+def test_the_quoted_row_is_never_a_5_percent_row_unless_asked() -> None:
+    rows = [{"policy": p, "capacity": c} for p in ("lru", "belady") for c in ("5%", "10%", "100%")]
+    assert headline_row({"results": rows, "cost": None}, user_capacity=False) == 2  # lru at 100%
+    assert headline_row({"results": rows, "cost": None}, user_capacity=True) == 0  # the user's first capacity
+    assert headline_row({"results": [{"policy": "lru", "capacity": "unbounded"}], "cost": {}}, False) == 0
+    assert headline_row(None, False) is None
+
+
+def test_deepseek_answers_are_the_commands_figures() -> None:
+    log = str(existing(DEEPSEEK))
+    docs = gather([log], ReportOptions())
+    a = docs.answers
+    sim = run_json(["simulate", log, "--cache", "deepseek", "--policy", "lru", "--kv-model", "llama-3-8b",
+                    "--sizing", "0.9", "--json"])
+    assert a["cache"] == docs.simulate["cache"] == "deepseek" and a["hosted"] and a["row"] == 0
+    assert a["reuse"]["reported"] == sim["reported"] and a["reuse"]["cost"] == sim["cost"]
+    assert a["reuse"]["cost"]["reported_usd_with_cache"] == 0.000922  # what the log's usage implies: 4 calls
+    assert a["sizing"]["capacity_blocks"] == sim["analyses"]["sizing"]["capacity_blocks"] == 242
+    assert docs.canonicalize == run_json(["canonicalize", log, "--review", "--to", "openai", "--json"])
+    per_token = usd_per_token("deepseek", [("deepseek-reasoner", 1)])
+    assert per_token == pytest.approx(0.28e-6 * 0.9)  # $0.28/MTok less the 0.1× read
+    assert a["usd_per_token"] == pytest.approx(per_token)
+
+
+def test_canonicalize_is_left_to_its_command_above_the_bound(monkeypatch) -> None:
+    monkeypatch.setattr(content, "CANONICALIZE_MAX_TOKENS", 1000)
+    docs = gather([str(existing(SWE))], ReportOptions())
+    assert docs.canonicalize is None and docs.answers["fix"]["before"] is None
+    assert any(w.startswith("canonicalize: not run here on 50,239 prompt tokens") for w in docs.answers["warnings"])
+    assert docs.answers["fix"]["manual"] == [{"code": "PC404", "changes": 0, "tokens": 15912, "usd": None}]
