@@ -30,7 +30,7 @@ from prefixcache.analyzer.cache.simulate.provider_calls import provider_calls
 from prefixcache.analyzer.cache.simulate.bands import retention_of
 from prefixcache.analyzer.cache.provider.prices import price_warning, provider_of
 from prefixcache.analyzer.cache.simulate.chunks import DEFAULT_RECOMPUTE
-from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, simulate_stream
+from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, iter_stream, simulate_stream
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary
@@ -165,8 +165,11 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
             ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
-    extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra for p in items}
-    kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs]
+    # the requests' kept ``extra`` by name: only when one logs provider cache settings (else every
+    # retention is None, and a dict a request is most of what a long trace would hold)
+    extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra
+             for p in items} if any(p.request.extra for p in items) else {}
+    kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs] if extra else []
     calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules,
                       kept if any(kept) else None)
     usage = reported_usage(p.request.usage for p in items)
@@ -184,7 +187,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         sampled=sampled)
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
-    split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()),
+    split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()) or [p.request.extra for p in items],
                            spec.rule_overrides) if rules is not None and calls else None
     if not options.analyses_asked:
         return report if split is None else with_analyses(report, Analyses(None, None, None, split))
@@ -251,7 +254,7 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         swept = spec.traits.block_chain and None not in blocks and spec.in_flight <= 1
         if swept and (policy == "belady" or (policy == "lru" and lru_stack_order(pspec) is not None)):
             # aggregates: the figures in arrays, per-request rows only for the first row when they are shown
-            want = first is None and (options.per_request or any(r.reported_cached is not None for r in reqs))
+            want = first is None and _rows_wanted(reqs, spec, options)
             ch = ch if ch is not None else chains(reqs, spec, block_size)  # one set of chains for every policy
             tots, rows = swept_totals(reqs, pspec, blocks, base, causes, rows=want, ch=ch)
             ttl_shown = pspec.model_class().ttl_of(pspec)
@@ -264,7 +267,18 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
             raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
         ttl_shown = pspec.model_class().ttl_of(pspec)
         for (text, b) in caps:
-            rows = simulate_stream(reqs, pspec, b, base, causes)
+            if first is None and _rows_wanted(reqs, spec, options):
+                rows = simulate_stream(reqs, pspec, b, base, causes)
+                first = rows
+            else:  # aggregates: summed as they are stepped, no row kept
+                rows = iter_stream(reqs, pspec, b, base, causes)
+                first = first if first is not None else []
             results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows))
-            first = first or rows
     return results, first, uniq, base, caps
+
+
+def _rows_wanted(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions) -> bool:
+    """Whether the first result's per-request figures are read after the grid: ``--per-request``,
+    calls with a reported cached count (predicted vs reported), or a priced cache (cost and the
+    provider-call split). Otherwise every result is only summed."""
+    return options.per_request or spec.traits.priced or any(r.reported_cached is not None for r in reqs)
