@@ -44,15 +44,22 @@ class Baseline:
         return self.trace_blocks + sum(end // block_size - start // block_size for start, end in self.depths)
 
 
-def baseline(reqs: Sequence[SimRequest]) -> Baseline:
+def baseline(reqs: Sequence[SimRequest], trace_overlaps: Sequence[int] | None = None) -> Baseline:
     """Longest prefix each request shares with any earlier one (the unbounded radix
     tree over tokens; for traces, leading previously seen blocks) and how far its
-    session's previous request overlapped it (the drift extent, :func:`_trace_overlap`
-    for traces)."""
+    session's previous request overlapped it (the drift extent, :class:`_TraceDrift`
+    for traces). ``trace_overlaps``: the block-trace requests' drift extents in the order of
+    ``reqs``, as lint's drift pass found them (``DriftCauses.trace_overlaps``, the same
+    session inference and chain break), so the sessions are not inferred twice; ignored
+    (inferred here) unless there is one per block-trace request."""
     tree = RadixTree(cap_last_token=False)
     seen: set[int] = set()
     prev_len: dict[str, int] = {}
-    traces = _TraceDrift()
+    if trace_overlaps is not None and len(trace_overlaps) == sum(r.hashes is not None for r in reqs):
+        given = iter(trace_overlaps)
+        traces = None
+    else:
+        traces = _TraceDrift()
     lcp, drift = array("q"), array("q")  # 8 bytes a request, not an int object each
     for r in reqs:
         if r.hashes is not None:
@@ -62,7 +69,7 @@ def baseline(reqs: Sequence[SimRequest]) -> Baseline:
                 k += 1
             seen.update(hashes)
             shared = min(r.num_tokens, k * r.block_size)
-            overlap = traces.overlap(r)
+            overlap = traces.overlap(r) if traces is not None else next(given)
         else:
             shared = tree.share(r.tokens, None, r.now).length
             overlap = min(r.num_tokens, prev_len.get(r.session, 0))

@@ -147,10 +147,13 @@ class SimulateOptions:
 
 def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, shape: KVShape | None,
                     summary: IngestSummary, notes: Mapping[str | None, str],
-                    drift_causes: Mapping[int, str] | None = None) -> SimulateReport:
+                    drift_causes: Mapping[int, str] | None = None, *,
+                    trace_overlaps: Sequence[int] | None = None) -> SimulateReport:
     """The report of ``options`` over prepared ``items`` (input order) and their
     simulator requests ``reqs`` (arrival order, :func:`~.workload.to_sim_requests`);
-    ``notes``: tokenizer notes by model; ``drift_causes``: request order → rule code."""
+    ``notes``: tokenizer notes by model; ``drift_causes``: request order → rule code;
+    ``trace_overlaps``: the block-trace requests' drift extents, when the caller's drift
+    linter has them (:func:`~.simulator.baseline`)."""
     model = next((p.request.model for p in items if p.request.model), None)
     spec = options.spec(model)
     block_size = spec.block_size_for(reqs)
@@ -159,10 +162,10 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
     sampled = None
     if options.sample is not None and reqs:
-        sampled, uniq = _sampled(reqs, spec, options, bpt)
+        sampled, uniq = _sampled(reqs, spec, options, bpt, trace_overlaps)
         results, first, base, caps = [], None, None, []
     else:
-        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
+        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}, trace_overlaps) if reqs else \
             ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
     # the requests' kept ``extra`` by name: only when one logs provider cache settings (else every
@@ -217,10 +220,10 @@ def provider_warnings(cache: str, models: Sequence[str | None]) -> list[str]:
 
 
 def _sampled(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
-             bpt: int | None) -> tuple[SampledCurve, int]:
+             bpt: int | None, overlaps: Sequence[int] | None = None) -> tuple[SampledCurve, int]:
     """The SHARDS LRU curve at every ``--capacity`` (:mod:`.shards`) and the distinct blocks behind ``N%``."""
     block_size = spec.block_size_for(reqs)
-    base = baseline(reqs)
+    base = baseline(reqs, overlaps)
     uniq = distinct_blocks(reqs, spec, block_size, base)
     caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities]
     empty = next((text for text, b in caps if b == 0), None)
@@ -234,13 +237,13 @@ def _sampled(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptio
 
 
 def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions, bpt: int | None,
-          causes: Mapping[int, str]) -> tuple[list[ResultRow], list[RequestFigures] | None, int, Baseline,
+          causes: Mapping[int, str], overlaps: Sequence[int] | None = None) -> tuple[list[ResultRow], list[RequestFigures] | None, int, Baseline,
                                               list[tuple[str, int | None]]]:
     """Every policy × capacity: (result rows, the first row's per-request figures, the
     distinct blocks — pages, units — behind ``N%`` capacities, the baseline, the capacities
     as ``(label, blocks or None)``)."""
     block_size = spec.block_size_for(reqs)
-    base = baseline(reqs)
+    base = baseline(reqs, overlaps)
     uniq = distinct_blocks(reqs, spec, block_size, base)
     caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities] or [("unbounded", None)]
     empty = next((text for text, b in caps if b == 0), None)
