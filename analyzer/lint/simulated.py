@@ -22,7 +22,7 @@ from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
 from prefixcache.analyzer.cache.fleet.timing import calibration_of
 from prefixcache.analyzer.cache.simulate.document import SimulateReport
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
-from prefixcache.analyzer.cache.workload import Kept, SimStream
+from prefixcache.analyzer.cache.workload import KeptItems, SimStream
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.engine import DriftCauses
@@ -75,7 +75,8 @@ def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prep
 
 def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared: Callable[[], None] | None):
     """The inputs read and prepared for the simulator: (ingest, preparer, the prepared items
-    in input order — :class:`~.cache.workload.Kept` parts once their prompts are dropped —,
+    in input order — :class:`~.cache.workload.Kept` parts once their prompts are dropped, in
+    columns (:class:`~.cache.workload.KeptItems`) —,
     simulator requests in arrival order, lint's drift cause per request order, the
     prompt-size check of the prepared prompts against their billed counts, and lint's drift
     extent of each block-trace request in arrival order — :attr:`DriftCauses.trace_overlaps`,
@@ -91,14 +92,15 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
     preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
     hold = not _rereadable(ingest)
-    stream, items, held = SimStream(), [], []
+    stream, held = SimStream(), []
+    items = [] if hold else KeptItems()
     lint: DriftCauses | None = DriftCauses()
     sizes = SizeCheck()
     for request in ingest:
         p = preparer.prepare(request)
         sizes.add(p)
         stream.add(p)
-        items.append(p if hold else Kept.of(p))
+        items.append(p)
         if hold:
             held.append(p)
         elif lint is not None and stream.in_input_order:
