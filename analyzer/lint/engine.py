@@ -304,6 +304,9 @@ class Linter:
         self._state: dict = {"redact": redact}
         self.total = Waterfall()
         self.sessions: dict[str, Waterfall] = {}
+        #: Whether :meth:`feed` adds each result to :attr:`total` and :attr:`sessions` (a caller that
+        #: reads only the results, :class:`DriftCauses`, turns it off: no waterfall a session).
+        self.tally = True
 
     def run(self, prepared: Iterable[Prepared]) -> Iterator[RequestResult]:
         """Lint a stream of prepared requests, yielding one result per request."""
@@ -322,8 +325,9 @@ class Linter:
         if not p.usage_only:
             self._retire(self._last.get(req.session))
             self._last[req.session] = self._slim(p)
-        self.total.add(res)
-        self.sessions.setdefault(res.session, Waterfall()).add(res)
+        if self.tally:
+            self.total.add(res)
+            self.sessions.setdefault(res.session, Waterfall()).add(res)
         return res
 
     def _feed_usage_only(self, p: Prepared) -> RequestResult:
@@ -522,6 +526,7 @@ class DriftCauses:
     def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
         self._linter = Linter(block_size=block_size)
         self._linter.trace_overlaps = array("q")
+        self._linter.tally = False
         self._codes: dict[tuple[str, int], str] = {}
 
     def feed(self, p: Prepared) -> None:
