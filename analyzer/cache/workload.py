@@ -418,3 +418,35 @@ class KeptItems(SequenceABC):
 
     def __iter__(self):
         return (self[i] for i in range(self._n))
+
+    def facts(self) -> "ItemFacts":
+        """:func:`item_facts` from the columns (no request rebuilt)."""
+        names, ints = self._names, self._int
+        models = [names[k] for k in self._str[4::5]]
+        usages = [Usage(*(None if x == _NONE else x for x in ints[9 * i + 3:9 * i + 7])) if ints[9 * i + 7] else None
+                  for i in range(self._n)]
+        only = sum(ints[8::9])
+        for i, kept in self._whole.items():
+            models[i], usages[i] = kept.request.model, kept.request.usage
+            only += kept.usage_only
+        return ItemFacts(models, usages, only, bool(self._extra) or any(k.request.extra for k in self._whole.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFacts:
+    """What a simulate report reads of every prepared item: each one's ``models`` and ``usages``
+    (input order), how many held only usage (``usage_only``), and whether any kept an ``extra``."""
+
+    models: list[str | None]
+    usages: list[Usage | None]
+    usage_only: int
+    any_extra: bool
+
+
+def item_facts(items: Sequence) -> ItemFacts:
+    """The :class:`ItemFacts` of prepared items (``Prepared``, :class:`Kept`, or :class:`KeptItems`:
+    read from its columns)."""
+    if isinstance(items, KeptItems):
+        return items.facts()
+    return ItemFacts([p.request.model for p in items], [p.request.usage for p in items],
+                     sum(p.usage_only for p in items), any(p.request.extra for p in items))

@@ -31,7 +31,7 @@ from prefixcache.analyzer.cache.simulate.bands import retention_of
 from prefixcache.analyzer.cache.provider.prices import price_warning, provider_of
 from prefixcache.analyzer.cache.simulate.chunks import DEFAULT_RECOMPUTE
 from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, iter_stream, simulate_stream
-from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.cache.workload import SimRequest, item_facts
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary
 
@@ -154,7 +154,8 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     ``notes``: tokenizer notes by model; ``drift_causes``: request order → rule code;
     ``trace_overlaps``: the block-trace requests' drift extents, when the caller's drift
     linter has them (:func:`~.simulator.baseline`)."""
-    model = next((p.request.model for p in items if p.request.model), None)
+    facts = item_facts(items)  # one pass over the items (columns when kept as KeptItems)
+    model = next((m for m in facts.models if m), None)
     spec = options.spec(model)
     block_size = spec.block_size_for(reqs)
     bpt = shape.bytes_per_token if shape else None
@@ -171,21 +172,21 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     # the requests' kept ``extra`` by name: only when one logs provider cache settings (else every
     # retention is None, and a dict a request is most of what a long trace would hold)
     extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra
-             for p in items} if any(p.request.extra for p in items) else {}
+             for p in items} if facts.any_extra else {}
     kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs] if extra else []
     calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules,
                       kept if any(kept) else None)
-    usage = reported_usage(p.request.usage for p in items)
+    usage = reported_usage(facts.usages)
     if rules is not None:  # the retention the first result row applied (--ttl, or the provider's)
         applied = results[0].ttl_s if results else spec.model_class().ttl_of(spec)
         rules = replace(rules, ttl_s=rules.ttl_s if applied is None else applied)
     fields = dict(
         cache=options.cache, block_size=block_size, unique_blocks=uniq, kv_bytes_per_token=bpt, results=results,
         calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage, reqs, spec.rule_overrides) if rules else None,
-        usage_only_requests=sum(p.usage_only for p in items), reported=reported_row(usage),
+        usage_only_requests=facts.usage_only, reported=reported_row(usage),
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
         warnings=capacity_warnings(options.cache, results, reqs) + (
-            provider_warnings(options.cache, [p.request.model for p in items]) if spec.traits.priced else []),
+            provider_warnings(options.cache, facts.models) if spec.traits.priced else []),
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)),
         sampled=sampled)
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \

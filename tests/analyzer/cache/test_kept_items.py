@@ -43,5 +43,18 @@ def test_odd_values_are_kept_whole():
         items.append(_P(r))
     assert list(items) == [Kept.of(_P(odd)), Kept.of(_P(plain))] and list(items._whole) == [0]
     assert items[1].request.extra == {"prompt_cache_retention": "24h"} and items[1].request.usage == Usage(10, None, 2, 3)
+    from prefixcache.analyzer.cache.workload import item_facts
+    assert item_facts(items) == item_facts([Kept.of(_P(odd)), Kept.of(_P(plain))])
     with pytest.raises(IndexError):
         items[2]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.name[:40] for p in PATHS])
+def test_facts_from_columns_equal_facts_from_objects(path):
+    from prefixcache.analyzer.cache.workload import item_facts
+    preparer, items, ref = Preparer(), KeptItems(), []
+    for request in Ingest([str(path)]):
+        p = preparer.prepare(request)
+        items.append(p)
+        ref.append(Kept.of(p))
+    assert item_facts(items) == item_facts(ref)
