@@ -16,13 +16,19 @@ from tests.helpers import SAMPLES
 PATHS = sorted(p for p in SAMPLES.iterdir() if p.suffix != ".md")
 
 
-@pytest.mark.parametrize("path", PATHS, ids=[p.name[:40] for p in PATHS])
-def test_columns_read_back_as_kept(path):
+def _kept(path) -> tuple[KeptItems, list[Kept]]:
+    """The sample's prepared requests kept in columns and as objects."""
     preparer, items, ref = Preparer(), KeptItems(), []
     for request in Ingest([str(path)]):
         p = preparer.prepare(request)
         items.append(p)
         ref.append(Kept.of(p))
+    return items, ref
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.name[:40] for p in PATHS])
+def test_columns_read_back_as_kept(path):
+    items, ref = _kept(path)
     assert len(items) == len(ref) > 0 and not items._whole
     assert list(items) == ref and items[-1] == ref[-1] and items[1:3] == ref[1:3]
     assert [type(k.request.timestamp) for k in items] == [type(k.request.timestamp) for k in ref]
@@ -52,9 +58,5 @@ def test_odd_values_are_kept_whole():
 @pytest.mark.parametrize("path", PATHS, ids=[p.name[:40] for p in PATHS])
 def test_facts_from_columns_equal_facts_from_objects(path):
     from prefixcache.analyzer.cache.workload import item_facts
-    preparer, items, ref = Preparer(), KeptItems(), []
-    for request in Ingest([str(path)]):
-        p = preparer.prepare(request)
-        items.append(p)
-        ref.append(Kept.of(p))
+    items, ref = _kept(path)
     assert item_facts(items) == item_facts(ref)
