@@ -24,6 +24,7 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from collections.abc import Sequence as SequenceABC
 from typing import Iterable, Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import BlockHash
@@ -32,7 +33,7 @@ from prefixcache.analyzer.cache.index.compact import Shared
 from prefixcache.analyzer.cache.provider.caches import AnthropicCache, Breakpoint
 from prefixcache.analyzer.cache.provider.prices import provider_of
 from prefixcache.analyzer.cache.index.trace_sessions import SESSIONLESS_FORMATS
-from prefixcache.analyzer.model import Request
+from prefixcache.analyzer.model import Provenance, Request, Usage
 from prefixcache.analyzer.sequence import InputOrder, arrival_order
 
 #: ``cache_control`` TTL codes of the logs (seconds).
@@ -444,3 +445,121 @@ class Kept:
 _NO_EXTRA: Mapping = MappingProxyType({})
 #: The ``extra`` keys a kept request keeps: the provider cache settings the provider-call split reads.
 KEPT_EXTRA = ("prompt_cache_key", "prompt_cache_retention")
+
+
+#: An absent (None) int in :class:`KeptItems`' columns.
+_NONE = -(2 ** 63)
+
+
+class KeptItems(SequenceABC):
+    """The :class:`Kept` parts of a stream of prepared requests in columns (input order): a
+    sequence of :class:`Kept` equal to ``[Kept.of(p) for p in prepared]``, each rebuilt when read.
+
+    A long block trace is millions of requests whose kept parts are only names, a time and
+    counts: as objects (the request, its provenance and usage) they cost about 350 bytes
+    each; here 80 bytes (ints and a float in arrays; strings — sessions, sources, formats,
+    models — interned once; a request's kept ``extra`` only where it logs provider cache
+    settings). A request a column cannot hold as is (a count that is not an int) is kept whole."""
+
+    def __init__(self) -> None:
+        self._strings: dict[str | None, int] = {}
+        self._names: list[str | None] = []
+        self._str = array("i")  # 5 a request: session, format, source, pointer, model
+        self._int = array("q")  # 9 a request: index, record, line, usage ×4, usage given, usage only
+        self._time = array("d")
+        self._timed = array("b")
+        self._extra: dict[int, Mapping] = {}
+        self._whole: dict[int, Kept] = {}
+        self._n = 0
+
+    def _name(self, s: str | None) -> int:
+        k = self._strings.get(s)
+        if k is None:
+            k = self._strings[s] = len(self._names)
+            self._names.append(s)
+        return k
+
+    def append(self, p) -> None:
+        """Keep the kept part of prepared request ``p`` (:meth:`Kept.of`)."""
+        kept = Kept.of(p)
+        r, pv, u = kept.request, kept.request.provenance, kept.request.usage
+        ints = (r.index, pv.record, pv.line, *((u.prompt_tokens, u.cached_tokens, u.cache_write_tokens, u.output_tokens)
+                                              if u is not None else (None,) * 4), u is not None, kept.usage_only)
+        i = self._n
+        self._n += 1
+        if type(u) not in (Usage, type(None)) or type(pv) is not Provenance or not all(
+                v is None or (type(v) in (int, bool) and v != _NONE) for v in ints) or not all(
+                type(s) is str for s in (r.session, r.format, pv.source, pv.pointer)) or not (
+                r.timestamp is None or type(r.timestamp) is float):
+            self._whole[i] = kept
+            ints, r_time = (0,) * 9, None
+        else:
+            r_time = r.timestamp
+        try:
+            packed = array("q", [_NONE if v is None else int(v) for v in ints])
+        except OverflowError:
+            self._whole[i] = kept
+            packed = array("q", [0] * 9)
+        self._int.extend(packed)
+        self._str.extend((self._name(r.session), self._name(r.format), self._name(pv.source), self._name(pv.pointer),
+                          self._name(r.model)))
+        self._time.append(0.0 if r_time is None else r_time)
+        self._timed.append(r_time is not None)
+        if r.extra:
+            self._extra[i] = r.extra
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        whole = self._whole.get(i)
+        if whole is not None:
+            return whole
+        s, names = self._str[5 * i:5 * i + 5], self._names
+        v = [None if x == _NONE else x for x in self._int[9 * i:9 * i + 9]]
+        usage = Usage(v[3], v[4], v[5], v[6]) if v[7] else None
+        return Kept(Request(session=names[s[0]], index=v[0], format=names[s[1]],
+                            provenance=Provenance(names[s[2]], v[1], names[s[3]], v[2]), model=names[s[4]],
+                            timestamp=self._time[i] if self._timed[i] else None, usage=usage,
+                            extra=self._extra.get(i, _NO_EXTRA)), bool(v[8]))
+
+    def __iter__(self):
+        return (self[i] for i in range(self._n))
+
+    def facts(self) -> "ItemFacts":
+        """:func:`item_facts` from the columns (no request rebuilt)."""
+        names, ints = self._names, self._int
+        models = [names[k] for k in self._str[4::5]]
+        usages = [Usage(*(None if x == _NONE else x for x in ints[9 * i + 3:9 * i + 7])) if ints[9 * i + 7] else None
+                  for i in range(self._n)]
+        only = sum(ints[8::9])
+        for i, kept in self._whole.items():
+            models[i], usages[i] = kept.request.model, kept.request.usage
+            only += kept.usage_only
+        return ItemFacts(models, usages, only, bool(self._extra) or any(k.request.extra for k in self._whole.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFacts:
+    """What a simulate report reads of every prepared item: each one's ``models`` and ``usages``
+    (input order), how many held only usage (``usage_only``), and whether any kept an ``extra``."""
+
+    models: list[str | None]
+    usages: list[Usage | None]
+    usage_only: int
+    any_extra: bool
+
+
+def item_facts(items: Sequence) -> ItemFacts:
+    """The :class:`ItemFacts` of prepared items (``Prepared``, :class:`Kept`, or :class:`KeptItems`:
+    read from its columns)."""
+    if isinstance(items, KeptItems):
+        return items.facts()
+    return ItemFacts([p.request.model for p in items], [p.request.usage for p in items],
+                     sum(p.usage_only for p in items), any(p.request.extra for p in items))

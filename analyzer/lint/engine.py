@@ -283,6 +283,10 @@ class Linter:
         self._trace_names: list[str] = []
         self._trace_numbers: dict[str, int] = {}
         self._trace_sessions = TraceSessions()
+        #: When a caller asks (an ``array("q")``, :class:`DriftCauses`): each trace request's drift extent in
+        #: feed order, the tokens its session's previous request overlapped it when it broke that chain
+        #: (else 0), what the simulator's baseline would infer the sessions again to find.
+        self.trace_overlaps: array | None = None
         #: Each trace session's last request, by session number: its compact hash chain (None
         #: before the first), index, input tokens and block size.
         self._last_chain: list[array | None] = []
@@ -300,6 +304,9 @@ class Linter:
         self._state: dict = {"redact": redact}
         self.total = Waterfall()
         self.sessions: dict[str, Waterfall] = {}
+        #: Whether :meth:`feed` adds each result to :attr:`total` and :attr:`sessions` (a caller that
+        #: reads only the results, :class:`DriftCauses`, turns it off: no waterfall a session).
+        self.tally = True
 
     def run(self, prepared: Iterable[Prepared]) -> Iterator[RequestResult]:
         """Lint a stream of prepared requests, yielding one result per request."""
@@ -318,8 +325,9 @@ class Linter:
         if not p.usage_only:
             self._retire(self._last.get(req.session))
             self._last[req.session] = self._slim(p)
-        self.total.add(res)
-        self.sessions.setdefault(res.session, Waterfall()).add(res)
+        if self.tally:
+            self.total.add(res)
+            self.sessions.setdefault(res.session, Waterfall()).add(res)
         return res
 
     def _feed_usage_only(self, p: Prepared) -> RequestResult:
@@ -356,7 +364,7 @@ class Linter:
         prev_block = self._last_block[s]
         self._last_chain[s], self._last_index[s] = ids, index
         self._last_tokens[s], self._last_block[s] = trace.input_length, trace.block_size
-        lost, findings, compared = 0, (), None
+        lost, findings, compared, brk = 0, (), None, None
         if prev is not None:
             compared = (session, prev_index)
             brk = chain_break(ids, prev, prev_tokens, prev_block)
@@ -364,6 +372,8 @@ class Linter:
                 lost = max(0, min(n, prev_tokens) - shared)
                 f = TRACE_DIVERGENCE.finding(req, session, index, brk, lost, compared, len(prev))
                 findings = self._kept([f])
+        if self.trace_overlaps is not None:
+            self.trace_overlaps.append(0 if brk is None else min(n, prev_tokens))
         return self._result(p, shared, owner, compared, lost, TRACE_DIVERGENCE.code if lost else None, findings,
                             name=(session, index))
 
@@ -515,6 +525,8 @@ class DriftCauses:
 
     def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
         self._linter = Linter(block_size=block_size)
+        self._linter.trace_overlaps = array("q")
+        self._linter.tally = False
         self._codes: dict[tuple[str, int], str] = {}
 
     def feed(self, p: Prepared) -> None:
@@ -524,6 +536,12 @@ class DriftCauses:
         res = self._linter.feed(p)
         if res.lost_code and res.lost_tokens:  # keyed by the reader's names (a Mooncake session is inferred)
             self._codes[(p.request.session, p.request.index)] = res.lost_code
+
+    @property
+    def trace_overlaps(self) -> Sequence[int]:
+        """Each block-trace request's drift extent (tokens), in the order fed: what
+        :func:`~prefixcache.analyzer.cache.simulate.simulator.baseline` takes as ``trace_overlaps``."""
+        return self._linter.trace_overlaps  # type: ignore[return-value]
 
     def of(self, reqs: Sequence[SimRequest]) -> dict[int, str]:
         """Request order → rule code, for the requests fed."""

@@ -22,7 +22,7 @@ from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
 from prefixcache.analyzer.cache.fleet.timing import calibration_of
 from prefixcache.analyzer.cache.simulate.document import SimulateReport
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
-from prefixcache.analyzer.cache.workload import Kept, SimStream
+from prefixcache.analyzer.cache.workload import KeptItems, SimStream
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.engine import DriftCauses
@@ -44,8 +44,9 @@ def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = N
     """
     options = options or SimulateOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
-    ingest, preparer, items, reqs, causes, sizes = _simulated(inputs, options, on_prepared)
-    report = simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes)
+    ingest, preparer, items, reqs, causes, sizes, overlaps = _read(inputs, options, on_prepared)
+    report = simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes,
+                             trace_overlaps=overlaps)
     return dataclasses.replace(report, warnings=[*report.warnings, *sizes.warnings()])
 
 
@@ -68,10 +69,19 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
 
 
 def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared: Callable[[], None] | None):
+    """:func:`_read` without the trace overlaps: (ingest, preparer, items, requests, drift causes, size check)."""
+    return _read(inputs, options, on_prepared)[:6]
+
+
+def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared: Callable[[], None] | None):
     """The inputs read and prepared for the simulator: (ingest, preparer, the prepared items
-    in input order — :class:`~.cache.workload.Kept` parts once their prompts are dropped —,
+    in input order — :class:`~.cache.workload.Kept` parts once their prompts are dropped, in
+    columns (:class:`~.cache.workload.KeptItems`) —,
     simulator requests in arrival order, lint's drift cause per request order, the
-    prompt-size check of the prepared prompts against their billed counts).
+    prompt-size check of the prepared prompts against their billed counts, and lint's drift
+    extent of each block-trace request in arrival order — :attr:`DriftCauses.trace_overlaps`,
+    so the simulator's baseline need not infer trace sessions a second time; None when lint
+    stopped).
 
     Streamed: each request is prepared, its drift linted (in arrival order while that is
     the input order) and reduced to a compact simulator request before the next is read.
@@ -82,14 +92,15 @@ def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prep
     ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
     preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
     hold = not _rereadable(ingest)
-    stream, items, held = SimStream(), [], []
+    stream, held = SimStream(), []
+    items = [] if hold else KeptItems()
     lint: DriftCauses | None = DriftCauses()
     sizes = SizeCheck()
     for request in ingest:
         p = preparer.prepare(request)
         sizes.add(p)
         stream.add(p)
-        items.append(p if hold else Kept.of(p))
+        items.append(p)
         if hold:
             held.append(p)
         elif lint is not None and stream.in_input_order:
@@ -98,14 +109,16 @@ def _simulated(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prep
             on_prepared()
     reqs = stream.requests()
     if not reqs:
-        return ingest, preparer, items, reqs, {}, sizes
+        return ingest, preparer, items, reqs, {}, sizes, None
     if hold or not stream.in_input_order:
         lint = DriftCauses()
         again = held or map(Preparer(template=options.template, tokenizer=options.tokenizer).prepare, ingest)
         for _, p in arrival_order(again, lambda p: p.request.timestamp):
             if (lint := _fed(lint, p)) is None:
                 break
-    return ingest, preparer, items, reqs, lint.of(reqs) if lint is not None else {}, sizes
+    if lint is None:
+        return ingest, preparer, items, reqs, {}, sizes, None
+    return ingest, preparer, items, reqs, lint.of(reqs), sizes, lint.trace_overlaps
 
 
 def _fed(lint: DriftCauses, p) -> DriftCauses | None:

@@ -112,9 +112,11 @@ class TraceSessions:
         self._holders: dict[tuple[int, int], int] = {}
         self._child: dict[tuple[int, int], int] = {}
         self._branches: set[tuple[int, int]] = set()
-        #: (position, block) -> sessions whose latest request holds it, most recent last (an
-        #: insertion-ordered dict used as a set: moving a session to the end is O(1)).
-        self._by_block: dict[tuple[int, int], dict[int, None]] = {}
+        #: Per position, block -> the sessions whose latest request holds it there, most recent last:
+        #: the session number when it is one (most blocks beyond the head belong to one session),
+        #: else an insertion-ordered dict used as a set (moving a session to the end is O(1)).
+        #: A block no latest request holds any more is dropped.
+        self._by_block: list[dict[int, int | dict[int, None]]] = [{} for _ in range(MAX_DEPTH)]
 
     def head(self, ids: Sequence[int]) -> int:
         """Blocks of ``ids`` that are the common head (see the module doc), from what was seen
@@ -172,13 +174,32 @@ class TraceSessions:
 
     def _index(self, s: int, old: Sequence[int], new: Sequence[int]) -> None:
         """Move session ``s`` in the block index from its old latest chain to the new one."""
+        by = self._by_block
+        n = len(new)
         for p in range(min(len(old), self.depth)):
-            if p >= len(new) or new[p] != old[p]:
-                self._by_block.get((p, old[p]), {}).pop(s, None)
-        for p in range(min(len(new), self.depth)):
-            peers = self._by_block.setdefault((p, new[p]), {})
-            peers.pop(s, None)
-            peers[s] = None  # most recent last
+            if p >= n or new[p] != old[p]:
+                at, b = by[p], old[p]
+                peers = at.get(b)
+                if peers is None:
+                    continue
+                if type(peers) is int:
+                    if peers == s:
+                        del at[b]
+                    continue
+                peers.pop(s, None)
+                if len(peers) == 1:
+                    at[b] = next(iter(peers))
+        for p in range(min(n, self.depth)):
+            at, b = by[p], new[p]
+            peers = at.get(b)
+            if peers is None:
+                at[b] = s
+            elif type(peers) is int:
+                if peers != s:
+                    at[b] = {peers: None, s: None}  # most recent last
+            else:
+                peers.pop(s, None)
+                peers[s] = None
 
     def _best(self, ids: Sequence[int]) -> int | None:
         if not ids:
@@ -186,9 +207,12 @@ class TraceSessions:
         h = self.head(ids)
         if h >= len(ids):
             return None  # nothing beyond the common head: a new conversation
-        key = (min(h, self.depth - 1), ids[min(h, self.depth - 1)])
+        at = min(h, self.depth - 1)
+        peers = self._by_block[at].get(ids[at])
+        if peers is None:
+            return None
         best, most = None, h
-        for s in islice(reversed(self._by_block.get(key, {})), CANDIDATES):
+        for s in (peers,) if type(peers) is int else islice(reversed(peers), CANDIDATES):
             k = common_prefix_len(ids, _flat(self._latest[s]))
             if k > most:
                 best, most = s, k

@@ -10,8 +10,9 @@ with any earlier request, drift extent) they form the chain of levels from which
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from prefixcache.analyzer.cache.simulate.figures import Levels, RequestFigures, hits_by_segment, lost_by_cause
 from prefixcache.analyzer.cache.models import CacheModel, CacheSpec, Hit, make_model
@@ -19,7 +20,7 @@ from prefixcache.analyzer.cache.index.radix import RadixTree
 from prefixcache.analyzer.cache.index.trace_sessions import TraceSessions, chain_break
 from prefixcache.analyzer.cache.workload import SimRequest
 
-__all__ = ["Baseline", "baseline", "request_figures", "simulate_stream"]
+__all__ = ["Baseline", "baseline", "iter_stream", "request_figures", "simulate_stream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +30,8 @@ class Baseline:
     ``depths``: the ``(start, end]`` prompt positions of each edge of the tree of all
     prompts; ``trace_blocks``: distinct block ids of the block traces."""
 
-    lcp: tuple[int, ...]
-    drift_end: tuple[int, ...]
+    lcp: Sequence[int]
+    drift_end: Sequence[int]
     unique_tokens: int
     depths: tuple[tuple[int, int], ...] = ()
     trace_blocks: int = 0
@@ -43,16 +44,23 @@ class Baseline:
         return self.trace_blocks + sum(end // block_size - start // block_size for start, end in self.depths)
 
 
-def baseline(reqs: Sequence[SimRequest]) -> Baseline:
+def baseline(reqs: Sequence[SimRequest], trace_overlaps: Sequence[int] | None = None) -> Baseline:
     """Longest prefix each request shares with any earlier one (the unbounded radix
     tree over tokens; for traces, leading previously seen blocks) and how far its
-    session's previous request overlapped it (the drift extent, :func:`_trace_overlap`
-    for traces)."""
+    session's previous request overlapped it (the drift extent, :class:`_TraceDrift`
+    for traces). ``trace_overlaps``: the block-trace requests' drift extents in the order of
+    ``reqs``, as lint's drift pass found them (``DriftCauses.trace_overlaps``, the same
+    session inference and chain break), so the sessions are not inferred twice; ignored
+    (inferred here) unless there is one per block-trace request."""
     tree = RadixTree(cap_last_token=False)
     seen: set[int] = set()
     prev_len: dict[str, int] = {}
-    traces = _TraceDrift()
-    lcp, drift = [], []
+    if trace_overlaps is not None and len(trace_overlaps) == sum(r.hashes is not None for r in reqs):
+        given = iter(trace_overlaps)
+        traces = None
+    else:
+        traces = _TraceDrift()
+    lcp, drift = array("q"), array("q")  # 8 bytes a request, not an int object each
     for r in reqs:
         if r.hashes is not None:
             hashes = r.chain(r.block_size)  # the logged ids, flat
@@ -61,7 +69,7 @@ def baseline(reqs: Sequence[SimRequest]) -> Baseline:
                 k += 1
             seen.update(hashes)
             shared = min(r.num_tokens, k * r.block_size)
-            overlap = traces.overlap(r)
+            overlap = traces.overlap(r) if traces is not None else next(given)
         else:
             shared = tree.share(r.tokens, None, r.now).length
             overlap = min(r.num_tokens, prev_len.get(r.session, 0))
@@ -69,7 +77,7 @@ def baseline(reqs: Sequence[SimRequest]) -> Baseline:
         lcp.append(shared)
         drift.append(max(shared, overlap))
     uniq = tree.size_tokens + len(seen) * max((r.block_size for r in reqs), default=0)
-    return Baseline(tuple(lcp), tuple(drift), uniq, tuple(tree.depths()), len(seen))
+    return Baseline(lcp, drift, uniq, tuple(tree.depths()), len(seen))
 
 
 class _TraceDrift:
@@ -101,6 +109,15 @@ def simulate_stream(reqs: Sequence[SimRequest], spec: CacheSpec, capacity_blocks
     """Run ``reqs`` through the cache of ``spec`` with ``capacity_blocks`` (None =
     unbounded) and return one :class:`RequestFigures` per request, in time order.
     ``drift_causes`` (request order → rule code) names why a request drifted."""
+    return list(iter_stream(reqs, spec, capacity_blocks, base, drift_causes))
+
+
+def iter_stream(reqs: Sequence[SimRequest], spec: CacheSpec, capacity_blocks: int | None = None,
+                base: Baseline | None = None,
+                drift_causes: Mapping[int, str] | None = None) -> Iterator[RequestFigures]:
+    """:func:`simulate_stream` one request at a time: each :class:`RequestFigures` is yielded
+    as its request is stepped, so a caller that only sums them (:func:`~.figures.totals`)
+    holds none."""
     block_size = spec.block_size_for(reqs)
     base = base or baseline(reqs)
     expires = spec.model_class().ttl_of(spec) is not None
@@ -109,13 +126,11 @@ def simulate_stream(reqs: Sequence[SimRequest], spec: CacheSpec, capacity_blocks
     # the same capacity without expiry: what expiry alone loses once capacity has taken its share
     cap_m = make_model(spec, block_size, capacity_blocks, expire=False) if (expires and capacity_blocks is not None) else None
     causes = drift_causes or {}
-    out = []
     for i, r in enumerate(reqs):
         hit = main.step(r)
         ideal = ideal_m.step(r).cached_tokens if ideal_m else hit.cached_tokens
         cap_only = cap_m.step(r).cached_tokens if cap_m else (ideal if capacity_blocks is None else hit.cached_tokens)
-        out.append(_measure(main, r, base, i, hit, ideal, cap_only, causes.get(i)))
-    return out
+        yield _measure(main, r, base, i, hit, ideal, cap_only, causes.get(i))
 
 
 def _measure(model: CacheModel, r: SimRequest, base: Baseline, i: int, hit: Hit, ideal: int, cap_only: int,

@@ -30,8 +30,8 @@ from prefixcache.analyzer.cache.simulate.provider_calls import provider_calls
 from prefixcache.analyzer.cache.simulate.bands import retention_of
 from prefixcache.analyzer.cache.provider.prices import price_warning, provider_of
 from prefixcache.analyzer.cache.simulate.chunks import DEFAULT_RECOMPUTE
-from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, simulate_stream
-from prefixcache.analyzer.cache.workload import SimRequest
+from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, iter_stream, simulate_stream
+from prefixcache.analyzer.cache.workload import SimRequest, item_facts
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary
 
@@ -152,11 +152,15 @@ class SimulateOptions:
 
 def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, shape: KVShape | None,
                     summary: IngestSummary, notes: Mapping[str | None, str],
-                    drift_causes: Mapping[int, str] | None = None) -> SimulateReport:
+                    drift_causes: Mapping[int, str] | None = None, *,
+                    trace_overlaps: Sequence[int] | None = None) -> SimulateReport:
     """The report of ``options`` over prepared ``items`` (input order) and their
     simulator requests ``reqs`` (arrival order, :func:`~.workload.to_sim_requests`);
-    ``notes``: tokenizer notes by model; ``drift_causes``: request order → rule code."""
-    model = next((p.request.model for p in items if p.request.model), None)
+    ``notes``: tokenizer notes by model; ``drift_causes``: request order → rule code;
+    ``trace_overlaps``: the block-trace requests' drift extents, when the caller's drift
+    linter has them (:func:`~.simulator.baseline`)."""
+    facts = item_facts(items)  # one pass over the items (columns when kept as KeptItems)
+    model = next((m for m in facts.models if m), None)
     spec = options.spec(model)
     block_size = spec.block_size_for(reqs)
     bpt = shape.bytes_per_token if shape else None
@@ -164,33 +168,36 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
     sampled = None
     if options.sample is not None and reqs:
-        sampled, uniq = _sampled(reqs, spec, options, bpt)
+        sampled, uniq = _sampled(reqs, spec, options, bpt, trace_overlaps)
         results, first, base, caps = [], None, None, []
     else:
-        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
+        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}, trace_overlaps) if reqs else \
             ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
-    extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra for p in items}
-    kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs]
+    # the requests' kept ``extra`` by name: only when one logs provider cache settings (else every
+    # retention is None, and a dict a request is most of what a long trace would hold)
+    extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra
+             for p in items} if facts.any_extra else {}
+    kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs] if extra else []
     calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules,
                       kept if any(kept) else None)
-    usage = reported_usage(p.request.usage for p in items)
+    usage = reported_usage(facts.usages)
     if rules is not None:  # the retention the first result row applied (--ttl, or the provider's)
         applied = results[0].ttl_s if results else spec.model_class().ttl_of(spec)
         rules = replace(rules, ttl_s=rules.ttl_s if applied is None else applied)
     fields = dict(
         cache=options.cache, block_size=block_size, unique_blocks=uniq, kv_bytes_per_token=bpt, results=results,
         calls=calls, agreement=agreement(calls, max(block_size, 64)), cost=cost(rules, first, usage, reqs, spec.rule_overrides) if rules else None,
-        usage_only_requests=sum(p.usage_only for p in items), reported=reported_row(usage),
+        usage_only_requests=facts.usage_only, reported=reported_row(usage),
         tokenizers={(k or "(no model name)"): v for k, v in notes.items()},
         warnings=capacity_warnings(options.cache, results, reqs) + (
-            provider_warnings(options.cache, [p.request.model for p in items]) if spec.traits.priced else []) + (
+            provider_warnings(options.cache, facts.models) if spec.traits.priced else []) + (
             breakpoint_warnings(rules, reqs) if rules is not None else []),
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)),
         sampled=sampled)
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
-    split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()),
+    split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()) or [p.request.extra for p in items],
                            spec.rule_overrides) if rules is not None and calls else None
     if not options.analyses_asked:
         return report if split is None else with_analyses(report, Analyses(None, None, None, split))
@@ -245,10 +252,10 @@ def breakpoint_warnings(rules, reqs: Sequence[SimRequest]) -> list[str]:
 
 
 def _sampled(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
-             bpt: int | None) -> tuple[SampledCurve, int]:
+             bpt: int | None, overlaps: Sequence[int] | None = None) -> tuple[SampledCurve, int]:
     """The SHARDS LRU curve at every ``--capacity`` (:mod:`.shards`) and the distinct blocks behind ``N%``."""
     block_size = spec.block_size_for(reqs)
-    base = baseline(reqs)
+    base = baseline(reqs, overlaps)
     uniq = distinct_blocks(reqs, spec, block_size, base)
     caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities]
     empty = next((text for text, b in caps if b == 0), None)
@@ -262,13 +269,13 @@ def _sampled(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptio
 
 
 def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions, bpt: int | None,
-          causes: Mapping[int, str]) -> tuple[list[ResultRow], list[RequestFigures] | None, int, Baseline,
+          causes: Mapping[int, str], overlaps: Sequence[int] | None = None) -> tuple[list[ResultRow], list[RequestFigures] | None, int, Baseline,
                                               list[tuple[str, int | None]]]:
     """Every policy × capacity: (result rows, the first row's per-request figures, the
     distinct blocks — pages, units — behind ``N%`` capacities, the baseline, the capacities
     as ``(label, blocks or None)``)."""
     block_size = spec.block_size_for(reqs)
-    base = baseline(reqs)
+    base = baseline(reqs, overlaps)
     uniq = distinct_blocks(reqs, spec, block_size, base)
     caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities] or [("unbounded", None)]
     empty = next((text for text, b in caps if b == 0), None)
@@ -282,7 +289,7 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         swept = spec.traits.block_chain and None not in blocks and spec.in_flight <= 1
         if swept and (policy == "belady" or (policy == "lru" and lru_stack_order(pspec) is not None)):
             # aggregates: the figures in arrays, per-request rows only for the first row when they are shown
-            want = first is None and (options.per_request or any(r.reported_cached is not None for r in reqs))
+            want = first is None and _rows_wanted(reqs, spec, options)
             ch = ch if ch is not None else chains(reqs, spec, block_size)  # one set of chains for every policy
             tots, rows = swept_totals(reqs, pspec, blocks, base, causes, rows=want, ch=ch)
             ttl_shown = pspec.model_class().ttl_of(pspec)
@@ -295,7 +302,18 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
             raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
         ttl_shown = pspec.model_class().ttl_of(pspec)
         for (text, b) in caps:
-            rows = simulate_stream(reqs, pspec, b, base, causes)
+            if first is None and _rows_wanted(reqs, spec, options):
+                rows = simulate_stream(reqs, pspec, b, base, causes)
+                first = rows
+            else:  # aggregates: summed as they are stepped, no row kept
+                rows = iter_stream(reqs, pspec, b, base, causes)
+                first = first if first is not None else []
             results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows))
-            first = first or rows
     return results, first, uniq, base, caps
+
+
+def _rows_wanted(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions) -> bool:
+    """Whether the first result's per-request figures are read after the grid: ``--per-request``,
+    calls with a reported cached count (predicted vs reported), or a priced cache (cost and the
+    provider-call split). Otherwise every result is only summed."""
+    return options.per_request or spec.traits.priced or any(r.reported_cached is not None for r in reqs)

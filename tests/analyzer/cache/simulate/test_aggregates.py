@@ -46,3 +46,15 @@ def test_array_totals_equal_row_totals(path, cache):
         assert any(t.lost["capacity"] for t, _ in agg) and agg[0][0].cached_tokens < agg[-1][0].cached_tokens
         first = swept_totals(reqs, pspec, caps, base, causes, rows=True)[1]
         assert first == per_cap[0]
+
+
+@pytest.mark.parametrize("path", PATHS[:2], ids=["mooncake", "kvcache_tester"])
+def test_baseline_from_lints_trace_overlaps_equals_its_own_inference(path):
+    """Issue 25: the simulator's baseline takes the block-trace drift extents lint's drift pass found
+    (one trace-session inference, not two): the same levels as inferring them again."""
+    from prefixcache.analyzer.lint.simulated import _read
+    _, _, _, reqs, causes, _, overlaps = _read([str(path)], SimulateOptions(), None)
+    assert len(overlaps) == len(reqs) and any(overlaps)
+    own, given = baseline(reqs), baseline(reqs, overlaps)
+    assert own == given and any(a > b for a, b in zip(own.drift_end, own.lcp))
+    assert baseline(reqs, overlaps[:-1]) == own  # not one per trace request: inferred again

@@ -65,8 +65,8 @@ def test_inferred_sessions_decide_the_drift():
             _req(2, [1, 2, 9, 10], 16),  # continues s1 (2 leading blocks), drops block 3: 4 tokens drift
             _req(3, [7, 8, 5], 10)]      # extends s2: no drift
     base = baseline(reqs)
-    assert base.lcp == (0, 0, 8, 8)
-    assert base.drift_end == (0, 0, 12, 8)
+    assert tuple(base.lcp) == (0, 0, 8, 8)
+    assert tuple(base.drift_end) == (0, 0, 12, 8)
     # without inference all four are one session: request 3 would not extend request 2
     flat = baseline([_req(r.order, r.hashes, r.num_tokens, infer=False) for r in reqs])
     assert flat.drift_end[3] == 10
