@@ -30,7 +30,9 @@ from prefixcache.analyzer.cache.simulate.shards import shards_curve
 from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
 
 SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples" / "mooncake_kvtrace_synthetic_trace.jsonl"
-FRACTIONS = (0.001, 0.005, 0.01, 0.05, 0.25)
+#: capacities as fractions of the trace's distinct blocks: the tiled trace's reuse is inside one copy of the
+#: sample or on the shared head, so the curve moves below ~0.5% at 1M requests and is flat above
+FRACTIONS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25)
 
 
 def chains(n: int) -> list[ChainRequest]:
@@ -57,17 +59,22 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--rates", default="0.01,0.1")
     ap.add_argument("--salts", type=int, default=3)
+    ap.add_argument("--fractions", default=",".join(f"{f:g}" for f in FRACTIONS),
+                    help="capacities, fractions of the distinct blocks")
     args = ap.parse_args(argv)
     ch = chains(args.requests)
     t = time.process_time()
     prof = stack_profile(ch, "tail-first")
     t_exact = time.process_time() - t
-    caps = [(f"{100 * f:g}%", int(f * prof.unique_blocks)) for f in FRACTIONS]
+    uniq = int(prof.unique_blocks)
+    caps = [(f"{100 * f:g}%", int(f * uniq)) for f in map(float, args.fractions.split(","))]
     tok = prof.tokens.sum()
     exact = {c: float(prof.tokens[prof.m < c].sum()) / tok for _, c in caps}
     lookups = len(prof.m)
     del prof
-    print(f"{args.requests:,} requests, {lookups:,} block lookups; exact stack sweep {t_exact:.1f} s CPU")
+    print(f"{args.requests:,} requests, {lookups:,} block lookups, {uniq:,} distinct blocks; "
+          f"exact stack sweep {t_exact:.1f} s CPU")
+    print("  capacities (blocks): " + "  ".join(f"{lbl} {c:,}" for lbl, c in caps))
     print("  exact LRU token hit ratio: " + "  ".join(f"{lbl} {exact[c]:.4f}" for lbl, c in caps))
     ok = True
     for rate in (float(x) for x in args.rates.split(",")):

@@ -97,6 +97,21 @@ def _worker_env() -> dict[str, str | None]:
     return {k: os.environ.get(k) for k in keys}
 
 
+def connect(executor: Executor) -> bool:
+    """Join the Ray of a parallel ``executor`` (its address; else ``RAY_ADDRESS``; else a new Ray on
+    this machine's cores, without a dashboard) unless this process is already connected. Returns
+    whether this call started the connection (then the caller ends it with ``ray.shutdown()``)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"address": executor.address} if executor.address else {}
+    if not executor.address and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own: no dashboard
+        kwargs["include_dashboard"] = False
+    ray.init(log_to_driver=False, logging_level="ERROR", configure_logging=False, **kwargs)
+    return True
+
+
 def open_pool(executor: Executor, template: str, tokenizer: str) -> "RayPool | None":
     """The actors of a parallel ``executor`` (None for ``local``); close it when done (a ``with`` block)."""
     return RayPool(executor, template, tokenizer) if executor.parallel else None
@@ -109,12 +124,7 @@ class RayPool:
     def __init__(self, executor: Executor, template: str, tokenizer: str) -> None:
         import ray
 
-        self._started = not ray.is_initialized()
-        if self._started:
-            kwargs: dict[str, Any] = {"address": executor.address} if executor.address else {}
-            if not executor.address and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own: no dashboard
-                kwargs["include_dashboard"] = False
-            ray.init(log_to_driver=False, logging_level="ERROR", configure_logging=False, **kwargs)
+        self._started = connect(executor)
         n = executor.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         remote = ray.remote(num_cpus=1)(_Actor)
         env = _worker_env()
