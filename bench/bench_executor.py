@@ -119,6 +119,8 @@ def run(args: list[str], cluster: Cluster | None) -> tuple[float, float, float, 
         raise SystemExit(f"prefixcache {' '.join(args)} exited {proc.returncode}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if cluster:
+        time.sleep(2)  # the job's workers end with their driver: their CPU lands in the raylet's reaped children
     return wall, cpu, (cluster.cpu() - workers) if cluster else 0.0, proc.stdout
 
 
