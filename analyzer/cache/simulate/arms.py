@@ -54,22 +54,48 @@ def map_arms(fn: Callable[[S, A], R], shared: S, arms: Sequence[A], executor: st
         ref = ray.put(shared)
         task = ray.remote(num_cpus=1, max_retries=0)(_run_arm)
         futures = [task.remote(fn, [ref], arm) for arm in arms]  # the ref inside a list: not resolved per task
-        return ray.get(futures)
+        out = ray.get(futures)
     finally:
         if started:
             ray.shutdown()
+    for res in out:
+        if isinstance(res, _Raised):
+            raise res.rebuilt()  # the arm's own error (ConfigError, InputError), its one line, not Ray's wrapper
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Raised:
+    """A :class:`~prefixcache.analyzer.errors.PrefixcacheError` an arm raised on a worker, sent back as a value:
+    its class, message (``str``) and attributes (an InputError's source, record, field)."""
+
+    kind: type
+    message: str
+    attrs: dict
+
+    def rebuilt(self) -> Exception:
+        """The same error, here: same class, same ``str``, same attributes."""
+        err = self.kind.__new__(self.kind)
+        Exception.__init__(err, self.message)
+        err.__dict__.update(self.attrs)
+        return err
 
 
 def _run_arm(fn: Callable[[Any, Any], Any], ref: list, arm: Any) -> Any:
     """A Ray task's body: ``fn(shared, arm)`` with ``shared`` read from the object store once per worker."""
     import ray
 
+    from prefixcache.analyzer.errors import PrefixcacheError
+
     key = ref[0].hex()
     if _HELD[0] != key:
         _HELD[0], _HELD[1] = None, None  # the previous study's copy goes before the next is read
         _HELD[1] = ray.get(ref[0])
         _HELD[0] = key
-    return fn(_HELD[1], arm)
+    try:
+        return fn(_HELD[1], arm)
+    except PrefixcacheError as exc:
+        return _Raised(type(exc), str(exc), dict(vars(exc)))
 
 
 @dataclass(frozen=True, slots=True)

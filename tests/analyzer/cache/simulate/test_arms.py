@@ -45,3 +45,17 @@ def test_a_bad_executor_is_a_usage_error(spec: str) -> None:
         SimulateOptions(executor=spec)
     res = CliRunner().invoke(cli_app(), ["simulate", str(TRACE), "--executor", spec])
     assert res.exit_code == 2 and "--executor" in res.stderr
+
+
+def test_an_arm_error_comes_back_as_itself() -> None:
+    """An arm's InputError on a Ray worker is sent back as a value and raised here as the same error: same
+    class, one line, same fields (never Ray's wrapper with a worker traceback)."""
+    import pickle
+
+    from prefixcache.analyzer.cache.simulate.arms import _Raised
+    from prefixcache.analyzer.errors import InputError
+
+    err = InputError("no prompt", "trace.jsonl", 7, "hash_ids")
+    back = pickle.loads(pickle.dumps(_Raised(type(err), str(err), dict(vars(err))))).rebuilt()
+    assert type(back) is InputError and str(back) == str(err) == "trace.jsonl:7 field hash_ids: no prompt"
+    assert (back.source, back.record, back.field) == ("trace.jsonl", 7, "hash_ids")
