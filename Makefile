@@ -92,4 +92,4 @@ engine-llamacpp:
 # Integration tests against real engines (tests/engines/, marker `engines`): scripts/engine.py starts
 # vLLM on a free localhost port for the session and stops it by PID at the end.
 test-engines: engine-vllm
-	PREFIXCACHE_ENGINE_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider -m engines tests/engines
+	VLLM_VENV=$(VLLM_VENV) PREFIXCACHE_ENGINE_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider -m engines tests/engines

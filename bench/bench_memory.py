@@ -94,8 +94,9 @@ def write_mooncake(path: Path, mb: float, seed: int = 0) -> int:
     return n
 
 
-def run(args: list[str], timeout: float) -> tuple[str, float, float]:
-    """(exit, seconds, peak RSS MB) of one subprocess; exit ``T`` past ``timeout``."""
+def run(args: list[str], timeout: float) -> tuple[str, float, float, float]:
+    """(exit, wall seconds, peak RSS MB, CPU seconds: user + system) of one subprocess; exit ``T`` past
+    ``timeout`` (wall clock: the bound on a hang)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(CLI + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     code = "T"
@@ -110,7 +111,7 @@ def run(args: list[str], timeout: float) -> tuple[str, float, float]:
             break
         time.sleep(0.1)
     proc.returncode = 0
-    return code, time.perf_counter() - t0, usage.ru_maxrss / 1024
+    return code, time.perf_counter() - t0, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -122,7 +123,8 @@ def main() -> None:
     ap.add_argument("--lint-traces", action="store_true",
                     help="also lint the Mooncake traces (PC002 by hash chains; its JSON lists every request)")
     opts = ap.parse_args()
-    print(f"{'kind':9} {'MB':>6} {'requests':>9} {'command':9} {'exit':>4} {'s':>8} {'MB/s':>7} {'RSS MB':>7}")
+    print(f"{'kind':9} {'MB':>6} {'requests':>9} {'command':9} {'exit':>4} {'wall s':>8} {'CPU s':>8} "
+          f"{'MB/CPU s':>8} {'RSS MB':>7}")
     for kind in opts.kinds.split(","):
         for mb in (float(x) for x in opts.sizes.split(",")):
             with tempfile.TemporaryDirectory() as tmp:
@@ -132,9 +134,9 @@ def main() -> None:
                 for cmd in opts.commands.split(","):
                     if kind == "mooncake" and cmd == "lint" and not opts.lint_traces:
                         continue  # no text: lint judges only the hash chains (--lint-traces)
-                    code, secs, rss = run([cmd, str(path), "--json"], opts.timeout)
-                    print(f"{kind:9} {real:6.0f} {n:9,} {cmd:9} {code:>4} {secs:8.1f} {real / secs:7.2f} {rss:7.0f}",
-                          flush=True)
+                    code, secs, rss, cpu = run([cmd, str(path), "--json"], opts.timeout)
+                    print(f"{kind:9} {real:6.0f} {n:9,} {cmd:9} {code:>4} {secs:8.1f} {cpu:8.1f} "
+                          f"{real / max(cpu, 1e-9):8.2f} {rss:7.0f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """What ``--survival``, ``--ttl-whatif`` and ``--reuse prefix,chunks`` add to ``simulate``'s time (issue 26).
 
 On the Mooncake sample (``tests/fixtures/samples``, ``--cache blocks --capacity 5%``), in CPU
-seconds, best of ``--runs``, without and with each analysis, in one run:
+seconds, medians of ``--runs`` interleaved rounds (each configuration once per round, bench/timing.py),
+without and with each analysis, in one run:
 
 * the **command** ``prefixcache simulate … --json`` as a subprocess (its children's CPU time:
   start-up, ingest, drift causes, the cache pass, the report, the JSON) — the goal of issue 26:
@@ -23,34 +24,25 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from timing import interleaved
 
 from prefixcache.analyzer.api import SimulateOptions, parse_capacities, simulate
 
 SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples" / "mooncake_kvtrace_synthetic_trace.jsonl"
 
 
-def best(options: SimulateOptions, runs: int) -> float:
-    out = []
-    for _ in range(runs):
-        t0 = time.process_time()
-        simulate([str(SAMPLE)], options)
-        out.append(time.process_time() - t0)
-    return min(out)
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for children so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
-def command(flags: list[str], capacity: str, runs: int) -> float:
-    """Best CPU seconds of ``prefixcache simulate`` (a subprocess) with ``flags``."""
-    exe = Path(sys.executable).with_name("prefixcache")
-    out = []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([str(exe), "simulate", str(SAMPLE), "--cache", "blocks", "--capacity", capacity, "--json",
-                        *flags], check=True, stdout=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "160"})
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        out.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return min(out)
+def command(flags: list[str], capacity: str) -> None:
+    """Run ``prefixcache simulate`` (a subprocess, this interpreter's ``-m prefixcache``) with ``flags``."""
+    subprocess.run([sys.executable, "-m", "prefixcache", "simulate", str(SAMPLE), "--cache", "blocks", "--capacity",
+                    capacity, "--json", *flags], check=True, stdout=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "160"})
 
 
 def main() -> int:
@@ -67,9 +59,10 @@ def main() -> int:
             "+ --ttl-whatif": SimulateOptions(cache="blocks", capacities=caps, ttl_whatif=True)}
     flags = {"simulate": [], "+ --survival": ["--survival"], "+ --reuse prefix,chunks": ["--reuse", "prefix,chunks"],
              "+ both": ["--survival", "--reuse", "prefix,chunks"], "+ --ttl-whatif": ["--ttl-whatif"]}
-    cmd = {name: command(f, args.capacity, args.runs) for name, f in flags.items()}
-    lib = {name: best(o, args.runs) for name, o in arms.items()}
-    print(f"Mooncake sample, --cache blocks --capacity {args.capacity}, CPU s (best of {args.runs})")
+    cmd, _ = interleaved({name: (lambda f=f: command(f, args.capacity)) for name, f in flags.items()}, args.runs,
+                         warmup=False, clock=children_cpu)
+    lib, _ = interleaved({name: (lambda o=o: simulate([str(SAMPLE)], o)) for name, o in arms.items()}, args.runs)
+    print(f"Mooncake sample, --cache blocks --capacity {args.capacity}, CPU s (medians of {args.runs} interleaved rounds)")
     print(f"  {'':26s} {'command':>9s} {'':8s} {'library':>9s}")
     for name in flags:
         print(f"  {name:26s} {cmd[name]:7.3f} s {100 * (cmd[name] / cmd['simulate'] - 1):+6.1f}%"

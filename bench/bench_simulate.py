@@ -2,9 +2,12 @@
 
 Issue #10, item 8. Two measurements on Mooncake-shaped block traces:
 
-1. **Time per request** of ``simulate --capacity 5%,10% --policy lru,belady`` (the library call
-   behind the command a user runs: ingest, arrival order, lint's drift causes, the cache passes,
-   the report) on 10k … 100k requests: flat means linear (goal: largest / smallest ≤ 1.3).
+1. **Time per request** of ``prefixcache simulate TRACE --capacity 5%,10% --policy lru,belady --json``,
+   the command a user runs (``python -m prefixcache``: start-up, ingest, arrival order, lint's drift
+   causes, the cache passes, the report written; CPU seconds of the child, rusage), and of the library
+   call behind it (:func:`prefixcache.analyzer.api.simulate`, ``time.process_time``), on 10k … 100k
+   requests (``--max 1000000`` adds 1M): flat means linear (goal: largest / smallest ≤ 1.3, on the
+   command). The sizes run interleaved, one of each per round, medians of ``--rounds``.
 2. **5 capacities × (LRU, Belady pinned, Belady unpinned)** on ``--cache blocks`` against a
    plain replay written here: an ``OrderedDict`` LRU per capacity and a heap MIN per
    capacity and variant, each computing its own next uses. Timed twice on our side: the
@@ -13,7 +16,8 @@ Issue #10, item 8. Two measurements on Mooncake-shaped block traces:
    the same work the plain replay does, from the same block chains; the goal, ≥ 10×), and
    the whole ``simulate`` call (ingest, lint's drift causes, arrival order, the cache passes,
    per-request figures, the report). Figures must be identical: per request for the cache
-   passes, as totals for the report.
+   passes, as totals for the report. The three run interleaved (bench/timing.py), medians of CPU
+   seconds over ``--rounds``.
 
 The traces are the Mooncake synthetic trace (``tests/fixtures/samples``) tiled: copy k keeps
 every request's length, output and block structure and its timestamps come after copy k−1's
@@ -23,7 +27,7 @@ working set grows with the trace (distinct blocks ∝ requests, as in a longer p
 trace) while the hot shared prefix is reused across the whole trace, at every distance; a
 tiling of disjoint copies would keep every reuse inside one copy and never grow the stack.
 
-    .venv/bin/python bench/bench_simulate.py [--max 100000] [--ratio-requests 3993]
+    .venv/bin/python bench/bench_simulate.py [--max 100000] [--ratio-requests 3993] [--rounds 3]
 
 Prints both tables; exits 1 when figures differ.
 """
@@ -32,13 +36,16 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import resource
+import statistics
+import subprocess
 import sys
 import tempfile
-import time
 from collections import OrderedDict
 from pathlib import Path
 
 import orjson
+from timing import cpu_call, interleaved
 
 from prefixcache.analyzer.api import SimulateOptions, parse_capacities, simulate
 from prefixcache.analyzer.cache.simulate.bounds import belady_hits, min_plan
@@ -80,10 +87,14 @@ def write(recs: list[dict], folder: Path) -> Path:
     return path
 
 
-def timed(fn):
-    cpu, wall = time.process_time(), time.perf_counter()
-    out = fn()
-    return time.process_time() - cpu, time.perf_counter() - wall, out
+def command_cpu(args: list[str]) -> float:
+    """CPU seconds (user + system) of ``python -m prefixcache ARGS`` (output discarded); exit 0 or SystemExit."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rc = subprocess.run([sys.executable, "-m", "prefixcache", *args], stdout=subprocess.DEVNULL).returncode
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if rc != 0:
+        raise SystemExit(f"prefixcache {' '.join(args)} exited {rc}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 # --- the plain reference -----------------------------------------------------------------
@@ -204,34 +215,48 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--max", type=int, default=SIZES[-1], help="largest trace (requests)")
     ap.add_argument("--ratio-requests", type=int, default=3993, help="requests of the 5-capacity comparison")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (medians)")
     args = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         user = SimulateOptions(capacities=tuple(parse_capacities(",".join(USER_OPTIONS["capacities"]))),
                                policies=USER_OPTIONS["policies"])
-        print(f"simulate --capacity {','.join(USER_OPTIONS['capacities'])} --policy {','.join(user.policies)} "
-              "(vllm), one library call per trace; time per request:")
-        per = []
-        for n in (s for s in SIZES if s <= args.max):
+        flags = ["--capacity", ",".join(USER_OPTIONS["capacities"]), "--policy", ",".join(user.policies), "--json"]
+        print(f"prefixcache simulate TRACE {' '.join(flags)} (vllm); median CPU of {args.rounds} interleaved rounds "
+              "(one run of each size per round); time per request:")
+        traces = {}
+        for n in (s for s in (*SIZES, 1_000_000) if s <= args.max):
             recs = mooncake_shaped(n)
-            path = write(recs, folder)
-            distinct = len({h for r in recs for h in r["hash_ids"]})
-            cpu, wall, doc = timed(lambda: simulate([str(path)], user))
-            per.append(cpu / n)
-            hits = "  ".join(f"{r.policy} {r.capacity} {r.hit_ratio_tokens:.3f}" for r in doc.results)
-            print(f"  {n:>7,} requests, {distinct:>9,} distinct blocks: {cpu:7.2f} s CPU {wall:7.2f} s wall  "
-                  f"{1e6 * cpu / n:7.1f} µs/request CPU  hit {hits}")
-        print(f"  largest / smallest time per request: {max(per) / min(per):.2f} (goal ≤ 1.3)")
+            traces[n] = (write(recs, folder), len({h for r in recs for h in r["hash_ids"]}))
+            del recs
+        cmd = {n: [] for n in traces}
+        lib = {n: [] for n in traces}
+        docs = {}
+        for _ in range(args.rounds):
+            for n, (path, _) in traces.items():
+                cmd[n].append(command_cpu(["simulate", str(path), *flags]))
+                t, docs[n] = cpu_call(lambda: simulate([str(path)], user))
+                lib[n].append(t)
+        per_cmd, per_lib = [], []
+        for n, (path, distinct) in traces.items():
+            c, lb = statistics.median(cmd[n]), statistics.median(lib[n])
+            per_cmd.append(c / n)
+            per_lib.append(lb / n)
+            hits = "  ".join(f"{r.policy} {r.capacity} {r.hit_ratio_tokens:.3f}" for r in docs[n].results)
+            print(f"  {n:>9,} requests, {distinct:>10,} distinct blocks: command {c:7.2f} s CPU "
+                  f"{1e6 * c / n:7.1f} µs/request; library call {lb:7.2f} s CPU {1e6 * lb / n:7.1f} µs/request  hit {hits}")
+        print(f"  largest / smallest time per request: command {max(per_cmd) / min(per_cmd):.2f} (goal ≤ 1.3), "
+              f"library call {max(per_lib) / min(per_lib):.2f}")
 
         recs = mooncake_shaped(args.ratio_requests)
         path = write(recs, folder)
         opts = SimulateOptions(cache="blocks", policies=("lru", "belady"),
                                capacities=tuple(parse_capacities(",".join(FRACTIONS))))
-        cpu_ours, wall_ours, doc = timed(lambda: simulate([str(path)], opts))
-        caps = [r.capacity_blocks for r in doc.results if r.policy == "lru"]
-        cpu_lib, wall_lib, lib = timed(lambda: library_hits(recs, caps))
-        cpu_plain, wall_plain, plain = timed(lambda: plain_hits(recs, caps))
+        caps = [r.capacity_blocks for r in simulate([str(path)], opts).results if r.policy == "lru"]
+        t, out = interleaved({"ours": lambda: simulate([str(path)], opts), "lib": lambda: library_hits(recs, caps),
+                              "plain": lambda: plain_hits(recs, caps)}, args.rounds, warmup=False)
+        (cpu_ours, doc), (cpu_lib, lib), (cpu_plain, plain) = ((t[k], out[k]) for k in ("ours", "lib", "plain"))
         prompt = sum(r["input_length"] for r in recs)
         blocks = sum(len(r["hash_ids"]) for r in recs)
         same_requests = lib == plain
@@ -239,10 +264,10 @@ def main() -> int:
         ok &= same_requests and same_report
         print(f"\n5 capacities ({', '.join(FRACTIONS)} = {', '.join(map(str, caps))} blocks) × LRU, Belady pinned "
               f"and unpinned, --cache blocks, {len(recs):,} requests:")
-        print(f"  plain replay (OrderedDict LRU, heap MIN):       {cpu_plain:6.2f} s CPU {wall_plain:6.2f} s wall")
-        print(f"  cache passes (LRU stack profile, MIN plan + 10 bucketed replays): "
-              f"{cpu_lib:6.3f} s CPU {wall_lib:6.3f} s wall")
-        print(f"  simulate (whole library call: ingest + report): {cpu_ours:6.2f} s CPU {wall_ours:6.2f} s wall")
+        print(f"  median CPU of {args.rounds} interleaved rounds (plain, cache passes, simulate):")
+        print(f"  plain replay (OrderedDict LRU, heap MIN):       {cpu_plain:6.2f} s CPU")
+        print(f"  cache passes (LRU stack profile, MIN plan + 10 bucketed replays): {cpu_lib:6.3f} s CPU")
+        print(f"  simulate (whole library call: ingest + report): {cpu_ours:6.2f} s CPU")
         print(f"  plain / cache passes (CPU): {cpu_plain / cpu_lib:.1f}× (goal ≥ 10×)   "
               f"identical hits on every request: {same_requests}")
         print(f"  plain / simulate (CPU):     {cpu_plain / cpu_ours:.1f}×   identical report figures: {same_report}")

@@ -52,13 +52,13 @@ def write_log(path: Path, mb: float, where: str, one_line: bool = False) -> None
             msgs = msgs + [{"role": "assistant", "content": f"done {i}"}]
 
 
-def run(args: list[str]) -> tuple[int, float, float]:
-    """(exit, seconds, peak RSS MB) of one subprocess."""
+def run(args: list[str]) -> tuple[int, float, float, float]:
+    """(exit, wall seconds, peak RSS MB, CPU seconds: user + system) of one subprocess."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(CLI + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, time.perf_counter() - t0, usage.ru_maxrss / 1024
+    return proc.returncode, time.perf_counter() - t0, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -70,21 +70,21 @@ def main() -> None:
     opts = ap.parse_args()
     from prefixcache.analyzer.volatile import find_volatile
 
-    print(f"{'MB':>6} {'command':14} {'exit':>4} {'s':>8} {'s/MB':>7} {'RSS MB':>7}")
+    print(f"{'MB':>6} {'command':14} {'exit':>4} {'wall s':>8} {'CPU s':>8} {'CPU s/MB':>8} {'RSS MB':>7}")
     for mb in (float(x) for x in opts.sizes.split(",")):
         text = long_text(mb, opts.one_line)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         n = len(find_volatile(text))
-        dt = time.perf_counter() - t0
-        print(f"{mb:6g} {'find_volatile':14} {'-':>4} {dt:8.2f} {dt / mb:7.2f} {'-':>7}  ({n:,} spans)", flush=True)
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        print(f"{mb:6g} {'find_volatile':14} {'-':>4} {dt:8.2f} {dc:8.2f} {dc / mb:8.2f} {'-':>7}  ({n:,} spans)", flush=True)
         del text
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "long.jsonl"
             write_log(path, mb, opts.where, opts.one_line)
             for cmd in opts.commands.split(","):
                 extra = ["-o", str(Path(tmp) / "canonical.jsonl"), "--force"] if cmd == "canonicalize" else []
-                code, secs, rss = run([cmd, str(path), "--json", *extra])
-                print(f"{mb:6g} {cmd:14} {code:>4} {secs:8.2f} {secs / mb:7.2f} {rss:7.0f}", flush=True)
+                code, secs, rss, cpu = run([cmd, str(path), "--json", *extra])
+                print(f"{mb:6g} {cmd:14} {code:>4} {secs:8.2f} {cpu:8.2f} {cpu / mb:8.2f} {rss:7.0f}", flush=True)
 
 
 if __name__ == "__main__":

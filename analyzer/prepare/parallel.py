@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
@@ -32,8 +33,11 @@ from prefixcache.analyzer.prepare.prepared import Prepared, Preparer, usage_only
 
 T = TypeVar("T")
 
-#: Requests sent to the workers at a time (memory stays bounded by one chunk's prompts).
+#: Requests sent to the workers at a time.
 CHUNK = 512
+#: Chunks sent ahead of the one this process finishes (the workers render and tokenize them meanwhile, so
+#: reading, finishing and linting here overlap the workers' work); memory: ``IN_FLIGHT + 1`` chunks' prompts.
+IN_FLIGHT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,21 @@ def _worker_env() -> dict[str, str | None]:
     return {k: os.environ.get(k) for k in keys}
 
 
+def connect(executor: Executor) -> bool:
+    """Join the Ray of a parallel ``executor`` (its address; else ``RAY_ADDRESS``; else a new Ray on
+    this machine's cores, without a dashboard) unless this process is already connected. Returns
+    whether this call started the connection (then the caller ends it with ``ray.shutdown()``)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"address": executor.address} if executor.address else {}
+    if not executor.address and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own: no dashboard
+        kwargs["include_dashboard"] = False
+    ray.init(log_to_driver=False, logging_level="ERROR", configure_logging=False, **kwargs)
+    return True
+
+
 def open_pool(executor: Executor, template: str, tokenizer: str) -> "RayPool | None":
     """The actors of a parallel ``executor`` (None for ``local``); close it when done (a ``with`` block)."""
     return RayPool(executor, template, tokenizer) if executor.parallel else None
@@ -109,31 +128,34 @@ class RayPool:
     def __init__(self, executor: Executor, template: str, tokenizer: str) -> None:
         import ray
 
-        self._started = not ray.is_initialized()
-        if self._started:
-            kwargs: dict[str, Any] = {"address": executor.address} if executor.address else {}
-            if not executor.address and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own: no dashboard
-                kwargs["include_dashboard"] = False
-            ray.init(log_to_driver=False, logging_level="ERROR", configure_logging=False, **kwargs)
+        self._started = connect(executor)
         n = executor.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         remote = ray.remote(num_cpus=1)(_Actor)
         env = _worker_env()
         self.actors = [remote.remote(template, tokenizer, env) for _ in range(n)]
 
-    def run(self, chunk: list[Request]) -> list[Any]:
-        """``render_tokenize`` of every request of ``chunk``, in order, each session on its actor."""
-        import ray
-
+    def submit(self, chunk: list[Request]) -> list[tuple[list[int], Any]]:
+        """Send ``render_tokenize`` of every request of ``chunk`` to the actors, each session to its
+        actor (an actor runs its calls in the order they were sent); the handle for :meth:`collect`."""
         n = len(self.actors)
         shards: list[list[int]] = [[] for _ in range(n)]
         for i, r in enumerate(chunk):
             shards[zlib.crc32(r.session.encode("utf-8", "surrogatepass")) % n].append(i)
-        futures = [(idx, self.actors[k].run.remote([chunk[i] for i in idx])) for k, idx in enumerate(shards) if idx]
-        out: list[Any] = [None] * len(chunk)
+        return [(idx, self.actors[k].run.remote([chunk[i] for i in idx])) for k, idx in enumerate(shards) if idx]
+
+    def collect(self, futures: list[tuple[list[int], Any]]) -> list[Any]:
+        """The results of a :meth:`submit`, in the chunk's order (waits for them)."""
+        import ray
+
+        out: list[Any] = [None] * sum(len(idx) for idx, _ in futures)
         for idx, fut in futures:
             for i, res in zip(idx, ray.get(fut)):
                 out[i] = res
         return out
+
+    def run(self, chunk: list[Request]) -> list[Any]:
+        """``render_tokenize`` of every request of ``chunk``, in order, each session on its actor."""
+        return self.collect(self.submit(chunk))
 
     def __enter__(self) -> "RayPool":
         return self
@@ -156,19 +178,25 @@ def prepare_stream(items: Iterable[tuple[T, Request | None]], current: Callable[
     """``(tag, current().prepare(request))`` for each ``(tag, request)`` of ``items``, in order; a
     ``None`` request passes through as ``(tag, None)`` (a barrier: the chunk before it is finished
     first; ``current`` gives the preparer of the moment, which a caller may replace there). Without ``pool`` each request is prepared here as it comes; with one, chunks of
-    :data:`CHUNK` go to its actors and come back in order. A request's error (its template rejects
+    :data:`CHUNK` go to its actors, up to :data:`IN_FLIGHT` ahead of the one finished here, and come back in order. A request's error (its template rejects
     it) is raised at that request."""
     if pool is None:
         for tag, request in items:
             yield tag, None if request is None else current().prepare(request)
         return
     pending: list[tuple[T, Request]] = []
+    inflight: deque[tuple[list[tuple[T, Request]], Any]] = deque()
 
-    def flush() -> Iterator[tuple[T, Prepared]]:
-        preparer = current()
+    def submit() -> None:
         text = [r for _, r in pending if r.trace is None and not usage_only(r)]
-        results = iter(pool.run(text)) if text else iter(())
-        for tag, r in pending:
+        inflight.append((list(pending), pool.submit(text) if text else None))
+        pending.clear()
+
+    def drain_one() -> Iterator[tuple[T, Prepared]]:
+        batch, handle = inflight.popleft()
+        preparer = current()
+        results = iter(pool.collect(handle)) if handle is not None else iter(())
+        for tag, r in batch:
             if r.trace is not None or usage_only(r):
                 yield tag, Prepared(r, None, None)
                 continue
@@ -177,14 +205,21 @@ def prepare_stream(items: Iterable[tuple[T, Request | None]], current: Callable[
                 raise res
             preparer.pipeline(r.model)  # the notes of what was chosen, as the serial run keeps them
             yield tag, preparer.finish(r, *res)
-        pending.clear()
 
     for tag, request in items:
         if request is None:
-            yield from flush()
+            if pending:
+                submit()
+            while inflight:
+                yield from drain_one()
             yield tag, None
             continue
         pending.append((tag, request))
         if len(pending) >= CHUNK:
-            yield from flush()
-    yield from flush()
+            submit()
+            while len(inflight) > IN_FLIGHT:  # the workers render the next chunks while this process finishes one
+                yield from drain_one()
+    if pending:
+        submit()
+    while inflight:
+        yield from drain_one()

@@ -9,7 +9,9 @@ at 1, 5, 10 and 25% capacity. No server is started."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +27,8 @@ from tests.helpers import ROOT, SAMPLES
 
 pytestmark = pytest.mark.engines
 TRACE = SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl"
-VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+#: The engine venv: ``VLLM_VENV`` (as ``make test-engines`` passes it), else the checkout's ``.venv-vllm``.
+VLLM_PY = Path(os.environ.get("VLLM_VENV") or ROOT / ".venv-vllm") / "bin" / "python"
 
 
 def _block_pool(capacity_blocks: int) -> dict[int, int]:
@@ -40,7 +43,7 @@ def _block_pool(capacity_blocks: int) -> dict[int, int]:
 @pytest.fixture(scope="module")
 def reqs():
     if not VLLM_PY.exists():
-        pytest.fail("no .venv-vllm: make test-engines builds it (make engine-vllm)")
+        pytest.fail(f"no {VLLM_PY}: make test-engines builds it (make engine-vllm), or set VLLM_VENV")
     preparer = Preparer()
     return to_sim_requests([preparer.prepare(r) for r in Ingest([str(TRACE)])])
 

@@ -22,6 +22,7 @@ from prefixcache.analyzer.cache.simulate.document import Summary, capacity_warni
 from prefixcache.analyzer.cache.fleet.routing import parse_routers
 from prefixcache.analyzer.cache.simulate.sweeps import distinct_blocks, sweep_block_cache
 from prefixcache.analyzer.cache.simulate.simulator import baseline, simulate_stream
+from prefixcache.analyzer.cache.simulate.arms import map_arms
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.cache.fleet.tiers import TierSpec, parse_tiers
 from prefixcache.analyzer.cache.index.trace_sessions import TraceSessions
@@ -166,10 +167,8 @@ def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateO
     prompt, ceil = sum(r.num_tokens for r in reqs), sum(f.cached_tokens for f in ceiling)
     pooled = sum(s.cached for s in run_fleet(reqs, spec, bs, arm.pooled(), "round-robin", None, arrivals,
                                              outputs, fleet.seed)[0])
-    rows = []
-    for name, param in parse_routers(fleet.routers):
-        served, clocks = run_fleet(reqs, spec, bs, arm, name, param, arrivals, outputs, fleet.seed)
-        rows.append(router_row(name if param is None else f"{name}:{param}", served, clocks, ceiling, prompt, pooled))
+    shared = RouterShared(reqs, spec, bs, arm, arrivals, outputs, fleet.seed, ceiling, prompt, pooled)
+    rows = map_arms(router_arm, shared, parse_routers(fleet.routers), options.executor)  # each router an arm
     rows = [_oracle(row, rows) if row.router == "oracle" else row for row in rows]
     return FleetReport(
         spec.cache, spec.policy, bs, uniq, fleet.replicas, cap.text if cap else "unbounded", arm.capacity_blocks,
@@ -184,6 +183,33 @@ def fleet_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateO
         [w for w in [capacity_warning(spec.cache, f"{cap.text} per replica", arm.capacity_blocks, bs, reqs)] if w]
         if cap and arm.capacity_blocks is not None else [],
         Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)))
+
+
+@dataclass(frozen=True, slots=True)
+class RouterShared:
+    """What every router of a fleet study reads (:func:`router_arm`): the requests (arrival order),
+    the cache spec, block size (tokens), the fleet arm, arrival times (seconds) and output tokens per
+    request, the seed of ``random``, the ceiling's per-request figures, the prompt tokens and the
+    pooled cache's cached tokens."""
+
+    reqs: Sequence[SimRequest]
+    spec: CacheSpec
+    block_size: int
+    arm: Arm
+    arrivals: Sequence[float]
+    outputs: Sequence[int]
+    seed: int
+    ceiling: Sequence
+    prompt: int
+    pooled: int
+
+
+def router_arm(sh: RouterShared, router: tuple[str, int | None]) -> RouterRow:
+    """One ``--router`` (``(name, parameter)``) of a fleet study as its row: an arm of
+    :func:`~..simulate.arms.map_arms` (``simulate --replicas --executor ray``)."""
+    name, param = router
+    served, clocks = run_fleet(sh.reqs, sh.spec, sh.block_size, sh.arm, name, param, sh.arrivals, sh.outputs, sh.seed)
+    return router_row(name if param is None else f"{name}:{param}", served, clocks, sh.ceiling, sh.prompt, sh.pooled)
 
 
 def _oracle(greedy: RouterRow, rows: Sequence[RouterRow]) -> RouterRow:

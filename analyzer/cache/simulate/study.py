@@ -25,6 +25,7 @@ from prefixcache.analyzer.cache.simulate.document import (
 )
 from prefixcache.analyzer.cache.simulate.shards import SampledCurve, shards_curve
 from prefixcache.analyzer.cache.simulate.sweeps import chains, distinct_blocks, swept_totals
+from prefixcache.analyzer.cache.simulate.arms import GridArm, GridShared, map_arms, run_grid_arm
 from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
 from prefixcache.analyzer.cache.simulate.provider_calls import provider_calls
 from prefixcache.analyzer.cache.simulate.bands import retention_of
@@ -57,8 +58,9 @@ class SimulateOptions:
     (a rate in (0, 1], with ``sample_salt`` for the id hash) replaces the exact LRU pass by a
     SHARDS curve (:mod:`.shards`; ``--cache vllm``/``blocks``, ``--policy lru``, finite
     capacities, no TTL); ``sizing`` (a fraction in (0, 1]) asks for the smallest self-hosted
-    LRU cache reaching that share of the ideal (:mod:`.sizing`). ConfigError names the first
-    bad value."""
+    LRU cache reaching that share of the ideal (:mod:`.sizing`); ``executor``: where the independent
+    arms (policy × capacity, fleet routers) run, ``local`` (here, serially) or ``ray`` /
+    ``ray:ADDRESS`` (:mod:`.arms`; the same report). ConfigError names the first bad value."""
 
     cache: str = "vllm"
     policies: tuple[str, ...] = ("lru",)
@@ -88,6 +90,7 @@ class SimulateOptions:
     sample: float | None = None
     sample_salt: int = 0
     sizing: float | None = None
+    executor: str = "local"
 
     def __post_init__(self) -> None:
         if self.cache not in MODELS:
@@ -126,6 +129,9 @@ class SimulateOptions:
                     or self.ttl_s is not None or self.in_flight != 1 or self.analyses_asked:
                 raise ConfigError("--sample gives an LRU curve: it needs --cache vllm or blocks, --policy lru, "
                                   "a finite --capacity, and no --ttl, --in-flight, --survival, --ttl-whatif or --reuse chunks")
+        from prefixcache.analyzer.prepare.parallel import parse_executor
+
+        parse_executor(self.executor)
         in_bytes = next((c for c in self.capacities if c.unit == "bytes"), None)
         if in_bytes is not None and not (self.kv_model or self.model_config):
             raise ConfigError(f"capacity {in_bytes.text!r} is in bytes: pass --kv-model or --model-config")
@@ -283,32 +289,29 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         raise ConfigError(f"--capacity {empty}: 0 blocks of {block_size} tokens here ({uniq:,} distinct blocks"
                           f"{f', {bpt:,} KV bytes per token' if bpt else ''}); a cache needs at least one")
     blocks = [b for _, b in caps]
-    results, first, ch = [], None, None
+    # the arms (arms.py): a swept policy at every capacity in one pass, any other one per capacity; the
+    # per-request rows of the first arm that gives rows (a swept one only when they are shown)
+    arms, taken, sweeps = [], False, False
+    want = _rows_wanted(reqs, spec, options)
     for policy, ttl_s in options.runs():
         pspec = replace(spec, policy=policy, ttl_s=ttl_s)
+        ttl_shown = pspec.model_class().ttl_of(pspec)
         swept = spec.traits.block_chain and None not in blocks and spec.in_flight <= 1
         if swept and (policy == "belady" or (policy == "lru" and lru_stack_order(pspec) is not None)):
-            # aggregates: the figures in arrays, per-request rows only for the first row when they are shown
-            want = first is None and _rows_wanted(reqs, spec, options)
-            ch = ch if ch is not None else chains(reqs, spec, block_size)  # one set of chains for every policy
-            tots, rows = swept_totals(reqs, pspec, blocks, base, causes, rows=want, ch=ch)
-            ttl_shown = pspec.model_class().ttl_of(pspec)
-            for (text, b), (t, run) in zip(caps, tots):
-                bound = None if run is None else offline_bound(t.prompt_tokens, t.blocks_total, run[1], run[2], run[0])
-                results.append(totals_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, t, bound))
-            first = first or rows
+            arms.append(GridArm(pspec, ttl_shown, None, want and not taken))
+            taken, sweeps = taken or want, True
             continue
         if policy == "belady":
             raise ConfigError("--policy belady needs a finite --capacity, --cache vllm or blocks, no --in-flight")
-        ttl_shown = pspec.model_class().ttl_of(pspec)
-        for (text, b) in caps:
-            if first is None and _rows_wanted(reqs, spec, options):
-                rows = simulate_stream(reqs, pspec, b, base, causes)
-                first = rows
-            else:  # aggregates: summed as they are stepped, no row kept
-                rows = iter_stream(reqs, pspec, b, base, causes)
-                first = first if first is not None else []
-            results.append(result_row(spec.cache, policy, ttl_shown, text, b, block_size, bpt, rows))
+        for i in range(len(caps)):
+            arms.append(GridArm(pspec, ttl_shown, i, want and not taken))
+            taken = taken or want
+    ch = chains(reqs, spec, block_size) if sweeps else None  # one set of chains for every swept policy
+    shared = GridShared(reqs, base, causes, ch, caps, block_size, bpt, spec.cache)
+    results, first = [], None
+    for rows, got in map_arms(run_grid_arm, shared, arms, options.executor):
+        results.extend(rows)
+        first = first or got
     return results, first, uniq, base, caps
 
 
