@@ -1,7 +1,8 @@
 """The hostile-input table of issue 16: every corpus case × every command, as subprocesses.
 
-Prints one row per (case, command): exit code, seconds, peak RSS (MB), whether stderr
-held a traceback, and the first stderr line. A run past ``--timeout`` is a hang (exit
+Prints one row per (case, command): exit code, wall seconds, CPU seconds (user + system:
+on a loaded machine the wall time is mostly waiting), peak RSS (MB), whether stderr held a
+traceback, and the first stderr line. A run past ``--timeout`` is a hang (exit
 ``T``). Usage::
 
     .venv/bin/python bench/bench_hostile.py [--scale 1] [--timeout 30] [--only NAME,...] [--replay]
@@ -63,8 +64,8 @@ def _capped(close_stdin: bool):
     return pre
 
 
-def run_one(args: list[str], case: Case, timeout: float) -> tuple[str, float, float, bool, str]:
-    """(exit, seconds, peak RSS MB, traceback?, first stderr line) of one command."""
+def run_one(args: list[str], case: Case, timeout: float) -> tuple[str, float, float, float, bool, str]:
+    """(exit, wall seconds, CPU seconds, peak RSS MB, traceback?, first stderr line) of one command."""
     stdin = subprocess.DEVNULL if case.stdin is None else subprocess.PIPE
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as errf:
@@ -97,7 +98,8 @@ def run_one(args: list[str], case: Case, timeout: float) -> tuple[str, float, fl
         errf.seek(0)
         err = errf.read().decode("utf-8", "replace")
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    return code, secs, usage.ru_maxrss / 1024, "Traceback" in err, (lines[0] if lines else "")[:110]
+    cpu = usage.ru_utime + usage.ru_stime
+    return code, secs, cpu, usage.ru_maxrss / 1024, "Traceback" in err, (lines[0] if lines else "")[:110]
 
 
 def main() -> None:
@@ -118,15 +120,16 @@ def main() -> None:
         good = next(c.path for c in cases if c.name == "good.jsonl")
         out = Path(tmp) / "out"
         out.mkdir()
-        print(f"{'case':26} {'command':12} {'exit':>4} {'s':>6} {'MB':>6} tb  first stderr line")
+        print(f"{'case':26} {'command':12} {'exit':>4} {'s':>6} {'cpu s':>6} {'MB':>6} tb  first stderr line")
         for case in cases:
             if only and case.name not in only:
                 continue
             for cmd, args in commands(case, out, good, opts.replay):
                 if keep and cmd not in keep:
                     continue
-                code, secs, rss, tb, line = run_one(args, case, opts.timeout)
-                print(f"{case.name:26} {cmd:12} {code:>4} {secs:6.1f} {rss:6.0f} {'TB' if tb else '- '}  {line}", flush=True)
+                code, secs, cpu, rss, tb, line = run_one(args, case, opts.timeout)
+                print(f"{case.name:26} {cmd:12} {code:>4} {secs:6.1f} {cpu:6.1f} {rss:6.0f} {'TB' if tb else '- '}  {line}",
+                      flush=True)
 
 
 if __name__ == "__main__":
