@@ -40,7 +40,8 @@ test: setup
 test-fast: setup
 	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "not slow and not scale"
 
-# Reports of big inputs generated at test time (a 50 MB trace, a 20 MB agent log; tests/test_scale.py):
+# Reports of big inputs generated at test time (a 50 MB trace, a 20 MB agent log: PREFIXCACHE_SCALE_AGENT_MB=200
+# for the 200 MB one; tests/test_scale.py):
 # each page at most 5 MB, opened in headless Chromium. A few minutes on 2 cores; CI runs it after make test.
 test-scale: setup
 	PREFIXCACHE_STRICT_SKIPS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m scale

@@ -6,7 +6,9 @@ each break (lint, diff, report's excerpt, canonicalize), and canonicalize's stru
 One line per input, then one per break: ``request k: lint PCnnn | diff PCnnn | report PCnnn |
 canonicalize PCnnn (applied|reported)``. A break whose drift an earlier rewrite of the session
 already repaired (the request returns to the first-sent form) shows ``canonicalize -`` with
-``(repaired earlier)``.
+``(repaired earlier)``; a break whose request the rewrite repaired under another code shows that code
+with ``(applied: ANOTHER CODE)``. A break judged against another session's request (PC602) is
+named ``SESSION:K vs SESSION':K'``.
 """
 
 from __future__ import annotations
@@ -48,16 +50,21 @@ def one(path: str) -> list[str]:
                 for e in break_diffs([path], doc)}
     canon = {(c.original.session, c.original.index): c for c in run.results}
     for f in doc["findings"]:
-        if REGISTRY[f["code"]].scope != "pair" or not f.get("shared_with") or f["shared_with"][0] != f["session"]:
+        if REGISTRY[f["code"]].scope != "pair" or not f.get("shared_with"):
             continue
         key = (f["session"], f["request"])
-        d = diff_requests([path], f"{key[0]}:{key[1]}").cause_code
+        cross = f["shared_with"][0] != f["session"]  # judged against another session's request
+        against = f"{f['shared_with'][0]}:{f['shared_with'][1]}" if cross else None
+        d = diff_requests([path], f"{key[0]}:{key[1]}", against).cause_code
         here = [(t.code, t.applied) for t in canon[key].transformations if t.code == f["code"]]
+        other = sorted({t.code for t in canon[key].transformations if t.applied})
         earlier = any(t.code == f["code"] and t.applied for k, c in canon.items()
                       if k[0] == key[0] and k[1] < key[1] for t in c.transformations)
         what = (f"{here[0][0]} ({'applied' if here[0][1] else 'reported'})" if here
-                else "- (repaired earlier)" if earlier else "- (MISSING)")
-        lines.append(f"  request {key[1]}: lint {f['code']} | diff {d} | report {excerpts.get(key)} | canonicalize {what}")
+                else "- (repaired earlier)" if earlier
+                else f"{','.join(other)} (applied: ANOTHER CODE)" if other else "- (MISSING)")
+        name = f"{key[0]}:{key[1]} vs {against}" if cross else f"{key[1]}"
+        lines.append(f"  request {name}: lint {f['code']} | diff {d} | report {excerpts.get(key)} | canonicalize {what}")
     return lines
 
 

@@ -12,6 +12,7 @@ distribution of prompt tokens on its first screen. A few minutes on 2 cores: not
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,9 +26,12 @@ from tests.helpers import ROOT, SAMPLES, existing
 pytestmark = [pytest.mark.scale, pytest.mark.slow]
 
 MAX_PAGE_BYTES = 5 * 1000 * 1000
-#: The agent log's size. Issue 28 asks for 200 MB; this sample's copies are dense (~5 M prompt tokens a
-#: MB), and simulating 200 MB of them takes ~30 min and ~20 GB here, so the test runs 20 MB (3 min, 2 GB).
-AGENT_LOG_BYTES = 20 * 1000 * 1000
+#: The agent log's size (bytes; ``PREFIXCACHE_SCALE_AGENT_MB`` overrides it). Issue 28 asks for 200 MB;
+#: this sample's copies are dense (~5 M prompt tokens a MB: 20 MB is 4,590 requests, 97 M prompt tokens).
+#: Since the report prepares its input once and simulate's drift pass no longer holds every prepared
+#: prompt, 20 MB takes ~50 s CPU and 1.4 GB (was 2.2 GB); the simulation's own peak still grows with the
+#: input, so the default stays 20 MB and ``PREFIXCACHE_SCALE_AGENT_MB=200 make test-scale`` runs the 200 MB one.
+AGENT_LOG_BYTES = int(float(os.environ.get("PREFIXCACHE_SCALE_AGENT_MB", "20")) * 1000 * 1000)
 browser = browser_test.browser  # the headless Chromium fixture of the report browser test
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 API_ID = re.compile(r"\b(?:req|msg|toolu)_[0-9A-Za-z]+")
@@ -65,8 +69,9 @@ def agent_log(path: Path, size: int) -> int:
 
 
 def _report(log: Path, out: Path) -> str:
+    timeout = max(900, 15 * log.stat().st_size // 1_000_000)  # 15 s a MB: 200 MB gets 50 min
     res = subprocess.run([sys.executable, "-m", "prefixcache", "report", str(log), "-o", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, timeout=timeout)
     assert res.returncode in (0, 1), res.stderr[-2000:]
     assert "Traceback" not in res.stderr
     return res.stderr

@@ -323,13 +323,13 @@ def records_with_originals(requests: Iterable[Request], to: str | None = None
         if req.trace is not None:
             raise ConfigError(f"{req.provenance.source}: {req.format} is a block-hash trace: it has no prompt text "
                               "to rewrite or write")
-        record = originals.get(req.provenance.source, req.provenance.record)
-        orig = _body(record)
-        if to == "openai" and req.format != "openai-chat":
-            body = openai_body(req, None, same_format=False)
+        if to == "openai" and req.format != "openai-chat":  # built from the request: the original is not read
+            body = openai_body(req, None, same_format=False)  # (it may not be JSON: an Aider history)
             response = openai_response(req)
             yield (body if response is None else {"request": body, "response": response}), None
         elif req.format == "openai-chat" or (req.format == "anthropic-messages" and to is None):
+            record = originals.get(req.provenance.source, req.provenance.record)
+            orig = _body(record)
             body = openai_body(req, orig, same_format=True) if req.format == "openai-chat" else anthropic_body(req, orig)
             rec = _rewrap(record, orig, body)
             yield rec, originals.raw(req.provenance.source, req.provenance.record, rec) if rec is record else None

@@ -41,7 +41,7 @@ from prefixcache.analyzer.html.excerpts import DIFF_WINDOW, break_diffs
 from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simulate
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.run import lint_paths
-from prefixcache.analyzer.lint.simulated import simulate
+from prefixcache.analyzer.lint.simulated import SimulatedTee
 from prefixcache.analyzer.model import Skipped
 
 #: The capacity sweep and policies simulated by default: the curves' points, LRU and the offline
@@ -234,13 +234,15 @@ def gather(paths: Sequence[str], options: ReportOptions,
            on_request: Callable[[], None] | None = None) -> ReportDocuments:
     """Lint and simulate ``paths`` (or read the saved documents), read the replay rows.
 
-    ``on_request`` is called once per request prepared (twice per request when the
-    simulation runs here). Raises ConfigError for bad options or ``-`` among the paths
-    (the logs are read twice), InputError for unreadable inputs.
+    The logs are read, rendered and tokenized once: lint's pass hands each prepared request
+    to the simulation (:class:`~prefixcache.analyzer.lint.simulated.SimulatedTee`), whose
+    document is the one ``simulate --json`` prints. ``on_request`` is called once per request
+    prepared. Raises ConfigError for bad options or ``-`` among the paths (the break
+    excerpts read the logs again), InputError for unreadable inputs.
     """
     if "-" in paths:
-        raise ConfigError("report reads its logs twice (lint, then simulate): give files, not - (stdin)")
-    options.simulate_options(options.cache if options.cache != "auto" else "vllm")  # bad values fail first
+        raise ConfigError("report reads its logs twice (lint and simulate, then the break excerpts): give files, not - (stdin)")
+    sim_options = options.simulate_options(options.cache if options.cache != "auto" else "vllm")  # bad values fail first
     replay = read_replay(options.replay_path) if options.replay_path else None
     saved = read_simulate(options.simulate_path) if options.simulate_path else None
     fleet = saved if saved is not None and is_fleet(saved) else None
@@ -248,7 +250,8 @@ def gather(paths: Sequence[str], options: ReportOptions,
         saved = None  # the capacity curves are simulated here
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    run = lint_paths(paths, options.lint, options.input_format, None, on_request)  # skip reasons redacted there
+    tee = SimulatedTee(sim_options) if saved is None else None  # simulate from lint's prepared requests
+    run = lint_paths(paths, options.lint, options.input_format, None, on_request, tee=tee)  # skip reasons redacted there
     results = run.results
     priced = [(r.model, r.prompt_tokens or r.reported_prompt_tokens or 0) for r in results]
     traced = any(not r.usage_only for r in results) and all(r.exact is None for r in results if not r.usage_only)
@@ -259,9 +262,9 @@ def gather(paths: Sequence[str], options: ReportOptions,
         cache, chosen_by = saved.get("cache", cache), f"the saved simulate document ({options.simulate_path})"
     lint = bound_lint(_json(run.report()))
     seconds["lint"] = round(time.perf_counter() - t0, 3)
-    if saved is None and lint["summary"]["prompt_tokens"]:
+    if tee is not None and lint["summary"]["prompt_tokens"]:
         t0 = time.perf_counter()
-        saved = bound_simulate(_json(simulate(paths, options.simulate_options(cache), on_prepared=on_request)))
+        saved = bound_simulate(_json(tee.report(run.ingest, run.notes, options.simulate_options(cache))))
         seconds["simulate"] = round(time.perf_counter() - t0, 3)
     canon, canon_note = None, None
     if lint["summary"]["prompt_tokens"] > CANONICALIZE_MAX_TOKENS and not traced:

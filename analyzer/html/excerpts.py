@@ -22,6 +22,7 @@ import orjson
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.diff import diff_prepared, redacted
+from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 from prefixcache.analyzer.prepare import Preparer
 
 #: Tokens shown either side of the first divergent token (``diff --window``), and characters of text (``--width``).
@@ -48,14 +49,20 @@ def break_diffs(paths: Sequence[str], lint: dict[str, Any], input_format: str = 
     """One ``{"row", "command", "diff"}`` per marked request row of ``lint`` (a ``lint --json``
     document of ``paths``): its index in ``requests``, the diff command line and the
     ``diff --json`` document (redacted with ``redact``), in row order. Rows whose requests
-    cannot be diffed (no prompt text) are left out. InputError for unreadable logs."""
-    marked = {(f["session"], f["request"]) for f in lint["findings"]}
+    cannot be diffed (no prompt text: a block-hash trace's PC002) are left out; the logs are
+    read until every request needed is found. InputError for unreadable logs."""
+    marked = {(f["session"], f["request"]) for f in lint["findings"] if f["code"] != TRACE_DIVERGENCE.code}  # no text
     rows = [(i, r) for i, r in enumerate(lint["requests"])
             if (r["session"], r["index"]) in marked and r["compared_with"] and not r["usage_only"]]
     if not rows:
         return []
     wanted = {(r["session"], r["index"]) for _, r in rows} | {tuple(r["compared_with"]) for _, r in rows}
-    requests = {(q.session, q.index): q for q in Ingest(paths, format=input_format) if (q.session, q.index) in wanted}
+    requests = {}
+    for q in Ingest(paths, format=input_format):  # read until every wanted request is found
+        if (q.session, q.index) in wanted:
+            requests[(q.session, q.index)] = q
+            if len(requests) == len(wanted):
+                break
     preparer = Preparer(template=template, tokenizer=tokenizer)
     prepared = {key: preparer.prepare(q) for key, q in requests.items()}
     flags = [("--input-format", input_format), ("--template", template), ("--tokenizer", tokenizer)]

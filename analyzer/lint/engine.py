@@ -533,7 +533,13 @@ class DriftCauses:
         """Lint one request (arrival order); usage-only ones are not simulated: skipped."""
         if p.tokens is None and p.request.trace is None:
             return
-        res = self._linter.feed(p)
+        self.record(p, self._linter.feed(p))
+
+    def record(self, p: Prepared, res: RequestResult) -> None:
+        """Keep the code of ``res``, the result another :class:`Linter` gave ``p`` in the same
+        arrival order (``prefixcache report`` passes lint's own: the code a loss is attributed to
+        does not depend on the rules selected, the severities or the block size, so it is the one
+        :meth:`feed` would find)."""
         if res.lost_code and res.lost_tokens:  # keyed by the reader's names (a Mooncake session is inferred)
             self._codes[(p.request.session, p.request.index)] = res.lost_code
 

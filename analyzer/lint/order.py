@@ -52,6 +52,16 @@ def arrival_stream(items: Iterable[T], time: Callable[[T], float | None]) -> Ite
     yield from _sorted_pass(items, np.argsort(np.frombuffer(times, dtype=np.float64), kind="stable"))
 
 
+def sorted_stream(items: Iterable[T], time: Callable[[T], float | None]) -> Iterator[tuple[int, T]]:
+    """``(input position, item)`` in the stable order of the items' logged times (a missing time
+    sorts last), in two passes over ``items`` (which must give the same items each time): one
+    records the times (8 bytes an item), the other yields, holding only the items read before
+    their turn. For a consumer that already knows the times go backwards (``simulate``'s drift
+    pass): :func:`arrival_stream` without its in-order first pass."""
+    times = array("d", (math.nan if (t := time(item)) is None else float(t) for item in items))
+    return _sorted_pass(items, np.argsort(np.frombuffer(times, dtype=np.float64), kind="stable"))
+
+
 def _sorted_pass(items: Iterable[T], order: np.ndarray) -> Iterator[tuple[int, T]]:
     """Items in ``order`` (input positions), holding those read before their turn."""
     pending: dict[int, T] = {}

@@ -14,12 +14,12 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import IO, Callable, Iterator, Sequence
+from typing import IO, Callable, Iterator, Protocol, Sequence
 from urllib.parse import quote
 
 from prefixcache import __version__
 from prefixcache.analyzer.errors import ConfigError
-from prefixcache.analyzer.ingest import Ingest
+from prefixcache.analyzer.ingest import Ingest, IngestSummary
 from prefixcache.analyzer.lint.config import LintConfig
 from prefixcache.analyzer.lint.document import LintReport, json_chunks, lint_summary, request_row, session_figures
 from prefixcache.analyzer.lint.tenants import DivergenceBucket, GroupFigures, Tenants
@@ -29,7 +29,7 @@ from prefixcache.analyzer.lint.order import RESTART, arrival_stream
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding, severity_rank
 from prefixcache.analyzer.lint.spill import ResultStore
 from prefixcache.analyzer.model import Skipped
-from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.prepare import Prepared, Preparer
 from prefixcache.analyzer.prepare.parallel import open_pool, parse_executor, prepare_stream
 from prefixcache.analyzer.prepare.inspect import check_specs, skipped_records, tokenizer_notes
 from prefixcache.analyzer.redact import redact_skipped
@@ -58,6 +58,16 @@ class LintOptions:
     def redact(self) -> bool:
         """Whether the run is redacted (the config's ``redact``)."""
         return self.config.redact
+
+
+class PreparedTee(Protocol):
+    """What :func:`lint_paths` hands every prepared request to, besides its linter."""
+
+    def add(self, pos: int, prepared: Prepared, result: RequestResult) -> None:
+        """One request (input position ``pos``), prepared, and lint's result for it."""
+
+    def restart(self) -> None:
+        """Everything handed so far is void: lint starts over in arrival order."""
 
 
 def request_name(session: str, index: int) -> str:
@@ -116,6 +126,8 @@ class LintRun:
     tenants: tuple[GroupFigures, ...] = ()
     tags: tuple[GroupFigures, ...] = ()
     divergence: tuple[DivergenceBucket, ...] = ()
+    #: The ingest pass's counts (the last pass when the times went backwards); None when not read.
+    ingest: IngestSummary | None = None
 
     @property
     def results(self) -> tuple[RequestResult, ...]:
@@ -285,7 +297,8 @@ def _text_line(f: Finding) -> str:
 
 
 def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto", stdin: IO[bytes] | None = None,
-               on_request: Callable[[], None] | None = None, executor: str = "local") -> LintRun:
+               on_request: Callable[[], None] | None = None, executor: str = "local", tee: PreparedTee | None = None
+               ) -> LintRun:
     """Ingest ``paths``, lint every request, return the collected run.
 
     Requests are linted in the one arrival order
@@ -299,9 +312,11 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
     ``input_format`` is the log reader (``auto`` = detect per file); ``stdin`` what ``-``
     reads (default the process's stdin); ``on_request`` is called after each request (a
     progress bar). With ``cfg.redact`` the findings and the skip reasons carry no prompt
-    text (lengths and keyed hashes). Raises ConfigError for unknown selectors or readers and for a bad
-    tokenizer or template (explicit specs are checked before any work), InputError for
-    a missing path.
+    text (lengths and keyed hashes). ``tee`` gets every prepared request with its result,
+    in the order linted (:class:`PreparedTee`: ``prefixcache report`` simulates from them,
+    so the input is prepared once). Raises ConfigError for unknown selectors or readers and
+    for a bad tokenizer or template (explicit specs are checked before any work), InputError
+    for a missing path.
     """
     try:
         rules = select_rules(cfg.select, cfg.ignore)
@@ -319,18 +334,22 @@ def lint_paths(paths: Sequence[str], cfg: LintConfig, input_format: str = "auto"
                 store.close()
                 linter, preparer, store = _start(cfg, rules)
                 sizes, tenants = SizeCheck(), Tenants()
+                if tee is not None:
+                    tee.restart()
                 continue
             sizes.add(prepared)
             result = linter.feed(prepared)
             tenants.add(prepared.request, result)
             store.add(pos, result)
+            if tee is not None:
+                tee.add(pos, prepared, result)
             if on_request is not None:
                 on_request()
     summary = ingest.summary
     skipped = redact_skipped(summary.skipped) if cfg.redact else summary.skipped  # reasons quote input
     return LintRun(cfg, store, linter.total, linter.sessions, skipped, summary.files, preparer.notes,
                    frozenset(linter.block_sizes), tuple(sizes.warnings()), tuple(tenants.figures()),
-                   tuple(tenants.tag_figures()), tuple(tenants.histogram()))
+                   tuple(tenants.tag_figures()), tuple(tenants.histogram()), summary)
 
 
 def _start(cfg: LintConfig, rules: Sequence) -> tuple[Linter, Preparer, ResultStore]:

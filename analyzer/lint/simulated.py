@@ -22,12 +22,13 @@ from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
 from prefixcache.analyzer.cache.fleet.timing import calibration_of
 from prefixcache.analyzer.cache.simulate.document import SimulateReport
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
-from prefixcache.analyzer.cache.workload import KeptItems, SimStream
+from prefixcache.analyzer.cache.workload import Kept, KeptItems, SimStream
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.engine import DriftCauses
 from prefixcache.analyzer.prepare import Preparer
-from prefixcache.analyzer.prepare.size_check import SizeCheck
+from prefixcache.analyzer.prepare.size_check import SessionSizes, SizeCheck
+from prefixcache.analyzer.lint.order import sorted_stream
 from prefixcache.analyzer.sequence import arrival_order
 
 
@@ -86,8 +87,9 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     Streamed: each request is prepared, its drift linted (in arrival order while that is
     the input order) and reduced to a compact simulator request before the next is read.
     When the logged times turn out not to be in input order, drift is linted on a second
-    pass in arrival order (inputs that cannot be read twice, stdin or FIFOs, are held
-    whole instead). A log lint cannot name causes for still has its drift counted, only
+    pass in arrival order (:func:`~prefixcache.analyzer.lint.order.sorted_stream`: only the
+    requests read before their turn are held, never their prepared prompts; inputs that
+    cannot be read twice, stdin or FIFOs, are held whole instead). A log lint cannot name causes for still has its drift counted, only
     not named."""
     ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
     preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
@@ -110,15 +112,71 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     reqs = stream.requests()
     if not reqs:
         return ingest, preparer, items, reqs, {}, sizes, None
-    if hold or not stream.in_input_order:
+    if hold or not stream.in_input_order:  # a second pass in arrival order, prepared prompts never held
         lint = DriftCauses()
-        again = held or map(Preparer(template=options.template, tokenizer=options.tokenizer).prepare, ingest)
-        for _, p in arrival_order(again, lambda p: p.request.timestamp):
+        again = (p for _, p in arrival_order(held, lambda p: p.request.timestamp)) if hold else map(
+            Preparer(template=options.template, tokenizer=options.tokenizer).prepare,
+            (r for _, r in sorted_stream(ingest, lambda r: r.timestamp)))
+        for p in again:
             if (lint := _fed(lint, p)) is None:
                 break
     if lint is None:
         return ingest, preparer, items, reqs, {}, sizes, None
     return ingest, preparer, items, reqs, lint.of(reqs), sizes, lint.trace_overlaps
+
+
+class SimulatedTee:
+    """``simulate`` over the requests another pass prepares, so a run that lints and simulates
+    one input (``prefixcache report``) reads, renders and tokenizes it once: pass it as
+    :func:`~prefixcache.analyzer.lint.run.lint_paths`' ``tee``, then call :meth:`report` with
+    the lint run's ingest summary and tokenizer notes. Lint hands over the requests in the one
+    arrival order with its result for each, whose ``lost_code`` is the drift cause simulate
+    names (:meth:`~prefixcache.analyzer.lint.engine.DriftCauses.record`), and calls
+    :meth:`restart` when the times went backwards and it starts over in sorted order. What is
+    staged is what :func:`_simulated` stages (the simulator's requests, the
+    :class:`~.cache.workload.Kept` parts, the prompt-size check), put back in input order,
+    so the report equals :func:`simulate`'s over the same inputs and ``options``."""
+
+    def __init__(self, options: SimulateOptions) -> None:
+        self.options = options
+        self.shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
+        self.restart()
+
+    def restart(self) -> None:
+        """Drop what was staged (lint starts over in arrival order)."""
+        self.stream, self.sizes, self.causes = SimStream(), SizeCheck(), DriftCauses()
+        self.kept: list[tuple[int, Kept]] = []
+        self.checked: dict[str, list[int]] = {}  # session → input positions of its size-checked calls
+
+    def add(self, pos: int, p, result) -> None:
+        """Stage prepared request ``p`` (input position ``pos``) and lint's ``result`` for it."""
+        if self.sizes.add(p) is not None:
+            self.checked.setdefault(p.request.session, []).append(pos)
+        self.stream.add(p)
+        self.kept.append((pos, Kept.of(p)))
+        if p.tokens is not None or p.request.trace is not None:
+            self.causes.record(p, result)
+
+    def size_check(self) -> SizeCheck:
+        """The prompt-size check as :func:`_simulated` makes it, in input order: sessions in the
+        order of their first checked call, each session's calls in input order."""
+        where, out = self.checked, SizeCheck()
+        for name in sorted(self.sizes.sessions, key=lambda s: min(where[s])):
+            s = self.sizes.sessions[name]
+            order = sorted(range(len(s.rows)), key=where[name].__getitem__)
+            out.sessions[name] = SessionSizes(name, [s.rows[i] for i in order], s.exact)
+        return out
+
+    def report(self, summary, notes, options: SimulateOptions | None = None) -> SimulateReport:
+        """The simulate report of what was staged; ``summary``: the
+        :class:`~prefixcache.analyzer.ingest.IngestSummary` of the pass that fed it, ``notes``:
+        its preparer's tokenizer notes (model → note); ``options``: the options to simulate with
+        when they were chosen after the pass (the cache ``report --cache auto`` picks from the
+        logged models; staging does not depend on the cache), else those given at construction."""
+        items = [k for _, k in sorted(self.kept, key=lambda pk: pk[0])]
+        reqs = self.stream.requests()
+        report = simulate_report(items, reqs, options or self.options, self.shape, summary, notes, self.causes.of(reqs))
+        return dataclasses.replace(report, warnings=[*report.warnings, *self.size_check().warnings()])
 
 
 def _fed(lint: DriftCauses, p) -> DriftCauses | None:

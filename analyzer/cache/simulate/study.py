@@ -21,17 +21,17 @@ from prefixcache.analyzer.cache.models import MODELS, CacheSpec, lru_stack_order
 from prefixcache.analyzer.cache.index.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.simulate.document import (
     ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
-    cost, reported_row, offline_bound, request_row, result_row, totals_row,
+    cost, reported_row, request_row,
 )
 from prefixcache.analyzer.cache.simulate.shards import SampledCurve, shards_curve
-from prefixcache.analyzer.cache.simulate.sweeps import chains, distinct_blocks, swept_totals
+from prefixcache.analyzer.cache.simulate.sweeps import chains, distinct_blocks
 from prefixcache.analyzer.cache.simulate.arms import GridArm, GridShared, map_arms, run_grid_arm
 from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
 from prefixcache.analyzer.cache.simulate.provider_calls import provider_calls
 from prefixcache.analyzer.cache.simulate.bands import retention_of
 from prefixcache.analyzer.cache.provider.prices import price_warning, provider_of
 from prefixcache.analyzer.cache.simulate.chunks import DEFAULT_RECOMPUTE
-from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, iter_stream, simulate_stream
+from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline
 from prefixcache.analyzer.cache.workload import SimRequest, item_facts
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary

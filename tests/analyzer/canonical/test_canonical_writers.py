@@ -203,3 +203,22 @@ def test_cli_report_format_rich_or_json(tmp_path) -> None:
     assert runs[("--format", "rich")].stderr == runs[()].stderr and "Transformations" in runs[()].stderr
     bad = CliRunner().invoke(_app(), ["canonicalize", case, "--out", "-", "--format", "sarif"])
     assert bad.exit_code == 2
+
+
+def test_to_openai_of_a_log_that_is_not_json(tmp_path) -> None:
+    """An Aider chat history (Markdown, not JSON: tests/fixtures/formats/samples, cut from the shared
+    sample) is written ``--to openai`` from its requests alone: the writer never re-reads the
+    original as JSON records (it did, and canonicalize failed with "invalid JSON" on a log lint reads),
+    and the written log lints at the figure canonicalize prints."""
+    src = existing(ROOT / "tests" / "fixtures" / "formats" / "samples" / "aider_llm_history_friendly_names_first6.aider.llm.history")
+    out = tmp_path / "aider.jsonl"
+    res = CliRunner().invoke(_app(), ["canonicalize", str(src), "--to", "openai", "-o", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    reqs = list(Ingest([str(src)]))
+    back = list(Ingest([str(out)]))
+    assert len(back) == len(reqs) == doc["written"] > 1 and {r.format for r in back} == {"openai-chat"}
+    assert [[(m.role, m.content) for m in r.messages] for r in back] == [[(m.role, m.content) for m in r.messages] for r in reqs]
+    assert doc["agrees"] and doc["verified"] == doc["total"]["after"]
+    res = CliRunner().invoke(_app(), ["canonicalize", str(src), "-o", str(tmp_path / "same.jsonl")])
+    assert res.exit_code == 2 and "--to openai" in res.output  # its own format cannot be written
