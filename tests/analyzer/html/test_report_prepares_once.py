@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
+from prefixcache.analyzer.html import content
 from prefixcache.analyzer.html.content import ReportOptions, gather
 from prefixcache.analyzer.lint import simulated
 from prefixcache.analyzer.lint.order import sorted_stream
@@ -59,11 +60,15 @@ def _json(report) -> dict:
 
 @pytest.mark.parametrize("name", ["copies", "untimed", "trace", "claude", "kvcache-tester", "timestamp"])
 def test_the_tee_gives_simulates_own_document(logs, name) -> None:
-    options = ReportOptions().simulate_options()
+    options = ReportOptions().simulate_options("vllm")
     tee = SimulatedTee(options)
     run = lint_paths([logs[name]], ReportOptions().lint, tee=tee)
     got, want = _json(tee.report(run.ingest, run.notes)), _json(simulate([logs[name]], options))
     assert got == want
+    if name == "claude":  # report --cache auto picks the provider after lint's pass: the staged requests serve it too
+        hosted = ReportOptions().simulate_options("anthropic")
+        got = _json(tee.report(run.ingest, run.notes, hosted))
+        assert got == _json(simulate([logs[name]], hosted)) and got["cache"] == "anthropic"
     assert want["summary"]["requests"] > 0 and want["results"]
     if name == "copies":  # the prompt-size warnings name sessions in input order, as simulate does
         assert any(w.startswith("session ") for w in got["warnings"])
@@ -78,6 +83,8 @@ def test_report_prepares_each_request_once(logs, monkeypatch) -> None:
         return real(self, request)
 
     monkeypatch.setattr(Preparer, "prepare", counting)
+    # canonicalize's before/after (what fixing is worth) reads the log on its own: counted apart
+    monkeypatch.setattr(content, "canonicalized", lambda paths, options: (None, None))
     docs = gather([logs["copies"]], ReportOptions())
     requests = docs.lint["summary"]["requests"]
     assert docs.simulate is not None and docs.simulate["summary"]["requests"] == requests > 100
@@ -129,10 +136,11 @@ def test_simulates_drift_pass_holds_no_prepared_prompt(logs, monkeypatch) -> Non
     monkeypatch.setattr(simulated, "_fed", lambda lint, box: lint)  # the boxes are not lintable
     monkeypatch.setattr(simulated.SimStream, "add", lambda self, box: None)
     monkeypatch.setattr(simulated.SizeCheck, "add", lambda self, box: None)
-    monkeypatch.setattr(simulated.Kept, "of", classmethod(lambda cls, box: None))
+    real_of = simulated.Kept.of
+    monkeypatch.setattr(simulated.Kept, "of", classmethod(lambda cls, box: real_of(box.p)))  # keeps no prompt
     monkeypatch.setattr(simulated.SimStream, "requests", lambda self: [SimpleNamespace(order=0, session="", index=0)])
     monkeypatch.setattr(simulated.SimStream, "in_input_order", property(lambda self: False))
-    ingest, _, items, *_ = simulated._simulated([logs["copies"]], ReportOptions().simulate_options(), None)
+    ingest, _, items, *_ = simulated._simulated([logs["copies"]], ReportOptions().simulate_options("vllm"), None)
     assert len(items) == ingest.summary.requests > 100
     assert most[0] <= 3, most[0]
 
