@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Iterable, Mapping, Sequence
 
+from prefixcache.analyzer.ingest.tenancy import TENANT_KEYS
 from prefixcache.analyzer.cache.base import BlockHash
 from prefixcache.analyzer.cache.index.block_hash import hash_blocks
 from prefixcache.analyzer.cache.index.compact import Shared
@@ -329,5 +330,7 @@ class Kept:
 
 #: The ``extra`` of every kept request without provider cache settings: one shared empty mapping, not a dict each.
 _NO_EXTRA: Mapping = MappingProxyType({})
-#: The ``extra`` keys a kept request keeps: the provider cache settings the provider-call split reads.
-KEPT_EXTRA = ("prompt_cache_key", "prompt_cache_retention")
+#: The ``extra`` keys a kept request keeps: the provider cache settings the provider-call split reads,
+#: and where it names its tenant (simulate's per-tenant table).
+KEPT_EXTRA = tuple(dict.fromkeys(("prompt_cache_key", "prompt_cache_retention",
+                                  *(k.split(".")[0] for k in TENANT_KEYS))))

@@ -13,9 +13,9 @@ requests one by one and keeps, per session, how many calls with a reported count
 are within :data:`TOLERANCE` of it. Our count is the tokenized prompt (its hidden
 prefix included) plus the encrypted reasoning the reader sized from usage
 (``extra["opaque_reasoning_tokens"]``, Codex: tokens that are billed but cannot be
-rendered, so they are in no token stream) plus the provider's published cost of its
-images (:mod:`prefixcache.analyzer.render.images`; each image's short placeholder is
-in our count too) plus the results of server-side tools (Codex ``web_search_call``:
+rendered, so they are in no token stream), its images at the provider's published cost
+(:mod:`prefixcache.analyzer.render.images`: already in the token stream as that many
+pseudo-ids, shown apart) plus the results of server-side tools (Codex ``web_search_call``:
 the provider ran a search and billed its results as input, the log has only the
 query). A search is sized from the usage of the call that ran it (what that call was
 billed beyond everything else we count) and carried to every later prompt that holds it
@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from prefixcache.analyzer.prepare.prepared import Prepared
-from prefixcache.analyzer.render.images import image_tokens
 
 #: Largest |ours − billed| / billed still called the same prompt (a fraction).
 TOLERANCE = 0.02
@@ -48,8 +47,9 @@ class SizeRow:
     """One call's counts (tokens): ``ours`` (tokenized prompt, hidden prefix included),
     ``reasoning`` (encrypted reasoning sized from usage, added to ours), ``billed``
     (``usage.prompt_tokens``), ``hidden`` (our hidden-prefix tokens) and ``images`` (what the
-    provider's published formula bills for the prompt's images, added to ours:
-    :func:`prefixcache.analyzer.render.images.image_tokens`)."""
+    provider's published formula bills for the prompt's images:
+    :func:`prefixcache.analyzer.render.images.image_tokens`; in the token stream, kept out
+    of ``ours`` so the two show apart)."""
 
     ours: int
     reasoning: int
@@ -141,9 +141,9 @@ class SizeCheck:
             return None
         extra = p.request.extra if isinstance(p.request.extra, dict) else {}
         reasoning = int(extra.get("opaque_reasoning_tokens") or 0)
-        renderer = p.rendered.renderer if p.rendered is not None else ""
-        images = sum(image_tokens(part, renderer) or 0 for m in p.request.messages for part in m.parts)
-        ours, billed, hidden = len(p.tokens.ids), int(u.prompt_tokens), p.tokens.opaque_prefix_tokens
+        # images are in the token stream at the provider's published count (TokenizedPrompt.image_tokens)
+        images = p.tokens.image_tokens
+        ours, billed, hidden = len(p.tokens.ids) - images, int(u.prompt_tokens), p.tokens.opaque_prefix_tokens
         sizes = self._server.setdefault(p.request.session, {})
         server = sum(sizes.get(i, 0) for i in extra.get("server_tool_ids", ()))
         new = [i for i in extra.get("server_tool_new", ()) if i not in sizes]

@@ -21,7 +21,7 @@ from prefixcache.analyzer.cache.models import MODELS, CacheSpec, lru_stack_order
 from prefixcache.analyzer.cache.index.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.simulate.document import (
     ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
-    cost, reported_row, offline_bound, request_row, result_row, totals_row,
+    cost, reported_row, offline_bound, request_row, result_row, tenant_rows, totals_row,
 )
 from prefixcache.analyzer.cache.simulate.shards import SampledCurve, shards_curve
 from prefixcache.analyzer.cache.simulate.sweeps import chains, distinct_blocks, swept_totals
@@ -34,6 +34,7 @@ from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, si
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary
+from prefixcache.analyzer.ingest.tenancy import tenant_in
 
 #: Every ``--policy`` name: block-cache policies, the offline optimum, the radix-only
 #: ``mru`` and the deprecated ``ttl`` (lru with a TTL).
@@ -157,15 +158,19 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     bpt = shape.bytes_per_token if shape else None
     if spec.engine_options is not None and bpt:
         spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
-    sampled = None
+    sampled, tenants = None, []
+    extra_of = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra
+                for p in items}
     if options.sample is not None and reqs:
         sampled, uniq = _sampled(reqs, spec, options, bpt)
         results, first, base, caps = [], None, None, []
     else:
-        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}) if reqs else \
+        tenants = [tenant_in(extra_of.get((r.source, r.record, r.index))) for r in reqs]
+        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {},
+                                                 any(t is not None for t in tenants)) if reqs else \
             ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
-    extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra for p in items}
+    extra = extra_of
     kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs]
     calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules,
                       kept if any(kept) else None)
@@ -181,7 +186,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         warnings=capacity_warnings(options.cache, results, reqs) + (
             provider_warnings(options.cache, [p.request.model for p in items]) if spec.traits.priced else []),
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)),
-        sampled=sampled)
+        sampled=sampled, tenants=tenant_rows(first or [], tenants) if first else [])
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
     split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()),
@@ -231,11 +236,12 @@ def _sampled(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptio
 
 
 def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions, bpt: int | None,
-          causes: Mapping[int, str]) -> tuple[list[ResultRow], list[RequestFigures] | None, int, Baseline,
-                                              list[tuple[str, int | None]]]:
+          causes: Mapping[int, str], rows_needed: bool = False) -> tuple[list[ResultRow], list[RequestFigures] | None,
+                                                                         int, Baseline, list[tuple[str, int | None]]]:
     """Every policy × capacity: (result rows, the first row's per-request figures, the
     distinct blocks — pages, units — behind ``N%`` capacities, the baseline, the capacities
-    as ``(label, blocks or None)``)."""
+    as ``(label, blocks or None)``). ``rows_needed``: keep the first row's per-request figures
+    even where aggregates would do (the per-tenant table needs them)."""
     block_size = spec.block_size_for(reqs)
     base = baseline(reqs)
     uniq = distinct_blocks(reqs, spec, block_size, base)
@@ -251,7 +257,8 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
         swept = spec.traits.block_chain and None not in blocks and spec.in_flight <= 1
         if swept and (policy == "belady" or (policy == "lru" and lru_stack_order(pspec) is not None)):
             # aggregates: the figures in arrays, per-request rows only for the first row when they are shown
-            want = first is None and (options.per_request or any(r.reported_cached is not None for r in reqs))
+            want = first is None and (options.per_request or rows_needed
+                                      or any(r.reported_cached is not None for r in reqs))
             ch = ch if ch is not None else chains(reqs, spec, block_size)  # one set of chains for every policy
             tots, rows = swept_totals(reqs, pspec, blocks, base, causes, rows=want, ch=ch)
             ttl_shown = pspec.model_class().ttl_of(pspec)

@@ -12,6 +12,10 @@ access logs) are context: one ``Skipped(bad=False)`` per file says how many.
   details: prompt: '<repr>', prompt_token_ids: [...]``. A request whose token ids are not
   logged (INFO only) is a note. ``--max-log-len`` cuts the ids without a marker, so a
   server run with it gives shorter prompts (not detectable from the log). No usage or cached tokens are logged. Block size 16 (vLLM's default).
+  At DEBUG, newer versions also log each request's body (``Request <id> JSON body: {...}``,
+  ``RequestLogger.log_request_body``; the engine's request id is ``chatcmpl-<id>``): its
+  routing keys (:data:`BODY_KEYS`: ``user``, ``prompt_cache_key``, ``metadata``, ...) go to
+  the request's ``extra``, so a server log names its tenants and sessions where clients sent them.
 * **SGLang** (``tokenizer_manager.py``, ``--log-requests``): ``Finish: obj=GenerateReqInput(...,
   input_ids=[...], rid='<id>', ...), out={..., 'meta_info': {'id': ..., 'prompt_tokens': N,
   'completion_tokens': M, 'cached_tokens': K, ...}}``. Usage (prompt, cached = the radix
@@ -26,10 +30,11 @@ leap year) or ``[YYYY-MM-DD HH:MM:SS]`` (SGLang).
 from __future__ import annotations
 
 import ast
+import json
 import re
 from abc import ABC, abstractmethod
 from datetime import datetime, timezone
-from typing import Iterator
+from typing import Any, Iterator
 
 import xxhash
 
@@ -43,6 +48,9 @@ _VLLM_LINE = re.compile(r"(?:Received request|Request) (\S+?):? (?:details: )?(p
 _VLLM_TIME = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?\b")
 _SGL_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 _STR = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""")
+_BODY = re.compile(r"Request (\S+) JSON body: (\{.*)$")
+#: Fields of a logged request body that name a tenant, a session or a cache namespace.
+BODY_KEYS = ("user", "safety_identifier", "metadata", "end_user", "prompt_cache_key", "cache_salt")
 _IDS = re.compile(r"(?:prompt_token_ids|input_ids)[:=] ?\[([\d,\s]*)(\]|\.\.\.)")
 
 
@@ -84,7 +92,7 @@ class _LogReader(ABC):
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         """Every non-blank line through :meth:`parse` (``state`` is per file), then the notes of :meth:`finish`."""
         n = other = 0
-        state: dict[str, int] = {}
+        state: dict[str, Any] = {}
         with source.open() as f:
             for line_no, raw in enumerate(f, 1):
                 text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
@@ -102,15 +110,27 @@ class _LogReader(ABC):
         yield RecordsSeen(source.name, n)
 
     @abstractmethod
-    def parse(self, name: str, line: int, text: str, state: dict[str, int]) -> Request | Skipped | None:
+    def parse(self, name: str, line: int, text: str, state: dict[str, Any]) -> Request | Skipped | None:
         """One line: a request, a note, or None for a line that is not a request line."""
 
-    def finish(self, name: str, state: dict[str, int]) -> Iterator[Skipped]:
+    def finish(self, name: str, state: dict[str, Any]) -> Iterator[Skipped]:
         """Notes owed at the end of the file (none by default)."""
         return iter(())
 
     def trace(self, ids: list[int], output: int | None = None) -> BlockTrace:
         return BlockTrace(block_hashes(ids, self.block), self.block, len(ids), output)
+
+
+def _body(rid: str, text: str, state: dict[str, Any]) -> None:
+    """Keep the routing keys (:data:`BODY_KEYS`) of one logged request body under ``state``; a body
+    cut by ``--max-log-len`` (not JSON) keeps none."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return
+    keys = {k: body[k] for k in BODY_KEYS if isinstance(body, dict) and body.get(k) not in (None, "", {}, [])}
+    if keys:
+        state.setdefault("\0bodies", {})[rid] = keys
 
 
 @reader(priority=140)
@@ -120,9 +140,11 @@ class VllmLogReader(_LogReader):
     format = VLLM
     block = DEFAULT_BLOCK_SIZE
 
-    def finish(self, name: str, state: dict[str, int]) -> Iterator[Skipped]:
+    def finish(self, name: str, state: dict[str, Any]) -> Iterator[Skipped]:
         """A note for every request whose DEBUG details line never came (``state``: id → line)."""
         for rid, line in state.items():
+            if not isinstance(line, int):
+                continue
             yield Skipped(name, line, f"request {rid}: prompt and token ids not logged (the server logs them at "
                           "DEBUG level)", "", False)
 
@@ -130,9 +152,11 @@ class VllmLogReader(_LogReader):
         """0.9 when the head holds a vLLM ``Received request`` / ``Request ... details`` line."""
         return 0.9 if re.search(r"(Received request \S+: (prompt|params): |Request \S+ details: prompt: )", head) else 0.0
 
-    def parse(self, name: str, line: int, text: str, state: dict[str, int]) -> Request | Skipped | None:
+    def parse(self, name: str, line: int, text: str, state: dict[str, Any]) -> Request | Skipped | None:
         m = _VLLM_LINE.search(text)
         if not m:
+            if (b := _BODY.search(text)) is not None:
+                _body(b.group(1), b.group(2), state)
             return None
         rid = m.group(1)
         ids = _ids(text)
@@ -146,6 +170,11 @@ class VllmLogReader(_LogReader):
         prompt = _STR.search(text[m.end() - len(m.group(2)):]) if m.group(2) == "prompt: " else None
         notes = ["exact server-side prompt as token ids (vLLM request log); no usage logged"]
         extra: dict = {"request_id": rid}
+        bodies = state.get("\0bodies", {})
+        keys = bodies.pop(rid, None) or bodies.pop(rid.removeprefix("chatcmpl-"), None)
+        if keys:
+            extra.update(keys)
+            notes.append("routing keys from the request's logged JSON body")
         if prompt is not None:
             try:
                 extra["prompt_chars"] = len(ast.literal_eval(prompt.group(0)))
