@@ -172,7 +172,7 @@ def _sim_request(p, tokens: Sequence[int] | None, hashes: Sequence[int] | None) 
                   reported_write=u.cache_write_tokens if u else None)
     if r.trace is not None:
         return SimRequest(num_tokens=r.trace.input_length, hashes=hashes,
-                          block_size=r.trace.block_size, infer_session=r.format in SESSIONLESS_FORMATS, **common)
+                          block_size=r.trace.block_size, infer_session=r.format in SESSIONLESS_FORMATS and not r.messages, **common)
     segs = p.tokens.segments
     last_a = max((i for i, m in enumerate(r.messages) if m.role == "assistant"), default=-1)
     salt = r.extra.get("cache_salt") if isinstance(r.extra, Mapping) else None

@@ -15,7 +15,9 @@ access logs) are context: one ``Skipped(bad=False)`` per file says how many.
   At DEBUG, newer versions also log each request's body (``Request <id> JSON body: {...}``,
   ``RequestLogger.log_request_body``; the engine's request id is ``chatcmpl-<id>``): its
   routing keys (:data:`BODY_KEYS`: ``user``, ``prompt_cache_key``, ``metadata``, ...) go to
-  the request's ``extra``, so a server log names its tenants and sessions where clients sent them.
+  the request's ``extra``, so a server log names its tenants and sessions where clients sent them,
+  and its ``messages`` become the request's, so conversations are chained by their messages
+  (ingest's rule 4) rather than inferred from block hashes.
 * **SGLang** (``tokenizer_manager.py``, ``--log-requests``): ``Finish: obj=GenerateReqInput(...,
   input_ids=[...], rid='<id>', ...), out={..., 'meta_info': {'id': ..., 'prompt_tokens': N,
   'completion_tokens': M, 'cached_tokens': K, ...}}``. Usage (prompt, cached = the radix
@@ -42,6 +44,8 @@ from prefixcache.analyzer.model import BlockTrace, Provenance, Request, Skipped,
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.sequence import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.ingest.detect import reader
+from prefixcache.analyzer.ingest.jsonio import FieldError
+from prefixcache.analyzer.ingest.readers.openai_chat import messages_of
 
 VLLM, SGLANG = "vllm-log", "sglang-log"
 _VLLM_LINE = re.compile(r"(?:Received request|Request) (\S+?):? (?:details: )?(prompt: |params: )")
@@ -128,9 +132,14 @@ def _body(rid: str, text: str, state: dict[str, Any]) -> None:
         body = json.loads(text)
     except ValueError:
         return
-    keys = {k: body[k] for k in BODY_KEYS if isinstance(body, dict) and body.get(k) not in (None, "", {}, [])}
-    if keys:
-        state.setdefault("\0bodies", {})[rid] = keys
+    if not isinstance(body, dict):
+        return
+    keys: dict[str, Any] = {k: body[k] for k in BODY_KEYS if body.get(k) not in (None, "", {}, [])}
+    try:  # the messages sent: conversations are chained by them (not by the block hashes alone)
+        keys["\0messages"] = messages_of(body.get("messages"))
+    except FieldError:
+        pass
+    state.setdefault("\0bodies", {})[rid] = keys
 
 
 @reader(priority=140)
@@ -162,27 +171,33 @@ class VllmLogReader(_LogReader):
         ids = _ids(text)
         if ids is None:
             if m.group(2) == "params: ":
-                state[rid] = line
+                if rid not in state.get("\0seen", ()):  # vLLM 0.3x logs the details line first
+                    state[rid] = line
                 return Skipped(name, line, f"request {rid}: sampling parameters (the prompt is on its DEBUG "
                                "'details' line)", "", False)
             return Skipped(name, line, f"request {rid}: no prompt_token_ids logged", "", False)
         state.pop(rid, None)
+        state.setdefault("\0seen", set()).add(rid)
         prompt = _STR.search(text[m.end() - len(m.group(2)):]) if m.group(2) == "prompt: " else None
         notes = ["exact server-side prompt as token ids (vLLM request log); no usage logged"]
         extra: dict = {"request_id": rid}
         bodies = state.get("\0bodies", {})
-        keys = bodies.pop(rid, None) or bodies.pop(rid.removeprefix("chatcmpl-"), None)
+        keys = dict(bodies.pop(rid, None) or bodies.pop(rid.removeprefix("chatcmpl-"), None) or {})
+        messages = keys.pop("\0messages", ())
         if keys:
             extra.update(keys)
             notes.append("routing keys from the request's logged JSON body")
+        if messages:
+            notes.append("messages from the request's logged JSON body: conversations chained by them")
         if prompt is not None:
             try:
                 extra["prompt_chars"] = len(ast.literal_eval(prompt.group(0)))
             except (ValueError, SyntaxError):
                 pass
         ts = _vllm_time(text)
-        return Request("", 0, VLLM, Provenance(name, line, "", line), timestamp=ts, trace=self.trace(ids),
-                       observed=frozenset({"timestamp"} if ts is not None else ()), notes=tuple(notes), extra=extra)
+        return Request("", 0, VLLM, Provenance(name, line, "", line), messages=messages, timestamp=ts,
+                       trace=self.trace(ids), observed=frozenset({"timestamp"} if ts is not None else ()),
+                       notes=tuple(notes), extra=extra)
 
 
 @reader(priority=141)
