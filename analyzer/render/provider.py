@@ -41,6 +41,11 @@ def _compact(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def _with_parts(m: Message) -> str:
+    """A message's text, then one placeholder line per non-text part."""
+    return "\n".join([m.content] + [placeholder(p) for p in m.parts]) if m.parts else m.content
+
+
 class ProviderLayout:
     """Tools → system → messages, one deterministic text per part (``exact=False``).
 
@@ -108,17 +113,14 @@ class ProviderLayout:
         """One message in the harmony framing (assistant turns: one message per channel / call)."""
         if m.role == "tool":
             name = self._names.get(m.tool_call_id or "", "tool")
-            body = "\n".join([m.content] + [placeholder(p) for p in m.parts]) if m.parts else m.content
-            return f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{body}<|end|>"
+            return f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{_with_parts(m)}<|end|>"
         if m.role != "assistant":
-            body = "\n".join([m.content] + [placeholder(p) for p in m.parts]) if m.parts else m.content
-            return f"<|start|>{m.role}<|message|>{body}<|end|>"
+            return f"<|start|>{m.role}<|message|>{_with_parts(m)}<|end|>"
         out = []
         if m.reasoning and not m.reasoning_opaque:
             out.append(f"<|start|>assistant<|channel|>analysis<|message|>{m.reasoning}<|end|>")
         if m.content or m.parts:
-            body = "\n".join([m.content] + [placeholder(p) for p in m.parts]) if m.parts else m.content
-            out.append(f"<|start|>assistant<|channel|>final<|message|>{body}<|end|>")
+            out.append(f"<|start|>assistant<|channel|>final<|message|>{_with_parts(m)}<|end|>")
         for c in m.tool_calls:
             out.append(f"<|start|>assistant<|channel|>commentary to=functions.{c.name} <|constrain|>json"
                        f"<|message|>{c.arguments}<|call|>")
