@@ -293,6 +293,9 @@ class TokenizedPrompt:
     tokenizer: str
     exact: bool = True
     opaque_prefix_tokens: int = 0
+    #: Tokens standing for images (their placeholders replaced by the provider's published count
+    #: of pseudo-ids per image, :func:`prefixcache.analyzer.tokenize.session.with_images`), included in ``ids``.
+    image_tokens: int = 0
 
     def segment_at(self, token: int) -> Segment | None:
         """The segment holding token offset ``token`` (None past the end)."""

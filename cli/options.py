@@ -40,7 +40,7 @@ InputFormat = Annotated[str, typer.Option(
 Tokenizer = Annotated[str, typer.Option(
     "--tokenizer", help="Tokenizer: auto, a tiktoken encoding, smollm2, deepseek, a HF folder or a GGUF file.")]
 Template = Annotated[str, typer.Option(
-    "--template", help="Chat template: auto, tokenizer, chatml_tools, provider:openai|anthropic|deepseek, or a .jinja file.")]
+    "--template", help="Chat template: auto, tokenizer, chatml_tools, provider:openai|openai-harmony|anthropic|deepseek, or a .jinja file.")]
 SkipBad = Annotated[bool, typer.Option(
     "--skip-bad", help="Report unreadable records and go on instead of exit 2.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")]

@@ -96,6 +96,15 @@ def _requests(rep: SimulateReport) -> None:
     print_table(console, t)
 
 
+def _tenants(rep: SimulateReport) -> None:
+    t = _table("per tenant (first row)", ("tenant", "requests", "prompt", "cached", "hit %", "reported cached %"), left=1)
+    for g in rep.tenants:
+        t.add_row(escape(g.tenant if g.tenant is not None else "(none)"), _n(g.requests), _n(g.prompt_tokens),
+                  _n(g.cached_tokens), "—" if g.hit_ratio is None else _pct(g.hit_ratio),
+                  "—" if g.reported_hit_ratio is None else _pct(g.reported_hit_ratio))
+    print_table(console, t)
+
+
 #: Band column marks by ``CallRow.rule``: the in-thread rule, a hidden prefix of unknown size.
 _MARK = {"in-thread": " ·", "hidden-prefix-unsized": " ?", "hidden-prefix-measured": " m"}
 
@@ -188,6 +197,8 @@ def render(rep: SimulateReport) -> None:
             "left out of the simulation above"
         console.print(f"[yellow]prompts not logged:[/] {rep.usage_only_requests} request(s) carry only the "
                       f"provider's reported usage; {what}")
+    if rep.tenants:
+        _tenants(rep)
     if getattr(rep, "requests", None):
         _requests(rep)
     if rep.calls:

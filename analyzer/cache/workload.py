@@ -27,6 +27,7 @@ from types import MappingProxyType
 from collections.abc import Sequence as SequenceABC
 from typing import Iterable, Mapping, Sequence
 
+from prefixcache.analyzer.ingest.tenancy import TENANT_KEYS
 from prefixcache.analyzer.cache.base import BlockHash
 from prefixcache.analyzer.cache.index.block_hash import hash_blocks
 from prefixcache.analyzer.cache.index.compact import Shared
@@ -282,7 +283,7 @@ def _sim_request(p, tokens: Sequence[int] | None, hashes: Sequence[int] | None) 
                   reported_write=u.cache_write_tokens if u else None)
     if r.trace is not None:
         return SimRequest(num_tokens=r.trace.input_length, hashes=hashes,
-                          block_size=r.trace.block_size, infer_session=r.format in SESSIONLESS_FORMATS, **common)
+                          block_size=r.trace.block_size, infer_session=r.format in SESSIONLESS_FORMATS and not r.messages, **common)
     segs = p.tokens.segments
     last_a = max((i for i, m in enumerate(r.messages) if m.role == "assistant"), default=-1)
     salt = r.extra.get("cache_salt") if isinstance(r.extra, Mapping) else None
@@ -443,8 +444,10 @@ class Kept:
 
 #: The ``extra`` of every kept request without provider cache settings: one shared empty mapping, not a dict each.
 _NO_EXTRA: Mapping = MappingProxyType({})
-#: The ``extra`` keys a kept request keeps: the provider cache settings the provider-call split reads.
-KEPT_EXTRA = ("prompt_cache_key", "prompt_cache_retention")
+#: The ``extra`` keys a kept request keeps: the provider cache settings the provider-call split reads,
+#: and where it names its tenant (simulate's per-tenant table).
+KEPT_EXTRA = tuple(dict.fromkeys(("prompt_cache_key", "prompt_cache_retention",
+                                  *(k.split(".")[0] for k in TENANT_KEYS))))
 
 
 #: An absent (None) int in :class:`KeptItems`' columns.

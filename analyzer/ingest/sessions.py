@@ -4,9 +4,11 @@ Rules, first match wins (documented in docs/formats.md, "Sessions"):
 
 1. **Explicit.** A reader that knows the session (Claude Code ``sessionId``, a
    Codex rollout, one trajectory file) sets ``Request.session``; it is kept.
-2. **Routing keys.** Else the first of ``extra["prompt_cache_key"]``,
-   ``extra["user"]``, ``extra["metadata"]["user_id"]`` names the session: equal
-   key ⇒ same session.
+2. **Routing keys.** Else ``extra["prompt_cache_key"]`` names the session: equal
+   key ⇒ same session. A user (``extra["user"]``, ``extra["metadata"]["user_id"]``:
+   a tenant, who holds many conversations) scopes rule 4 instead: its requests chain
+   only with that user's, so two users never share a session and one user's two
+   conversations are two sessions (a user's requests without messages: one session).
 3. **No messages.** A request without messages (usage-only logs) joins one
    session per input file.
 4. **Message-prefix chaining.** Else the request's non-system messages are
@@ -115,15 +117,17 @@ class SessionGrouper:
         note = ""
         if req.session:
             sid = req.session
-        elif (key := routing_key(req.extra)) is not None:
+        elif (key := routing_key(req.extra)) is not None and (key[0] == "prompt_cache_key" or not req.messages):
             sid = self._named.get(key) or self._named.setdefault(key, self._new_id(req.provenance.source))
             note = f"session from {key[0]}"
         elif not req.messages:
             key = ("file", req.provenance.source)
             sid = self._named.get(key) or self._named.setdefault(key, self._new_id(req.provenance.source))
             note = "session: one per file (no messages to chain)"
-        else:
-            sid, note = self._chain(req, req.provenance.source if scope is None else scope)
+        else:  # a user (a tenant) holds many conversations: chain within it, never across users
+            base = req.provenance.source if scope is None else scope
+            sid, note = self._chain(req, base if key is None else f"{base}\0{key[0]}={key[1]}")
+            note += f" within {key[0]} {key[1]!r}" if key is not None else ""
         index = self._count.get(sid, 0)
         self._count[sid] = index + 1
         notes = req.notes + ((note,) if note else ())

@@ -354,7 +354,7 @@ class Linter:
             return self._result(p, 0, None, None, 0, None, ())
         ids = compact_ids(trace.hash_ids)  # one compact chain, shared by the index, sessions and last requests
         session, index = (self._trace_sessions.assign(ids, req.session, trace.block_size)
-                          if req.format in SESSIONLESS_FORMATS
+                          if req.format in SESSIONLESS_FORMATS and not req.messages
                           else (req.session, req.index))
         s = self._trace_session(session)
         length, number = self._traces.insert(ids, self._trace_owner(s, index))

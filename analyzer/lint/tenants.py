@@ -22,44 +22,15 @@ The tenant of a request is the first of :data:`TENANT_KEYS` in its ``extra`` (Op
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from prefixcache.analyzer.ingest.tenancy import TENANT_KEYS, tags_of, tenant_of
 from prefixcache.analyzer.lint.engine import RequestResult
 from prefixcache.analyzer.model import Request
 
-#: Where a request names its tenant, in priority order (dotted: a key inside an object).
-TENANT_KEYS = ("user", "safety_identifier", "metadata.user_id", "metadata.user_api_key_team_id",
-               "metadata.user_api_key_user_id", "end_user", "prompt_cache_key")
+__all__ = ["TENANT_KEYS", "BUCKETS", "tenant_of", "tags_of", "GroupFigures", "DivergenceBucket", "Tenants"]
+
 #: Upper bounds (tokens, exclusive) of the divergence-position buckets; the last bucket is open.
 BUCKETS = (256, 1024, 4096, 16384, 65536)
-
-
-def _get(extra: Any, dotted: str) -> Any:
-    obj = extra
-    for part in dotted.split("."):
-        obj = obj.get(part) if isinstance(obj, dict) else None
-    return obj
-
-
-def tenant_of(request: Request) -> str | None:
-    """The tenant a request names (first of :data:`TENANT_KEYS`), or None."""
-    for key in TENANT_KEYS:
-        v = _get(request.extra, key)
-        if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v):
-            return str(v)
-    return None
-
-
-def tags_of(request: Request) -> tuple[str, ...]:
-    """The tags a request carries (``tags``, ``metadata.tags``, ``request_tags``), in order, deduplicated."""
-    out: list[str] = []
-    for key in ("tags", "metadata.tags", "request_tags"):
-        v = _get(request.extra, key)
-        for t in v if isinstance(v, list) else ():
-            if isinstance(t, str) and t and t not in out:
-                out.append(t)
-    return tuple(out)
-
 
 @dataclass(frozen=True, slots=True)
 class GroupFigures:

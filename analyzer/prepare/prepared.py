@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from prefixcache.analyzer.render.images import image_costs
 from prefixcache.analyzer.model import RenderedPrompt, Request, TokenizedPrompt
 from prefixcache.analyzer.prepare.resolve import Pipeline, opaque_prefix_for, resolve
 from prefixcache.analyzer.tokenize import SessionTokenizer, with_opaque_prefix
@@ -98,7 +99,8 @@ class Preparer:
         if session_tok is None:
             session_tok = self._sessions[id(pipe)] = SessionTokenizer(pipe.tokenizer)
         key = str(request.extra.get("opaque_prefix_key", ""))
-        return rendered, session_tok.tokenize(rendered, request.session, key=key)
+        images = image_costs((p for m in request.messages for p in m.parts), rendered.renderer)
+        return rendered, session_tok.tokenize(rendered, request.session, key=key, images=images)
 
     def finish(self, request: Request, rendered: RenderedPrompt, tokens: TokenizedPrompt) -> Prepared:
         """:meth:`render_tokenize`'s result with the hidden prefix sized from usage: the size is that of

@@ -3,7 +3,8 @@
 Template names: ``auto``; ``chatml_tools`` / ``deepseek_v3`` / ``deepseek_v32`` (shipped in
 ``prefixcache.templates``); ``tokenizer`` (the chat template stored with the
 tokenizer: tokenizer_config.json, chat_template.jinja or GGUF metadata);
-``provider:openai``, ``provider:anthropic``, ``provider:deepseek``; or a path to
+``provider:openai``, ``provider:openai-harmony`` (chosen for OpenAI reasoning models:
+:func:`harmony_model`), ``provider:anthropic``, ``provider:deepseek``; or a path to
 a ``.jinja`` file. Tokenizer names: see :func:`prefixcache.analyzer.tokenize.get_tokenizer`.
 """
 
@@ -44,6 +45,17 @@ def _family(model: str | None) -> str:
     return ""
 
 
+#: OpenAI model families rendered in the harmony framing (reasoning models; ``provider:openai-harmony``).
+HARMONY_MODELS = ("gpt-5", "o1", "o3", "o4", "codex", "gpt-oss")
+
+
+def harmony_model(model: str | None) -> bool:
+    """Whether ``model`` (a logged name, ``azure/`` or ``openai/`` prefix allowed) is an OpenAI
+    reasoning model that :func:`resolve` lays out in the harmony framing."""
+    base = (model or "").lower().rsplit("/", 1)[-1]
+    return base.startswith(HARMONY_MODELS)
+
+
 def deepseek_thinking(model: str | None) -> bool:
     """Whether the DeepSeek API renders ``model`` in thinking mode (``deepseek-reasoner``,
     a ``-thinking`` / ``-r1`` name) rather than chat mode (``deepseek-chat``)."""
@@ -57,7 +69,9 @@ def _renderer(template: str, model: str | None, tok: Tokenizer) -> tuple[Rendere
     if t == "auto":
         fam = _family(model)
         own = tok.config.get("chat_template") if isinstance(tok, HFTokenizer) else None
-        if fam in ("openai", "anthropic"):
+        if fam == "openai" and harmony_model(model):
+            t = "provider:openai-harmony"
+        elif fam in ("openai", "anthropic"):
             t = f"provider:{fam}"
         elif fam == "deepseek" or ("deepseek" in (model or "").lower() and not own):
             t = "provider:deepseek"
@@ -66,6 +80,10 @@ def _renderer(template: str, model: str | None, tok: Tokenizer) -> tuple[Rendere
         else:
             r = JinjaRenderer(load_template("chatml_tools"), "chatml_tools", _special(tok), exact=False, trusted=True)
             return r, f"template chatml_tools (generic stand-in; {model or 'the model'}'s own template is unknown)"
+    if t in ("provider:openai-harmony", "openai-harmony"):
+        r = ProviderLayout("openai-harmony")
+        return r, (f"layout {r.name} (the harmony framing OpenAI published for gpt-oss; server rendering not "
+                   "public, approximate)")
     if t in ("provider:openai", "openai", "provider:anthropic", "anthropic"):
         r = ProviderLayout(t.removeprefix("provider:"))
         return r, f"layout {r.name} (tools → system → messages; server rendering not public, approximate)"
@@ -96,9 +114,13 @@ def resolve(model: str | None, template: str = "auto", tokenizer: str = "auto") 
     """
     tok = get_tokenizer(tokenizer, model)
     renderer, how = _renderer(template, model, tok)
+    harmony = isinstance(renderer, ProviderLayout) and renderer.style == "openai-harmony"
+    if harmony and tokenizer == "auto" and tok.name == "o200k_base":
+        tok = get_tokenizer("o200k_harmony")  # o200k_base's ranks plus the special tokens the framing writes
     if tokenizer == "auto":
         choice = choose_auto(model)
-        tok_note = f"tokenizer {tok.name}: {choice.reason}"
+        plus = " plus the harmony special tokens" if tok.name == "o200k_harmony" and choice.spec == "o200k_base" else ""
+        tok_note = f"tokenizer {tok.name}: {choice.reason}{plus}"
     else:
         tok_note = f"tokenizer {tok.name}"
     exact = tok.exact and renderer.exact

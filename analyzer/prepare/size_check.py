@@ -13,10 +13,15 @@ requests one by one and keeps, per session, how many calls with a reported count
 are within :data:`TOLERANCE` of it. Our count is the tokenized prompt (its hidden
 prefix included) plus the encrypted reasoning the reader sized from usage
 (``extra["opaque_reasoning_tokens"]``, Codex: tokens that are billed but cannot be
-rendered, so they are in no token stream) plus the provider's published cost of its
-images (:mod:`prefixcache.analyzer.render.images`; each image's short placeholder is
-in our count too). A session's hidden prefix is sized from
-its first call with usage, so that call matches by construction; the check says so.
+rendered, so they are in no token stream), its images at the provider's published cost
+(:mod:`prefixcache.analyzer.render.images`: already in the token stream as that many
+pseudo-ids, shown apart) plus the results of server-side tools (Codex ``web_search_call``:
+the provider ran a search and billed its results as input, the log has only the
+query). A search is sized from the usage of the call that ran it (what that call was
+billed beyond everything else we count) and carried to every later prompt that holds it
+(``extra["server_tool_new"]`` / ``extra["server_tool_ids"]``). A session's hidden prefix
+is sized from its first call with usage, and a search from its own call, so those calls
+match by construction (a search's call is counted apart: :attr:`SizeRow.sized`).
 
 The tolerance is 2% of the billed count: what an exact tokenizer with the exact
 template misses only by a misread log. Approximate tokenizers (cl100k standing in
@@ -30,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from prefixcache.analyzer.prepare.prepared import Prepared
-from prefixcache.analyzer.render.images import image_tokens
 
 #: Largest |ours − billed| / billed still called the same prompt (a fraction).
 TOLERANCE = 0.02
@@ -43,19 +47,25 @@ class SizeRow:
     """One call's counts (tokens): ``ours`` (tokenized prompt, hidden prefix included),
     ``reasoning`` (encrypted reasoning sized from usage, added to ours), ``billed``
     (``usage.prompt_tokens``), ``hidden`` (our hidden-prefix tokens) and ``images`` (what the
-    provider's published formula bills for the prompt's images, added to ours:
-    :func:`prefixcache.analyzer.render.images.image_tokens`)."""
+    provider's published formula bills for the prompt's images:
+    :func:`prefixcache.analyzer.render.images.image_tokens`; in the token stream, kept out
+    of ``ours`` so the two show apart)."""
 
     ours: int
     reasoning: int
     billed: int
     hidden: int
     images: int = 0
+    #: Results of server-side tools (web search) in the prompt, sized from usage (tokens).
+    server: int = 0
+    #: Whether this call sized a web search it ran from its own billed count: it matches by
+    #: construction.
+    sized: bool = False
 
     @property
     def delta(self) -> int:
-        """``ours + reasoning + images − billed`` (tokens; negative: we count less than was billed)."""
-        return self.ours + self.reasoning + self.images - self.billed
+        """``ours + reasoning + images + server − billed`` (tokens; negative: we count less than was billed)."""
+        return self.ours + self.reasoning + self.images + self.server - self.billed
 
     @property
     def within(self) -> bool:
@@ -76,6 +86,11 @@ class SessionSizes:
     def within(self) -> int:
         """Calls within :data:`TOLERANCE`."""
         return sum(r.within for r in self.rows)
+
+    @property
+    def sized(self) -> int:
+        """Calls that sized a hidden part from their own billed count (within by construction)."""
+        return sum(r.sized for r in self.rows)
 
     @property
     def median_delta_fraction(self) -> float:
@@ -102,6 +117,11 @@ class SessionSizes:
         """Encrypted-reasoning tokens added on the session's last checked call."""
         return self.rows[-1].reasoning if self.rows else 0
 
+    @property
+    def server(self) -> int:
+        """Server-side tool results (tokens) added on the session's last checked call."""
+        return self.rows[-1].server if self.rows else 0
+
 
 class SizeCheck:
     """The prompt-size check over a stream of prepared requests (see the module doc).
@@ -111,18 +131,27 @@ class SizeCheck:
 
     def __init__(self) -> None:
         self.sessions: dict[str, SessionSizes] = {}
+        #: Per session, each server-side tool call's results (tokens), sized from its call's usage.
+        self._server: dict[str, dict[str, int]] = {}
 
     def add(self, p: Prepared) -> SizeRow | None:
         """Check one request; its row, or None when there is nothing to compare."""
         u = p.request.usage
         if p.tokens is None or u is None or u.prompt_tokens is None:
             return None
-        extra = p.request.extra
-        reasoning = extra.get("opaque_reasoning_tokens") if isinstance(extra, dict) else None
-        renderer = p.rendered.renderer if p.rendered is not None else ""
-        images = sum(image_tokens(part, renderer) or 0 for m in p.request.messages for part in m.parts)
-        row = SizeRow(len(p.tokens.ids), int(reasoning or 0), int(u.prompt_tokens), p.tokens.opaque_prefix_tokens,
-                      images)
+        extra = p.request.extra if isinstance(p.request.extra, dict) else {}
+        reasoning = int(extra.get("opaque_reasoning_tokens") or 0)
+        # images are in the token stream at the provider's published count (TokenizedPrompt.image_tokens)
+        images = p.tokens.image_tokens
+        ours, billed, hidden = len(p.tokens.ids) - images, int(u.prompt_tokens), p.tokens.opaque_prefix_tokens
+        sizes = self._server.setdefault(p.request.session, {})
+        server = sum(sizes.get(i, 0) for i in extra.get("server_tool_ids", ()))
+        new = [i for i in extra.get("server_tool_new", ()) if i not in sizes]
+        if new:  # this call ran them: what it was billed beyond everything else is their results
+            sizes[new[0]] = max(0, billed - (ours + reasoning + images + server))
+            sizes.update((i, 0) for i in new[1:])
+            server += sizes[new[0]]
+        row = SizeRow(ours, reasoning, billed, hidden, images, server, bool(new))
         s = self.sessions.setdefault(p.request.session, SessionSizes(p.request.session))
         s.rows.append(row)
         s.exact = s.exact and bool(p.tokens.exact)
@@ -165,6 +194,8 @@ class SizeCheck:
                 added.append(f"a {s.hidden:,}-token hidden prefix sized from its first call's usage")
             if s.reasoning:
                 added.append(f"{s.reasoning:,} tokens of encrypted reasoning from the usage")
+            if s.server:
+                added.append(f"{s.server:,} tokens of web-search results sized from the usage of the calls that ran them")
             if s.rows[-1].images:
                 added.append(f"{s.rows[-1].images:,} image tokens by the provider's formula")
             how = f"; ours includes {' and '.join(added)}" if added else ""

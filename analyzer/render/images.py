@@ -15,14 +15,38 @@ not what the provider bills; :func:`image_tokens` is, from the published formula
 
 Chat templates of open models drop images (a warning says so) and their vision encoders
 vary per model: no count is claimed for them (None).
+
+In the token stream an image with a published count is that many pseudo-ids derived from
+its digest (:func:`prefixcache.analyzer.tokenize.session.with_images`, found by
+:data:`PLACEHOLDER`): lint and simulate see a resent image as the same tokens and a
+replaced one as different tokens of the right length.
 """
 
 from __future__ import annotations
 
 import base64
 import math
+import re
+from typing import Iterable
 
 from prefixcache.analyzer.model import ContentPart
+
+
+#: An image placeholder in rendered text: its tag (``img-<base32>`` / ``link-<base32>``) is group 1.
+PLACEHOLDER = re.compile(r"\[image ((?:img|link)-[a-z2-7]+)(?: \d+x\d+)?\]")
+#: Layouts whose provider publishes an image-token formula (:func:`image_tokens`).
+OPENAI_LAYOUTS = ("provider:openai", "provider:openai-harmony")
+
+
+def image_tag(p: ContentPart) -> str:
+    """An image's name in its placeholder: ``img-<base32 of the sha256 digest>`` (``link-`` for a
+    URL digest), base32 so the volatile-value finder never takes it for a hex request id."""
+    kind, _, hexdigest = p.digest.partition(":")
+    try:
+        tag = base64.b32encode(bytes.fromhex(hexdigest)).decode().rstrip("=").lower()
+    except ValueError:
+        tag = hexdigest
+    return f"{'img' if kind == 'sha256' else 'link'}-{tag}"
 
 
 def placeholder(p: ContentPart) -> str:
@@ -30,13 +54,19 @@ def placeholder(p: ContentPart) -> str:
     image, ``[<type> <digest>]`` otherwise."""
     if p.type != "image":
         return f"[{p.type} {p.digest}]"
-    kind, _, hexdigest = p.digest.partition(":")
-    try:
-        tag = base64.b32encode(bytes.fromhex(hexdigest)).decode().rstrip("=").lower()
-    except ValueError:
-        tag = hexdigest
     size = f" {p.width}x{p.height}" if p.width and p.height else ""
-    return f"[image {'img' if kind == 'sha256' else 'link'}-{tag}{size}]"
+    return f"[image {image_tag(p)}{size}]"
+
+
+def image_costs(parts: Iterable[ContentPart], renderer: str) -> dict[str, tuple[str, int]]:
+    """Placeholder tag → (the image's digest, its billed tokens by :func:`image_tokens`) for every
+    image of ``parts`` the provider of ``renderer`` publishes a count for (empty otherwise)."""
+    out: dict[str, tuple[str, int]] = {}
+    for p in parts:
+        n = image_tokens(p, renderer)
+        if n:
+            out[image_tag(p)] = (p.digest, n)
+    return out
 
 
 def openai_image_tokens(width: int, height: int, detail: str | None = None) -> int:
@@ -68,7 +98,7 @@ def image_tokens(p: ContentPart, renderer: str) -> int | None:
     published formula."""
     if p.type != "image" or not p.width or not p.height:
         return None
-    if renderer == "provider:openai":
+    if renderer in OPENAI_LAYOUTS:
         return openai_image_tokens(p.width, p.height, p.detail)
     if renderer == "provider:anthropic":
         return anthropic_image_tokens(p.width, p.height)

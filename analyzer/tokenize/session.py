@@ -13,6 +13,11 @@ A hidden prefix (``rendered.opaque_prefix_tokens`` > 0: Claude Code's unlogged
 system prompt and tools) becomes that many negative pseudo-ids derived from
 ``key``: equal keys give equal ids position by position, so prefix and cache
 models see the hidden prefixes of one deployment as shared content.
+
+An image placeholder whose provider publishes a token count (``images``: placeholder
+tag → (digest, tokens), :func:`prefixcache.analyzer.render.images.image_costs`) becomes
+that many pseudo-ids derived from the image's digest (:func:`with_images`): the same
+picture resent is the same tokens, a replaced one differs from its first token on.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from typing import Mapping
+
 from prefixcache.analyzer.model import RenderedPrompt, Segment, TokenizedPrompt, compact_ids
+from prefixcache.analyzer.render.images import PLACEHOLDER
 from prefixcache.analyzer.sequence import common_prefix_len
 from prefixcache.analyzer.tokenize.backends import Tokenizer
 
@@ -99,10 +107,35 @@ def with_opaque_prefix(tokens: TokenizedPrompt, n: int, key: str) -> TokenizedPr
     body, segs = compact_ids(tokens.ids)[old:], tokens.segments[1:] if old else tokens.segments
     if n <= 0:
         shifted = tuple(Segment(s.kind, s.label, s.start - old, s.end - old, s.ref) for s in segs)
-        return TokenizedPrompt(compact_ids(body.tolist()), shifted, tokens.tokenizer, tokens.exact, 0)
+        return TokenizedPrompt(compact_ids(body.tolist()), shifted, tokens.tokenizer, tokens.exact, 0,
+                               tokens.image_tokens)
     shifted = tuple(Segment(s.kind, s.label, s.start - old + n, s.end - old + n, s.ref) for s in segs)
     return TokenizedPrompt(_with_pseudo(key, n, body),
-                           (Segment("opaque", "opaque_prefix", 0, n),) + shifted, tokens.tokenizer, False, n)
+                           (Segment("opaque", "opaque_prefix", 0, n),) + shifted, tokens.tokenizer, False, n,
+                           tokens.image_tokens)
+
+
+def with_images(ids: array, starts: np.ndarray, text: str,
+                images: Mapping[str, tuple[str, int]]) -> tuple[array, np.ndarray, int]:
+    """``ids`` (of ``text``, with int64 start chars ``starts``) with every image placeholder whose
+    tag is in ``images`` replaced by its count of pseudo-ids (key ``image:<digest>``): (ids,
+    starts — each image token starts at its placeholder's first char —, image tokens added).
+    A placeholder's tokens are those whose first char lies inside it."""
+    spans = [(m.start(), m.end(), images[m.group(1)]) for m in PLACEHOLDER.finditer(text) if m.group(1) in images]
+    if not spans:
+        return ids, starts, 0
+    view = np.frombuffer(ids, dtype=np.uint32 if ids.typecode == "I" else np.int64).astype(np.int64)
+    out_ids, out_starts, pos, total = [], [], 0, 0
+    for c0, c1, (digest, n) in spans:
+        a, b = int(np.searchsorted(starts, c0)), int(np.searchsorted(starts, c1))
+        out_ids += [view[pos:a], _pseudo("image:" + digest, n)]
+        out_starts += [starts[pos:a], np.full(n, c0, dtype=np.int64)]
+        pos, total = max(pos, b), total + n
+    out_ids.append(view[pos:])
+    out_starts.append(starts[pos:])
+    out = array("q")
+    out.frombytes(np.concatenate(out_ids).tobytes())
+    return out, np.concatenate(out_starts), total
 
 
 class SessionTokenizer:
@@ -121,14 +154,19 @@ class SessionTokenizer:
         self._states: OrderedDict[str, _State] = OrderedDict()
         self.stats = {"full": 0, "incremental": 0, "reused_tokens": 0, "encoded_tokens": 0}
 
-    def tokenize(self, rendered: RenderedPrompt, session: str, key: str = "") -> TokenizedPrompt:
-        """Token ids of ``rendered.text`` (== ``tokenizer.encode``) with segment spans in tokens.
+    def tokenize(self, rendered: RenderedPrompt, session: str, key: str = "",
+                 images: Mapping[str, tuple[str, int]] | None = None) -> TokenizedPrompt:
+        """Token ids of ``rendered.text`` (== ``tokenizer.encode``) with segment spans in tokens,
+        image placeholders named in ``images`` replaced by their pseudo-ids (:func:`with_images`).
 
         Segment spans: a token belongs to the segment in which its first character
         lies; ``opaque`` (hidden prefix) comes first when present.
         """
         text = rendered.text
         ids, starts = self._encode(text, session)
+        n_img = 0
+        if images:
+            ids, starts, n_img = with_images(ids, starts, text, images)
         n_op = max(0, int(rendered.opaque_prefix_tokens or 0))
         segs = map_segments(rendered.segments, starts, len(text), offset=n_op)
         if n_op:
@@ -138,7 +176,7 @@ class SessionTokenizer:
             all_ids = ids
         return TokenizedPrompt(
             ids=all_ids, segments=segs, tokenizer=self.tokenizer.name,
-            exact=bool(self.tokenizer.exact and rendered.exact), opaque_prefix_tokens=n_op,
+            exact=bool(self.tokenizer.exact and rendered.exact), opaque_prefix_tokens=n_op, image_tokens=n_img,
         )
 
     def _encode(self, text: str, session: str) -> tuple[array, np.ndarray]:

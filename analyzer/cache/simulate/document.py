@@ -221,12 +221,31 @@ class RequestRow(RequestCounts):
 
 
 @dataclass(frozen=True, slots=True)
+class TenantRow:
+    """One tenant's requests under the first result row's cache (tokens): the tenant the log
+    names (:mod:`prefixcache.analyzer.ingest.tenancy`; None: requests that name none), its
+    requests, prompt and simulated cached tokens and their ratio (``hit_ratio``, None without
+    prompt tokens), and the log's own reported prompt / cached tokens over its requests that
+    report both (``reported_hit_ratio`` None when none does)."""
+
+    tenant: str | None
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    hit_ratio: float | None
+    reported_prompt_tokens: int
+    reported_cached_tokens: int
+    reported_hit_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class SimulateReport:
     """The ``simulate --json`` document: one cache, every policy × capacity, the calls
     predicted vs reported, the provider cost, the log's reported usage; ``warnings``: one
     line per capacity too small for the requests to mean what an engine would do
     (:func:`capacity_warnings`); ``sampled``: the SHARDS LRU curve of ``--sample`` (then
-    ``results`` is empty), else None."""
+    ``results`` is empty), else None; ``tenants``: the first result row per tenant
+    (:func:`tenant_rows`; empty when the log names no tenant)."""
 
     cache: str
     block_size: int
@@ -242,6 +261,7 @@ class SimulateReport:
     warnings: list[str]
     summary: Summary
     sampled: SampledCurve | None
+    tenants: list[TenantRow]
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +270,25 @@ class SimulateReportWithRequests(SimulateReport):
     request's figures under the first result row."""
 
     requests: list[RequestRow]
+
+
+def tenant_rows(rows: Sequence[RequestFigures], tenants: Sequence[str | None]) -> list[TenantRow]:
+    """Per tenant (``tenants[i]`` is the tenant of ``rows[i]``), most requests first; empty when
+    no request names a tenant."""
+    if not any(t is not None for t in tenants):
+        return []
+    sums: dict[str | None, list[int]] = {}
+    for f, t in zip(rows, tenants):
+        s = sums.setdefault(t, [0, 0, 0, 0, 0])
+        s[0] += 1
+        s[1] += f.prompt_tokens
+        s[2] += f.cached_tokens
+        if f.reported_prompt_tokens is not None and f.reported_cached_tokens is not None:
+            s[3] += f.reported_prompt_tokens
+            s[4] += f.reported_cached_tokens
+    order = sorted(sums.items(), key=lambda kv: (-kv[1][0], str(kv[0])))
+    return [TenantRow(t, n, p, c, r6(c / p) if p else None, rp, rc, r6(rc / rp) if rp else None)
+            for t, (n, p, c, rp, rc) in order]
 
 
 def r6(x: float | None) -> float | None:

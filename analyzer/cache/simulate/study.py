@@ -21,7 +21,7 @@ from prefixcache.analyzer.cache.models import MODELS, CacheSpec, lru_stack_order
 from prefixcache.analyzer.cache.index.radix import RADIX_POLICIES
 from prefixcache.analyzer.cache.simulate.document import (
     ResultRow, SimulateReport, SimulateReportWithRequests, Summary, agreement, call_rows, capacity_warnings,
-    cost, reported_row, request_row,
+    cost, reported_row, request_row, tenant_rows,
 )
 from prefixcache.analyzer.cache.simulate.shards import SampledCurve, shards_curve
 from prefixcache.analyzer.cache.simulate.sweeps import chains, distinct_blocks
@@ -35,6 +35,7 @@ from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline
 from prefixcache.analyzer.cache.workload import SimRequest, item_facts
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary
+from prefixcache.analyzer.ingest.tenancy import tenant_in
 
 #: Every ``--policy`` name: block-cache policies, the offline optimum, the radix-only
 #: ``mru`` and the deprecated ``ttl`` (lru with a TTL).
@@ -172,18 +173,21 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     bpt = shape.bytes_per_token if shape else None
     if spec.engine_options is not None and bpt:
         spec = replace(spec, engine_options={**spec.engine_options, "kv_bytes_per_token": bpt})
-    sampled = None
+    sampled, tenants = None, []
+    # the requests' kept ``extra`` by name: only when one logs provider cache settings or names its
+    # tenant (else every retention and tenant is None, and a dict a request is most of what a long
+    # trace would hold)
+    extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra
+             for p in items} if facts.any_extra else {}
     if options.sample is not None and reqs:
         sampled, uniq = _sampled(reqs, spec, options, bpt, trace_overlaps)
         results, first, base, caps = [], None, None, []
     else:
-        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}, trace_overlaps) if reqs else \
+        tenants = [tenant_in(extra.get((r.source, r.record, r.index))) for r in reqs] if extra else []
+        results, first, uniq, base, caps = _grid(reqs, spec, options, bpt, drift_causes or {}, trace_overlaps,
+                                                 any(t is not None for t in tenants)) if reqs else \
             ([], None, 0, None, [])
     rules = spec.provider_rules(model) if spec.traits.priced else None
-    # the requests' kept ``extra`` by name: only when one logs provider cache settings (else every
-    # retention is None, and a dict a request is most of what a long trace would hold)
-    extra = {(p.request.provenance.source, p.request.provenance.record, p.request.index): p.request.extra
-             for p in items} if facts.any_extra else {}
     kept = [retention_of(extra.get((r.source, r.record, r.index))) for r in reqs] if extra else []
     calls = call_rows(first or [], block_size, rules.min_tokens if rules else 0, reqs, rules,
                       kept if any(kept) else None)
@@ -200,7 +204,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
             provider_warnings(options.cache, facts.models) if spec.traits.priced else []) + (
             breakpoint_warnings(rules, reqs) if rules is not None else []),
         summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)),
-        sampled=sampled)
+        sampled=sampled, tenants=tenant_rows(first or [], tenants) if first else [])
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
     split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()) or [p.request.extra for p in items],
@@ -275,11 +279,12 @@ def _sampled(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptio
 
 
 def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions, bpt: int | None,
-          causes: Mapping[int, str], overlaps: Sequence[int] | None = None) -> tuple[list[ResultRow], list[RequestFigures] | None, int, Baseline,
-                                              list[tuple[str, int | None]]]:
+          causes: Mapping[int, str], overlaps: Sequence[int] | None = None, rows_needed: bool = False
+          ) -> tuple[list[ResultRow], list[RequestFigures] | None, int, Baseline, list[tuple[str, int | None]]]:
     """Every policy × capacity: (result rows, the first row's per-request figures, the
     distinct blocks — pages, units — behind ``N%`` capacities, the baseline, the capacities
-    as ``(label, blocks or None)``)."""
+    as ``(label, blocks or None)``). ``rows_needed``: keep the first row's per-request figures
+    even where aggregates would do (the per-tenant table needs them)."""
     block_size = spec.block_size_for(reqs)
     base = baseline(reqs, overlaps)
     uniq = distinct_blocks(reqs, spec, block_size, base)
@@ -292,7 +297,7 @@ def _grid(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateOptions,
     # the arms (arms.py): a swept policy at every capacity in one pass, any other one per capacity; the
     # per-request rows of the first arm that gives rows (a swept one only when they are shown)
     arms, taken, sweeps = [], False, False
-    want = _rows_wanted(reqs, spec, options)
+    want = rows_needed or _rows_wanted(reqs, spec, options)
     for policy, ttl_s in options.runs():
         pspec = replace(spec, policy=policy, ttl_s=ttl_s)
         ttl_shown = pspec.model_class().ttl_of(pspec)

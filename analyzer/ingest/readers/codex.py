@@ -37,6 +37,7 @@ logged no usage). The prompt-size check adds them to our count
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field as dc_field
 from pathlib import Path
 from typing import Any, Iterator
@@ -58,6 +59,9 @@ NOTE_HIDDEN = ("base instructions and tools are sent but not logged: a hidden pr
                "sized from the first call's usage")
 NOTE_REASONING = ("encrypted reasoning is sent back and billed but cannot be rendered: its size from the usage of the "
                   "calls that produced it (extra.opaque_reasoning_tokens) is added by the prompt-size check only")
+
+NOTE_SEARCH = ("web-search results are billed input but not logged: sized from the usage of the call that ran the search "
+               "(extra.server_tool_new / server_tool_ids), added by the prompt-size check only")
 
 
 def _content(items: Any, path: str) -> tuple[str, tuple[str, ...], tuple[ContentPart, ...]]:
@@ -88,6 +92,8 @@ class _Turn:
     #: The run's ``reasoning_output_tokens`` (its call's token_count), when logged: the size of
     #: its encrypted reasoning, sent back on later calls.
     reasoning_tokens: int | None = None
+    #: Server-side searches run in this call (ids), whose results are billed but not logged.
+    searches: list[str] = dc_field(default_factory=list)
 
     def message(self) -> Message:
         """The run as one assistant message."""
@@ -129,6 +135,8 @@ def _add_output(turn: _Turn, item: dict[str, Any]) -> None:
         args = expect(item.get("input", ""), str, "payload.input")
         turn.calls.append(ToolCall(str(item.get("call_id", "")), str(item.get("name", "")), args, kind="custom"))
     else:  # local_shell_call / web_search_call: keep the item's action as the call
+        if kind == "web_search_call":
+            turn.searches.append(str(item.get("id") or digest(item.get("action", {}))))
         turn.calls.append(ToolCall(str(item.get("call_id") or item.get("id") or ""), str(kind),
                                    digest(item.get("action", {})), arguments_inferred=True, kind=str(kind)))
 
@@ -215,7 +223,10 @@ class _Rollout:
         self.index = 0
         self.extra: dict[str, Any] = {}
         self.turns: list[_Turn] = []  # the closed runs in the history (their reasoning sizes)
+        self.since_user = 0  # index into self.turns of the first run after the latest user message
         self.ghosts: list[int] = []  # lines of ghost_snapshot items
+        self.last_total: str | None = None  # digest of the latest token_count's cumulative usage
+        self.waiting: deque[tuple[Usage, int | None]] = deque()  # usages logged before their call's items
 
     def add(self, line: int, rec: dict[str, Any]) -> Iterator[Request | Skipped]:
         """Apply one rollout line; yields a finished call or a skip. FieldError on a bad shape."""
@@ -229,16 +240,40 @@ class _Rollout:
         elif kind == "turn_context":
             self.model = field(payload, "model", str, "payload", default=self.model)
         elif kind == "event_msg":
-            if payload.get("type") == "token_count" and self.pending is not None:
-                self.pending["usage"] = _token_usage(payload) or self.pending["usage"]
-                turn = self.pending["turn"]
-                if turn.opaque and (n := _reasoning_tokens(payload)) is not None:
-                    turn.reasoning_tokens = n
+            if payload.get("type") == "token_count":
+                self._usage(payload)
         elif kind == "response_item":
             yield from self._item(line, rec, payload)
         elif kind == "compacted":
             self._close()
             self._compact(line, payload)
+
+    def _usage(self, payload: dict[str, Any]) -> None:
+        """A ``token_count`` event: a new call's usage, or a repeat of the last one (same
+        cumulative ``total_token_usage``) or an empty heartbeat (``info: null``), ignored.
+
+        Codex versions differ in where they write it: after the call's output items (0.1xx)
+        or before them (0.60: the response's usage event precedes the recorded items). The
+        k-th new usage is the k-th call's: it goes to the pending call when that has none
+        yet, else it waits for the next call."""
+        usage = _token_usage(payload)
+        if usage is None:
+            return
+        info = payload.get("info")
+        total = info.get("total_token_usage") if isinstance(info, dict) else None
+        key = digest(total if total is not None else payload)
+        if key == self.last_total:
+            return
+        self.last_total = key
+        got = (usage, _reasoning_tokens(payload))
+        if self.pending is not None and self.pending["usage"] is None:
+            self._attach(self.pending, got)
+        else:
+            self.waiting.append(got)
+
+    @staticmethod
+    def _attach(pending: dict[str, Any], got: tuple[Usage, int | None]) -> None:
+        pending["usage"], pending["turn"].reasoning_tokens = got
 
     def _meta(self, payload: dict[str, Any], line: int) -> None:
         self.session = str(payload.get("id") or self.session)
@@ -257,12 +292,15 @@ class _Rollout:
             if self.turn is None:
                 yield from self.flush()
                 prompt = ((self.system,) if self.system else ()) + tuple(self.history)
-                opaque = [t for t in self.turns if t.opaque]
+                opaque = [t for t in self.turns[self.since_user:] if t.opaque]
                 self.turn = _Turn(path)
                 self.pending = {"line": line, "messages": prompt, "timestamp": _time(rec.get("timestamp")),
                                 "model": self.model, "usage": None, "turn": self.turn,
                                 "reasoning": sum(t.reasoning_tokens or 0 for t in opaque),
-                                "unsized": sum(t.reasoning_tokens is None for t in opaque)}
+                                "unsized": sum(t.reasoning_tokens is None for t in opaque),
+                                "searches": [i for t in self.turns for i in t.searches]}
+                if self.waiting:
+                    self._attach(self.pending, self.waiting.popleft())
             _add_output(self.turn, item)
             return
         if item.get("type") in _NON_REQUEST_ITEMS:
@@ -275,6 +313,8 @@ class _Rollout:
             return
         self._close()
         self.history.append(msg)
+        if msg.role == "user":
+            self.since_user = len(self.turns)
 
     def _close(self) -> None:
         if self.turn is not None:
@@ -286,6 +326,7 @@ class _Rollout:
         repl = payload.get("replacement_history")
         self.history = []
         self.turns = []
+        self.since_user = 0
         if isinstance(repl, list):
             for i, item in enumerate(repl):
                 path = f"line {line}: payload.replacement_history[{i}]"
@@ -322,6 +363,12 @@ class _Rollout:
             if p["unsized"]:
                 extra["opaque_reasoning_unsized"] = p["unsized"]
             notes += (NOTE_REASONING,)
+        if p["searches"]:
+            extra["server_tool_ids"] = p["searches"]
+        if p["turn"].searches:
+            extra["server_tool_new"] = list(p["turn"].searches)
+        if p["searches"] or p["turn"].searches:
+            notes += (NOTE_SEARCH,)
         observed = {"messages", "timestamp"} | ({"system"} if self.system else set())
         observed |= ({"model"} if p["model"] else set()) | ({"usage"} if p["usage"] else set())
         yield Request(session=self.session, index=self.index, format="codex",

@@ -12,6 +12,12 @@ access logs) are context: one ``Skipped(bad=False)`` per file says how many.
   details: prompt: '<repr>', prompt_token_ids: [...]``. A request whose token ids are not
   logged (INFO only) is a note. ``--max-log-len`` cuts the ids without a marker, so a
   server run with it gives shorter prompts (not detectable from the log). No usage or cached tokens are logged. Block size 16 (vLLM's default).
+  At DEBUG, newer versions also log each request's body (``Request <id> JSON body: {...}``,
+  ``RequestLogger.log_request_body``; the engine's request id is ``chatcmpl-<id>``): its
+  routing keys (:data:`BODY_KEYS`: ``user``, ``prompt_cache_key``, ``metadata``, ...) go to
+  the request's ``extra``, so a server log names its tenants and sessions where clients sent them,
+  and its ``messages`` become the request's, so conversations are chained by their messages
+  (ingest's rule 4) rather than inferred from block hashes.
 * **SGLang** (``tokenizer_manager.py``, ``--log-requests``): ``Finish: obj=GenerateReqInput(...,
   input_ids=[...], rid='<id>', ...), out={..., 'meta_info': {'id': ..., 'prompt_tokens': N,
   'completion_tokens': M, 'cached_tokens': K, ...}}``. Usage (prompt, cached = the radix
@@ -26,10 +32,11 @@ leap year) or ``[YYYY-MM-DD HH:MM:SS]`` (SGLang).
 from __future__ import annotations
 
 import ast
+import json
 import re
 from abc import ABC, abstractmethod
 from datetime import datetime, timezone
-from typing import Iterator
+from typing import Any, Iterator
 
 import xxhash
 
@@ -37,12 +44,17 @@ from prefixcache.analyzer.model import BlockTrace, Provenance, Request, Skipped,
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.sequence import DEFAULT_BLOCK_SIZE
 from prefixcache.analyzer.ingest.detect import reader
+from prefixcache.analyzer.ingest.jsonio import FieldError
+from prefixcache.analyzer.ingest.readers.openai_chat import messages_of
 
 VLLM, SGLANG = "vllm-log", "sglang-log"
 _VLLM_LINE = re.compile(r"(?:Received request|Request) (\S+?):? (?:details: )?(prompt: |params: )")
 _VLLM_TIME = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?\b")
 _SGL_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 _STR = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""")
+_BODY = re.compile(r"Request (\S+) JSON body: (\{.*)$")
+#: Fields of a logged request body that name a tenant, a session or a cache namespace.
+BODY_KEYS = ("user", "safety_identifier", "metadata", "end_user", "prompt_cache_key", "cache_salt")
 _IDS = re.compile(r"(?:prompt_token_ids|input_ids)[:=] ?\[([\d,\s]*)(\]|\.\.\.)")
 
 
@@ -84,7 +96,7 @@ class _LogReader(ABC):
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         """Every non-blank line through :meth:`parse` (``state`` is per file), then the notes of :meth:`finish`."""
         n = other = 0
-        state: dict[str, int] = {}
+        state: dict[str, Any] = {}
         with source.open() as f:
             for line_no, raw in enumerate(f, 1):
                 text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
@@ -102,15 +114,32 @@ class _LogReader(ABC):
         yield RecordsSeen(source.name, n)
 
     @abstractmethod
-    def parse(self, name: str, line: int, text: str, state: dict[str, int]) -> Request | Skipped | None:
+    def parse(self, name: str, line: int, text: str, state: dict[str, Any]) -> Request | Skipped | None:
         """One line: a request, a note, or None for a line that is not a request line."""
 
-    def finish(self, name: str, state: dict[str, int]) -> Iterator[Skipped]:
+    def finish(self, name: str, state: dict[str, Any]) -> Iterator[Skipped]:
         """Notes owed at the end of the file (none by default)."""
         return iter(())
 
     def trace(self, ids: list[int], output: int | None = None) -> BlockTrace:
         return BlockTrace(block_hashes(ids, self.block), self.block, len(ids), output)
+
+
+def _body(rid: str, text: str, state: dict[str, Any]) -> None:
+    """Keep the routing keys (:data:`BODY_KEYS`) of one logged request body under ``state``; a body
+    cut by ``--max-log-len`` (not JSON) keeps none."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return
+    if not isinstance(body, dict):
+        return
+    keys: dict[str, Any] = {k: body[k] for k in BODY_KEYS if body.get(k) not in (None, "", {}, [])}
+    try:  # the messages sent: conversations are chained by them (not by the block hashes alone)
+        keys["\0messages"] = messages_of(body.get("messages"))
+    except FieldError:
+        pass
+    state.setdefault("\0bodies", {})[rid] = keys
 
 
 @reader(priority=140)
@@ -120,9 +149,11 @@ class VllmLogReader(_LogReader):
     format = VLLM
     block = DEFAULT_BLOCK_SIZE
 
-    def finish(self, name: str, state: dict[str, int]) -> Iterator[Skipped]:
+    def finish(self, name: str, state: dict[str, Any]) -> Iterator[Skipped]:
         """A note for every request whose DEBUG details line never came (``state``: id → line)."""
         for rid, line in state.items():
+            if not isinstance(line, int):
+                continue
             yield Skipped(name, line, f"request {rid}: prompt and token ids not logged (the server logs them at "
                           "DEBUG level)", "", False)
 
@@ -130,30 +161,43 @@ class VllmLogReader(_LogReader):
         """0.9 when the head holds a vLLM ``Received request`` / ``Request ... details`` line."""
         return 0.9 if re.search(r"(Received request \S+: (prompt|params): |Request \S+ details: prompt: )", head) else 0.0
 
-    def parse(self, name: str, line: int, text: str, state: dict[str, int]) -> Request | Skipped | None:
+    def parse(self, name: str, line: int, text: str, state: dict[str, Any]) -> Request | Skipped | None:
         m = _VLLM_LINE.search(text)
         if not m:
+            if (b := _BODY.search(text)) is not None:
+                _body(b.group(1), b.group(2), state)
             return None
         rid = m.group(1)
         ids = _ids(text)
         if ids is None:
             if m.group(2) == "params: ":
-                state[rid] = line
+                if rid not in state.get("\0seen", ()):  # vLLM 0.3x logs the details line first
+                    state[rid] = line
                 return Skipped(name, line, f"request {rid}: sampling parameters (the prompt is on its DEBUG "
                                "'details' line)", "", False)
             return Skipped(name, line, f"request {rid}: no prompt_token_ids logged", "", False)
         state.pop(rid, None)
+        state.setdefault("\0seen", set()).add(rid)
         prompt = _STR.search(text[m.end() - len(m.group(2)):]) if m.group(2) == "prompt: " else None
         notes = ["exact server-side prompt as token ids (vLLM request log); no usage logged"]
         extra: dict = {"request_id": rid}
+        bodies = state.get("\0bodies", {})
+        keys = dict(bodies.pop(rid, None) or bodies.pop(rid.removeprefix("chatcmpl-"), None) or {})
+        messages = keys.pop("\0messages", ())
+        if keys:
+            extra.update(keys)
+            notes.append("routing keys from the request's logged JSON body")
+        if messages:
+            notes.append("messages from the request's logged JSON body: conversations chained by them")
         if prompt is not None:
             try:
                 extra["prompt_chars"] = len(ast.literal_eval(prompt.group(0)))
             except (ValueError, SyntaxError):
                 pass
         ts = _vllm_time(text)
-        return Request("", 0, VLLM, Provenance(name, line, "", line), timestamp=ts, trace=self.trace(ids),
-                       observed=frozenset({"timestamp"} if ts is not None else ()), notes=tuple(notes), extra=extra)
+        return Request("", 0, VLLM, Provenance(name, line, "", line), messages=messages, timestamp=ts,
+                       trace=self.trace(ids), observed=frozenset({"timestamp"} if ts is not None else ()),
+                       notes=tuple(notes), extra=extra)
 
 
 @reader(priority=141)

@@ -413,3 +413,39 @@ def test_codex_ghost_snapshots_hidden_prefix_and_encrypted_reasoning(tmp_path):
     assert [r.usage.prompt_tokens for r in reqs] == [5153, 5300]
     (note,) = skipped
     assert (note.record, note.bad) == (4, False) and note.reason.startswith("2 ghost_snapshot items")
+
+
+def test_codex_usage_before_or_after_the_items_goes_to_its_own_call(tmp_path):
+    """Reader semantics (not a figure): Codex 0.60 writes a call's token_count before the call's
+    items (and repeats the last one, and writes info-null heartbeats); 0.1xx writes it after. The
+    k-th new cumulative usage is the k-th call's either way. A search run in a call is listed as its
+    own (server_tool_new) and in every later prompt (server_tool_ids); encrypted reasoning is carried
+    only within the user turn that produced it."""
+    def ri(payload):
+        return {"timestamp": "2025-11-23T19:30:19Z", "type": "response_item", "payload": payload}
+
+    def tc(total, inp, reasoning=0):
+        usage = {"input_tokens": inp, "cached_input_tokens": 0, "output_tokens": 40, "reasoning_output_tokens": reasoning}
+        return {"timestamp": "2025-11-23T19:30:20Z", "type": "event_msg", "payload": {
+            "type": "token_count", "info": {"total_token_usage": {"input_tokens": total}, "last_token_usage": usage}}}
+
+    user = ri({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]})
+    think = ri({"type": "reasoning", "summary": [], "content": None, "encrypted_content": "gAAAAB..."})
+    search = ri({"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}})
+    call = ri({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"})
+    out = ri({"type": "function_call_output", "call_id": "c1", "output": "done"})
+    say = ri({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]})
+    heartbeat = {"timestamp": "2025-11-23T19:30:20Z", "type": "event_msg", "payload": {"type": "token_count", "info": None}}
+    meta = {"timestamp": "2025-11-23T19:30:18Z", "type": "session_meta", "payload": {"id": "s", "cli_version": "0.60.1"}}
+    ctx = {"timestamp": "2025-11-23T19:30:18Z", "type": "turn_context", "payload": {"model": "gpt-5.1-codex-max"}}
+    before = [meta, ctx, user, heartbeat, tc(100, 100, 7), think, search, call, out, tc(100, 100, 7), tc(250, 150),
+              say, user, tc(450, 200), say]
+    after = [meta, ctx, user, think, search, call, tc(100, 100, 7), out, tc(100, 100, 7), say, tc(250, 150),
+             user, say, tc(450, 200)]
+    for lines in (before, after):
+        reqs, _, _ = read(codex.CodexReader(), write(tmp_path, "r.jsonl", lines))
+        assert [r.usage.prompt_tokens for r in reqs] == [100, 150, 200]
+        assert [r.extra.get("opaque_reasoning_tokens") for r in reqs] == [None, 7, None]  # turn 2 drops turn 1's
+        (sid,) = reqs[0].extra["server_tool_new"]
+        assert "server_tool_new" not in reqs[1].extra and reqs[1].extra["server_tool_ids"] == [sid]
+        assert reqs[2].extra["server_tool_ids"] == [sid]

@@ -20,7 +20,7 @@ SESSION = "toolcall_args_reserialized#1"
 def test_diff_points_at_the_token_lint_reports():
     r = diff_requests([str(ARGS)], f"{SESSION}:3")
     assert (r.request.index, r.against.index) == (3, 2)
-    assert r.shared_tokens == 1036 and r.first_diff_char == 4866  # lint: char 4866, token 1036 (o200k_base)
+    assert r.shared_tokens == 1031 and r.first_diff_char == 4843  # lint: char 4843, token 1031 (o200k_base)
     assert r.cause_code == "PC301" and r.request.json_path == "messages[2].tool_calls[0].function.arguments"
     first = next(c for c in r.request.tokens if c.position == r.shared_tokens)
     other = next(c for c in r.against.tokens if c.position == r.shared_tokens)
@@ -32,7 +32,7 @@ def test_diff_points_at_the_token_lint_reports():
 def test_diff_against_and_identical():
     r = diff_requests([str(CASES / "clean_append_only.jsonl")], "2", against="1")
     # append-only: request 1 is a token prefix of request 2; its generation prompt is where the texts part
-    assert not r.identical and r.cause_code is None and r.shared_tokens == r.against.prompt_tokens == 1238
+    assert not r.identical and r.cause_code is None and r.shared_tokens == r.against.prompt_tokens == 1232
     assert (r.against.segment, r.request.segment) == ("generation prompt", "messages[6]")
     same = diff_requests([str(ARGS)], f"{SESSION}:3", against=f"{SESSION}:3")
     assert same.identical and same.first_diff_char is None
@@ -53,7 +53,7 @@ def test_diff_cli_text_and_json():
     runner = CliRunner()
     res = runner.invoke(app, ["diff", str(ARGS), "--request", f"{SESSION}:3", "--window", "2"])
     assert res.exit_code == 1, res.output
-    assert "first difference at token 1,036" in res.output and "PC301" in res.output
+    assert "first difference at token 1,031" in res.output and "PC301" in res.output
     res = runner.invoke(app, ["diff", str(ARGS), "-r", f"{SESSION}:3", "--json"])
     doc = json.loads(res.output)
     assert list(doc) == ["request", "against", "shared_tokens", "first_diff_char", "identical", "tokenizer", "exact",

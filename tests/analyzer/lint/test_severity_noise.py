@@ -32,7 +32,7 @@ def _deepseek_session(path: Path, edit_at: int | None = None) -> Path:
         sent = [dict(m) for m in msgs]
         if edit_at is not None and k >= edit_at:
             sent[1]["content"] = "Question 0 (edited): what does f0 do?"
-        lines.append(json.dumps({"model": "deepseek-reasoner", "user": "u", "messages": sent}))
+        lines.append(json.dumps({"model": "deepseek-reasoner", "prompt_cache_key": "u", "messages": sent}))
         msgs.append({"role": "assistant", "content": f"f{k} returns the sum of its arguments (step {k})."})
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -85,7 +85,7 @@ def _tool_log(path: Path, reorder_at: int, edit_at: int | None = None) -> Path:
         sent = list(msgs)
         if edit_at is not None and k >= edit_at:
             sent[0] = {"role": "system", "content": "\n\n".join(SECTIONS) + "\nBe brief."}
-        lines.append(json.dumps({"model": "local-llm", "user": "u", "messages": sent,
+        lines.append(json.dumps({"model": "local-llm", "prompt_cache_key": "u", "messages": sent,
                                  "tools": tools if k < reorder_at else tools[::-1]}))
         msgs.append({"role": "assistant", "content": f"done {k}"})
     path.write_text("\n".join(lines) + "\n")

@@ -53,8 +53,24 @@ def test_a_replaced_image_is_an_image_change_not_a_volatile_id(tmp_path) -> None
     assert (first.width, first.height, first.type) == (1024, 1024, "image")
     assert first.digest.startswith("sha256:") and first.digest != second.digest
     run = lint_paths([str(log)], LintConfig())
-    (finding,) = [f for r in run.results for f in r.findings]
+    # the image is 765 tokens in the token stream (OpenAI's count for 1024x1024), so the prompt is
+    # below OpenAI's 1,024-token caching minimum: PC601 (info) says so
+    (finding,) = [f for r in run.results for f in r.findings if f.code != "PC601"]
     assert finding.code == "PC404" and "an image was replaced" in finding.message
+    assert finding.lost_tokens >= 765  # the replaced image's tokens and everything after it
     same = tmp_path / "same.jsonl"
     same.write_text(json.dumps(_body([a], 2)) + "\n" + json.dumps(_body([a], 4)) + "\n")
-    assert not [f for r in lint_paths([str(same)], LintConfig()).results for f in r.findings]
+    again = lint_paths([str(same)], LintConfig())
+    assert not [f for r in again.results for f in r.findings if f.code != "PC601"]
+    assert again.results[1].reusable_tokens > 765  # the same picture resent: a prefix hit through it
+
+
+def test_images_are_in_the_token_stream_at_the_published_count(tmp_path) -> None:
+    from prefixcache.analyzer.prepare.prepared import Preparer
+    log = tmp_path / "vision.jsonl"
+    log.write_text(json.dumps(_body([_png(1024, 1024, 1)], 0)) + "\n" + json.dumps(_body([], 0)) + "\n")
+    with_image, without = (Preparer().prepare(r) for r in Ingest([str(log)]))
+    assert with_image.tokens.image_tokens == 765 and without.tokens.image_tokens == 0
+    placeholder_tokens = 15  # about what the placeholder text tokenizes to, replaced by the 765 pseudo-ids
+    assert 765 <= len(with_image.tokens.ids) - len(without.tokens.ids) <= 765 + placeholder_tokens
+    assert sum(1 for i in with_image.tokens.ids if i < 0) == 765  # pseudo-ids from the image's digest

