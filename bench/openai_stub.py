@@ -8,7 +8,9 @@ parts of vLLM replay reads: ``GET /v1/models`` (``owned_by: vllm``), ``GET /metr
 ``/v1/completions`` / ``/v1/chat/completions`` whose usage carries
 ``prompt_tokens_details.cached_tokens``. Its cache is deliberately simple and
 independent of the analyzer: unbounded, block-granular, the longest block-aligned common
-prefix with any earlier prompt (plus output but the last token), capped at n−1 tokens.
+prefix with any earlier prompt (registered when it arrives, as vLLM registers a prompt's
+blocks at prefill, so a request in flight already serves its prefix) or earlier prompt plus
+output but the last token (registered when the answer is sent), capped at n−1 tokens.
 Chat prompts are "tokenized" as one token per UTF-8 byte of the messages' JSON.
 
 Faults for tests: ``fail`` = ``{position: "500" | "drop" | "slow"}`` (0-based request
@@ -138,6 +140,7 @@ class Stub:
         else:
             ids = tuple(int(i) for i in req["prompt"])
         cached = s.cached(ids)
+        s.seen.append(ids)  # registered at arrival, as an engine registers a prompt's blocks at prefill
         s.queries, s.hits, s.prompt_total = s.queries + len(ids), s.hits + cached, s.prompt_total + len(ids)
         if s.delay_s or fault == "slow":
             await asyncio.sleep(s.slow_s if fault == "slow" else s.delay_s)
