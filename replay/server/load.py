@@ -97,6 +97,10 @@ class LoadShape:
             raise ConfigError("--rate and --schedule logged both set send times: give one")
         if not self.time_scale > 0:
             raise ConfigError(f"--time-scale {self.time_scale}: must be > 0")
+        if self.burstiness != 1 and self.rate is None:
+            raise ConfigError("--burstiness shapes the arrivals of --rate: give --rate too")
+        if self.time_scale != 1 and self.schedule != "logged":
+            raise ConfigError("--time-scale scales the logged arrival times: give --schedule logged too")
         if self.users is not None:
             if self.users < 1:
                 raise ConfigError(f"--users {self.users}: must be ≥ 1")

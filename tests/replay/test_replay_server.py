@@ -151,7 +151,7 @@ def test_load_shapes():
     assert LoadShape().name == "sequential" and LoadShape(concurrency=4).name == "concurrency 4"
     for bad in (dict(concurrency=0), dict(rate=0.0), dict(schedule="x"), dict(rate=1.0, schedule="logged"),
                 dict(time_scale=0), dict(users=2, rate=1.0), dict(think_time=1.0), dict(burstiness=0),
-                dict(duration=0)):
+                dict(duration=0), dict(burstiness=0.5), dict(time_scale=0.5)):
         with pytest.raises(ConfigError):
             LoadShape(**bad)
 
