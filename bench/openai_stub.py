@@ -62,7 +62,11 @@ class StubState:
                 f'num_gpu_blocks="{self.num_blocks}",prefix_caching_hash_algo="sha256"}} 1.0\n'
                 f"# TYPE vllm:prefix_cache_queries_total counter\nvllm:prefix_cache_queries_total {self.queries}.0\n"
                 f"# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total {self.hits}.0\n"
-                f"# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total {self.prompt_total}.0\n")
+                f"# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total {self.prompt_total}.0\n"
+                # no queue: every request is served at once (count = requests served, sum 0 s)
+                f"# TYPE vllm:request_queue_time_seconds histogram\n"
+                f'vllm:request_queue_time_seconds_bucket{{le="+Inf"}} {self.count}.0\n'
+                f"vllm:request_queue_time_seconds_sum 0.0\nvllm:request_queue_time_seconds_count {self.count}.0\n")
 
 
 def _head(status: int, ctype: str, length: int | None) -> bytes:

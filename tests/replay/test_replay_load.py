@@ -251,3 +251,18 @@ def test_report_shows_the_serving_figures(slow_stub, tmp_path):
     p99 = next(t for t in bars if t["name"] == "p99" and t["x"][0].endswith("warm"))
     assert p99["y"][0] == round(by_pass["warm"].ttft.p99 * 1e3, 3)
     assert 'id="serving-table"' in page and f"{by_pass['warm'].request_throughput:.2f}" in page
+
+
+def test_engine_queue_time_per_request_and_per_pass(slow_stub):
+    """Per request where the engine reports one (SGLang's meta_info.queue_time), else per pass from vLLM's
+    histogram (the stub publishes one with a zero sum)."""
+    client = ServerClient("http://127.0.0.1:9")
+    for chunk, want in ((b'{"choices":[],"usage":{"prompt_tokens":3},"meta_info":{"queue_time":0.25}}', 0.25),
+                        (b'{"choices":[],"usage":{"prompt_tokens":3,"queue_time":0.5}}', 0.5),
+                        (b'{"choices":[],"usage":{"prompt_tokens":3}}', None)):
+        times: list[float] = []
+        state = {"usage": {}, "chunk": {}, "ids": [], "text": [], "done": False}
+        client._line("data: " + chunk.decode(), times, state)
+        assert client._reply(0.0, times, state, "ok", "").engine_queue_s == want
+    rows, report = _serve(slow_stub.url, _items(2, 2), LoadShape(concurrency=2))
+    assert report.passes[0].engine_queue_mean == 0.0 and all(r.engine_queue_s is None for r in rows)
