@@ -37,7 +37,9 @@ Launch = Callable[[int, float, int, bool], Awaitable[None]]
 class Scheduler:
     """Runs the requests of one pass: ``sessions[i]`` is request i's session (arrival order),
     ``offsets[i]`` its due offset (seconds from the start). :meth:`run` returns the number of
-    requests not sent (stopped by ``duration`` or ``stop()``). Raises nothing itself."""
+    requests not sent (stopped by ``duration`` or ``stop()``). An exception raised by ``launch``
+    (a bug: a failed request is a reply, not an exception) stops sending and is raised again
+    once the requests in flight are done."""
 
     def __init__(self, sessions: Sequence[str], offsets: Sequence[float], shape: LoadShape) -> None:
         self.shape = shape
@@ -79,10 +81,15 @@ class Scheduler:
         in_flight = 0
         tasks: set[asyncio.Task] = set()
 
+        errors: list[Exception] = []
+
         async def one(pos: int, scheduled: float, others: int, warm: bool) -> None:
             nonlocal in_flight, open_sessions
             try:
                 await launch(pos, scheduled, others, warm)
+            except Exception as exc:  # a bug, not a failed request (those are rows): stop, raise it below
+                errors.append(exc)
+                self.stopped = True
             finally:
                 in_flight -= 1
                 nxt = self.next_of.get(pos)
@@ -132,4 +139,6 @@ class Scheduler:
                     pass
         if tasks:  # only after a cancel: in_flight is 0 otherwise
             await asyncio.gather(*tasks, return_exceptions=True)
+        if errors:
+            raise errors[0]
         return self.n - self.sent

@@ -266,3 +266,20 @@ def test_engine_queue_time_per_request_and_per_pass(slow_stub):
         assert client._reply(0.0, times, state, "ok", "").engine_queue_s == want
     rows, report = _serve(slow_stub.url, _items(2, 2), LoadShape(concurrency=2))
     assert report.passes[0].engine_queue_mean == 0.0 and all(r.engine_queue_s is None for r in rows)
+
+
+def test_scheduler_raises_a_launch_bug_after_the_flight_lands():
+    from prefixcache.replay.server.schedule import Scheduler
+
+    done: list[int] = []
+
+    async def launch(pos, scheduled, in_flight, warm):
+        await asyncio.sleep(0.01)
+        if pos == 3:
+            raise RuntimeError("bug")
+        done.append(pos)
+
+    sched = Scheduler([f"s{i}" for i in range(10)], [0.0] * 10, LoadShape(concurrency=2))
+    with pytest.raises(RuntimeError, match="bug"):
+        asyncio.run(sched.run(launch))
+    assert 3 not in done and len(done) < 9  # it stopped sending
