@@ -283,3 +283,17 @@ def test_scheduler_raises_a_launch_bug_after_the_flight_lands():
     with pytest.raises(RuntimeError, match="bug"):
         asyncio.run(sched.run(launch))
     assert 3 not in done and len(done) < 9  # it stopped sending
+
+
+def test_cli_speedup_is_the_old_time_scale(slow_stub):
+    runner = CliRunner()
+    base = ["replay", ALL_CASES[0], "--server", slow_stub.url, "--tokenizer", TOK, "--template", TEMPLATE,
+            "--pass", "warm", "--json", "--schedule", "logged"]
+    res = runner.invoke(app, [*base, "--speedup", "20"])
+    assert res.exit_code in (0, 1), res.output
+    assert "--speedup is deprecated" in res.output
+    assert orjson.loads(res.stdout.strip().splitlines()[-1])["load"].startswith("logged ×0.05")
+    res = runner.invoke(app, [*base, "--speedup", "20", "--time-scale", "0.5"])
+    assert res.exit_code == 2 and "contradict" in res.output
+    res = runner.invoke(app, [*base[:-2], "--time-scale", "0.5"])
+    assert res.exit_code == 2 and "--schedule logged" in res.output
