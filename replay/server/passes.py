@@ -2,7 +2,8 @@
 
 :class:`ServedRun` sends every pass's requests through a
 :class:`~prefixcache.replay.server.client.ServerClient` in the load shape asked for
-(:mod:`prefixcache.replay.server.load`), predicts each request's cached tokens from our model of
+(:mod:`prefixcache.replay.server.load`; sessions side by side, each session's turns in order,
+by :mod:`prefixcache.replay.server.schedule`), predicts each request's cached tokens from our model of
 the detected engine (:mod:`prefixcache.replay.server.predict`), and streams one
 :class:`~prefixcache.analyzer.replay_rows.ServerRow` per request to the results file as it
 finishes. Passes:
