@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.replay_rows import ServerRow
@@ -84,7 +84,8 @@ class ServingFigures:
     ``cached_tokens``. Rates over the duration: ``request_throughput`` (requests/s),
     ``output_throughput`` and ``total_token_throughput`` (tokens/s). ``slo`` (seconds per
     metric), ``good`` and ``goodput`` (requests/s; both None without an SLO). ``in_flight``:
-    the distribution of the other requests in flight at each measured send.
+    the distribution of the other requests in flight at each measured send, and
+    ``in_flight_counts`` its histogram (item k = the sends with k others in flight).
     ``per_second``: :class:`SecondRow` values."""
 
     measured: int
@@ -105,6 +106,7 @@ class ServingFigures:
     good: int | None
     goodput: float | None
     in_flight: Distribution
+    in_flight_counts: tuple[int, ...]
     per_second: tuple[SecondRow, ...]
 
 
@@ -142,7 +144,16 @@ def serving_figures(rows: Sequence[ServerRow], slo: dict[str, float] | None = No
         request_throughput=rate(len(good_rows)), output_throughput=rate(n_out),
         total_token_throughput=rate(n_in + n_out), slo=slo, good=good,
         goodput=None if good is None else rate(good), in_flight=Distribution.of((r.in_flight for r in window), 3),
-        per_second=per_second(good_rows, start))
+        in_flight_counts=_counts(r.in_flight for r in window), per_second=per_second(good_rows, start))
+
+
+def _counts(values: Iterable[int]) -> tuple[int, ...]:
+    """Histogram of non-negative ints: item k = how many values equal k (empty without values)."""
+    vals = list(values)
+    out = [0] * (max(vals) + 1 if vals else 0)
+    for v in vals:
+        out[v] += 1
+    return tuple(out)
 
 
 def per_second(rows: Sequence[ServerRow], start: float) -> tuple[SecondRow, ...]:

@@ -186,6 +186,18 @@ def serving_per_second(serving: dict[str, Any]) -> str:
                            "tickformat": ".0%", "range": [0, 1.05]}, barmode="group")
 
 
+def serving_in_flight(serving: dict[str, Any]) -> str:
+    """Per pass (``{pass: ServingFigures as JSON}``), how many sends found k other requests in flight
+    (``in_flight_counts``), as grouped bars: the concurrency the engine actually saw."""
+    import plotly.graph_objects as go
+
+    data = [go.Bar(x=list(range(len(fig["in_flight_counts"]))), y=list(fig["in_flight_counts"]), name=p,
+                   hovertemplate="%{y:,} sends with %{x} others in flight")
+            for p, fig in serving.items()]
+    return _figure(data, "requests in flight at each send", {"title": "other requests in flight", "dtick": 1},
+                   {"title": "sends", "tickformat": ","}, barmode="group")
+
+
 def fleet_bars(fleet: dict[str, Any]) -> str:
     """Per router policy (``simulate --replicas N --json`` ``results`` rows), four bars in
     tokens: the workload ceiling (the document's ``ceiling_tokens``, one unbounded shared

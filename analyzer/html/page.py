@@ -115,6 +115,7 @@ def _replay(rows: list[dict[str, Any]] | None, serving: dict[str, Any] | None = 
             "runs": sorted({str(r.get("run")) for r in rows if r.get("run")}), "serving": serving,
             "percentiles": charts.serving_percentiles(serving) if serving else None,
             "per_second": charts.serving_per_second(serving) if serving else None,
+            "in_flight": charts.serving_in_flight(serving) if serving else None,
             "latencies": charts.SERVING_LATENCIES, "quantiles": charts.PERCENTILES}
 
 

@@ -89,6 +89,7 @@ def test_concurrency_8_keeps_8_in_flight_and_turn_order(slow_stub):
     p = report.passes[0]
     assert p.differing == 0 and p.reconciled == 60  # the stub's cache agrees with the prediction
     assert p.serving.in_flight.p50 == 7
+    assert p.serving.in_flight_counts[7] == sum(f == 7 for f in flying) and sum(p.serving.in_flight_counts) == 60
 
 
 def test_cases_interleaved_at_concurrency_8(slow_stub):
@@ -251,6 +252,11 @@ def test_report_shows_the_serving_figures(slow_stub, tmp_path):
     p99 = next(t for t in bars if t["name"] == "p99" and t["x"][0].endswith("warm"))
     assert p99["y"][0] == round(by_pass["warm"].ttft.p99 * 1e3, 3)
     assert 'id="serving-table"' in page and f"{by_pass['warm'].request_throughput:.2f}" in page
+    flying = {t["name"]: t["y"] for t in island(page, "data-fig-serving-in-flight")["data"]}
+    warm_rows = [r for r in res.rows if r.pass_name == "warm" and not r.warmup]
+    assert flying["warm"] == list(by_pass["warm"].in_flight_counts)
+    assert sum(flying["warm"]) == len(warm_rows) and len(flying["warm"]) > 1
+    assert flying["cold"] == [sum(r.pass_name == "cold" for r in res.rows)]  # sequential: nothing beside it
 
 
 def test_engine_queue_time_per_request_and_per_pass(slow_stub):
