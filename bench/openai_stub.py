@@ -8,7 +8,9 @@ parts of vLLM replay reads: ``GET /v1/models`` (``owned_by: vllm``), ``GET /metr
 ``/v1/completions`` / ``/v1/chat/completions`` whose usage carries
 ``prompt_tokens_details.cached_tokens``. Its cache is deliberately simple and
 independent of the analyzer: unbounded, block-granular, the longest block-aligned common
-prefix with any earlier prompt (plus output but the last token), capped at n−1 tokens.
+prefix with any earlier prompt (registered when it arrives, as vLLM registers a prompt's
+blocks at prefill, so a request in flight already serves its prefix) or earlier prompt plus
+output but the last token (registered when the answer is sent), capped at n−1 tokens.
 Chat prompts are "tokenized" as one token per UTF-8 byte of the messages' JSON.
 
 Faults for tests: ``fail`` = ``{position: "500" | "drop" | "slow"}`` (0-based request
@@ -60,7 +62,11 @@ class StubState:
                 f'num_gpu_blocks="{self.num_blocks}",prefix_caching_hash_algo="sha256"}} 1.0\n'
                 f"# TYPE vllm:prefix_cache_queries_total counter\nvllm:prefix_cache_queries_total {self.queries}.0\n"
                 f"# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total {self.hits}.0\n"
-                f"# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total {self.prompt_total}.0\n")
+                f"# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total {self.prompt_total}.0\n"
+                # no queue: every request is served at once (count = requests served, sum 0 s)
+                f"# TYPE vllm:request_queue_time_seconds histogram\n"
+                f'vllm:request_queue_time_seconds_bucket{{le="+Inf"}} {self.count}.0\n'
+                f"vllm:request_queue_time_seconds_sum 0.0\nvllm:request_queue_time_seconds_count {self.count}.0\n")
 
 
 def _head(status: int, ctype: str, length: int | None) -> bytes:
@@ -138,6 +144,7 @@ class Stub:
         else:
             ids = tuple(int(i) for i in req["prompt"])
         cached = s.cached(ids)
+        s.seen.append(ids)  # registered at arrival, as an engine registers a prompt's blocks at prefill
         s.queries, s.hits, s.prompt_total = s.queries + len(ids), s.hits + cached, s.prompt_total + len(ids)
         if s.delay_s or fault == "slow":
             await asyncio.sleep(s.slow_s if fault == "slow" else s.delay_s)

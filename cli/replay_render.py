@@ -32,6 +32,18 @@ def _pct(d, digits: int = 1) -> str:
     return f"{_ms(d.p50, digits)} / {_ms(d.p95, digits)} / {_ms(d.p99, digits)}"
 
 
+def _pct4(d, digits: int = 1) -> str:
+    """``p50 / p90 / p95 / p99`` of a Distribution, in milliseconds (the server summary's percentiles)."""
+    return " / ".join(_ms(getattr(d, q), digits) for q in ("p50", "p90", "p95", "p99"))
+
+
+def _goodput(s) -> str:
+    f = s.serving
+    if f.goodput is None:
+        return "— (no --slo)"
+    return f"{f.goodput:,.2f} ({f.good}/{f.measured})"
+
+
 _FLAG = {None: "—", True: "yes", False: "[red]NO[/]"}
 
 #: In-process: one row per figure of a pass summary (label, cell).
@@ -63,12 +75,17 @@ SERVER_ROWS: tuple[tuple[str, Callable], ...] = (
     ("hit rate", lambda s: f"{100 * s.hit_rate:.1f}%"),
     ("/metrics hit rate (Σhits/Σqueries)", lambda s: "—" if s.metrics_hit_rate is None else f"{100 * s.metrics_hit_rate:.1f}%"),
     ("/metrics hits = Σ cached", lambda s: _FLAG[s.metrics_equal]),
-    ("TTFT p50 / p95 / p99 ms", lambda s: _pct(s.ttft)),
-    ("TPOT p50 / p95 / p99 ms", lambda s: _pct(s.tpot)),
-    ("ITL p50 / p95 / p99 ms", lambda s: _pct(s.itl)),
-    ("e2e p50 / p95 / p99 ms", lambda s: _pct(s.e2e)),
-    ("engine TTFT mean ms", lambda s: _ms(s.engine_ttft_mean, 1)),
-    ("requests/s · output tok/s", lambda s: f"{s.requests_per_s:,.1f} · {s.output_tok_s:,.1f}"),
+    ("measured · warm-up · unsent", lambda s: f"{s.serving.measured} · {s.serving.warmup} · {s.unsent}"),
+    ("in flight at send p50 / max", lambda s: "—" if not s.serving.in_flight.count else
+     f"{s.serving.in_flight.p50:g} / {s.serving.in_flight.max:g}"),
+    ("TTFT p50 / p90 / p95 / p99 ms", lambda s: _pct4(s.ttft)),
+    ("TPOT p50 / p90 / p95 / p99 ms", lambda s: _pct4(s.tpot)),
+    ("ITL p50 / p90 / p95 / p99 ms", lambda s: _pct4(s.itl)),
+    ("E2E p50 / p90 / p95 / p99 ms", lambda s: _pct4(s.e2e)),
+    ("engine TTFT · queue mean ms", lambda s: f"{_ms(s.engine_ttft_mean, 1)} · {_ms(s.engine_queue_mean, 1)}"),
+    ("requests/s · output · total tok/s", lambda s: f"{s.requests_per_s:,.1f} · {s.output_tok_s:,.1f} · "
+     f"{s.serving.total_token_throughput:,.1f}"),
+    ("goodput requests/s (good/measured)", _goodput),
 )
 
 

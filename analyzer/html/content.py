@@ -34,9 +34,11 @@ from prefixcache.analyzer.cache.provider.prices import provider_of
 from prefixcache.analyzer.cache.simulate.sizing import DEFAULT_TARGET
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.canonical.run import canonicalize_paths
-from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.html.answers import first_screen, usd_per_token
 from prefixcache.analyzer.html.bounded import bound_lint, bound_replay, bound_simulate
+from prefixcache.analyzer.replay_rows import ServerRow
+from prefixcache.analyzer.serving import serving_figures
 from prefixcache.analyzer.html.excerpts import DIFF_WINDOW, break_diffs
 from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simulate
 from prefixcache.analyzer.lint.config import LintConfig
@@ -165,7 +167,9 @@ class ReportDocuments:
     (:func:`.bounded.bound_lint`: its ``report_bounded`` says what was left out) and so are the
     replay rows (``replay_bounded``, :func:`.bounded.bound_replay`). ``canonicalize``: the
     ``canonicalize --review --to openai --json`` document (None when the logs hold no prompt
-    text to rewrite); ``answers``: the first screen (:func:`.answers.first_screen`)."""
+    text to rewrite); ``answers``: the first screen (:func:`.answers.first_screen`); ``serving``:
+    the serving figures per pass of a ``replay --server`` run (:func:`serving_by_pass`, from every
+    row, before bounding)."""
 
     lint: dict[str, Any]
     simulate: dict[str, Any] | None
@@ -179,6 +183,7 @@ class ReportDocuments:
     replay_bounded: dict[str, Any] | None = None
     canonicalize: dict[str, Any] | None = None
     answers: dict[str, Any] = field(default_factory=dict)
+    serving: dict[str, Any] | None = None
 
 
 def _json(report: object) -> Any:
@@ -278,6 +283,7 @@ def gather(paths: Sequence[str], options: ReportOptions,
     cfg = options.lint
     diffs = break_diffs(paths, lint, options.input_format, cfg.template, cfg.tokenizer, cfg.redact, options.diff_window)
     seconds["diff"] = round(time.perf_counter() - t0, 3)
+    serving = serving_by_pass(replay, options.replay_path or "") if replay is not None else None
     if replay is not None:
         replay = [{k: v for k, v in row.items() if k != "output_ids"} for row in replay]  # model text as ids
     replay, replay_note = bound_replay(replay)
@@ -288,4 +294,24 @@ def gather(paths: Sequence[str], options: ReportOptions,
                            kv_name=f"{kv} KV" + (f", {PRESETS[kv].bytes_per_token:,} bytes/token" if kv in PRESETS else ""),
                            notes=[n for n in (canon_note,) if n])
     return ReportDocuments(lint, saved, replay, commands(paths, options, cache, fleet is not None), cfg.redact,
-                           run.skipped, seconds, fleet, diffs, replay_note, canon, answers)
+                           run.skipped, seconds, fleet, diffs, replay_note, canon, answers, serving)
+
+
+def serving_by_pass(rows: list[dict[str, Any]], path: str = "") -> dict[str, Any] | None:
+    """``{pass: ServingFigures as JSON}`` of the ``replay --server`` rows among ``rows`` (those with
+    ``t_send``; :func:`~prefixcache.analyzer.serving.serving_figures`, no SLO), a request recorded
+    twice counted once by its latest row; None when there are none (an in-process replay).
+    InputError naming ``path`` and the pass for a row that is not a server row."""
+    served = [r for r in rows if "t_send" in r]
+    if not served:
+        return None
+    latest: dict[tuple[str, int], ServerRow] = {}
+    for r in served:
+        try:
+            row = ServerRow.from_json(r)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"pass {r.get('pass_name')} #{r.get('position')}: not a replay --server row ({exc})",
+                             path) from None
+        latest[row.key] = row
+    passes = list(dict.fromkeys(k[0] for k in latest))
+    return {p: _json(serving_figures([r for k, r in latest.items() if k[0] == p])) for p in passes}

@@ -23,6 +23,7 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.replay_rows import ServerRow
+from prefixcache.analyzer.serving import parse_slo
 from prefixcache.replay.context import ContextLimit, fit_passes
 from prefixcache.replay.document import EngineInfo, ReplayOutcome
 from prefixcache.replay.options import ReplayOptions
@@ -30,17 +31,19 @@ from prefixcache.replay.prompts import replayable
 from prefixcache.replay.results import ResultWriter, resumed, run_key
 from prefixcache.replay.server.client import ServerClient
 from prefixcache.replay.server.kinds import kind_of
-from prefixcache.replay.server.load import LoadShape
+from prefixcache.replay.server.load import LoadShape, Warmup
 from prefixcache.replay.server.passes import ServedItem, ServedRun
 from prefixcache.replay.server.summary import build_server_report
 
 
 def load_shape(options: ReplayOptions) -> LoadShape:
-    """The load shape of ``options`` (concurrency 1 unless given; unbounded with a rate or
-    a logged schedule). ConfigError for nonsense values."""
-    timed = options.rate is not None or options.schedule != "none"
+    """The load shape of ``options`` (concurrency 1 unless given; unbounded with a rate, a
+    logged schedule or users). ConfigError for nonsense values."""
+    timed = options.rate is not None or options.schedule != "none" or options.users is not None
     return LoadShape(concurrency=options.concurrency or (None if timed else 1), rate=options.rate,
-                     schedule=options.schedule, speedup=options.speedup, seed=options.seed)
+                     schedule=options.schedule, time_scale=options.time_scale, seed=options.seed,
+                     burstiness=options.burstiness, users=options.users, think_time=options.think_time,
+                     warmup=Warmup.parse(options.warmup), duration=options.duration)
 
 
 def _tokenizer(options: ReplayOptions, info: EngineInfo) -> str:
@@ -104,13 +107,14 @@ class ServerSession:
         report = build_server_report(self.info, send=o.send, load=self.shape.name, block_size=self.block_size,
                                      capacity_blocks=self.capacity, requests=len(self.items["original"]),
                                      run=self.run_id, rows=rows, states=served.states if served else [],
-                                     stopped=served.stopped if served else None, interrupted=interrupted)
+                                     stopped=served.stopped if served else None, interrupted=interrupted,
+                                     slo=parse_slo(o.slo))
         return ReplayOutcome(report, tuple(rows), self.notes, self.ingest.summary.files, self.skipped, o.out)
 
     async def _go(self, holder: dict, writer: ResultWriter, on_request: Callable[[str], None] | None) -> None:
         o = self.options
         client = ServerClient(o.server or "", api_key=o.api_key, timeout=o.timeout,
-                              connections=max(8, self.shape.concurrency or 64))
+                              connections=max(8, self.shape.limit() or 256))
         client.info = self.info
         try:
             served = holder["run"] = ServedRun(
