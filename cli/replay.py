@@ -89,14 +89,15 @@ def register(app: typer.Typer) -> None:
         speedup: float = typer.Option(1.0, "--speedup", help="With --schedule logged: divide the logged gaps by X."),
         timeout: float = typer.Option(300.0, "--timeout", help="With --server: seconds to wait for each read."),
         retries: int = typer.Option(0, "--retries", min=0, help="With --server: resend a failed request up to N times (never by default)."),
+        kv_events: Optional[str] = typer.Option(None, "--kv-events", help="With --server (vLLM): subscribe to its KV-cache events: tcp://HOST:PORT (vLLM binds) or bind:tcp://127.0.0.1:PORT (vLLM's --kv-events-config endpoint connects); every cached-token difference is checked against them."),
     ) -> None:
         """Replay requests through a local model with and without a KV prefix cache; measure TTFT."""
         from prefixcache.cli.replay_render import finish
         from prefixcache.replay import ReplayOptions, open_replay
 
         shape = output_format(fmt, as_json, ("rich", "json"), "rich")
-        if server is None and any(v is not None for v in (api_key_env, tokenizer, concurrency, rate)):
-            raise typer.BadParameter("--api-key-env, --tokenizer, --concurrency and --rate need --server",
+        if server is None and any(v is not None for v in (api_key_env, tokenizer, concurrency, rate, kv_events)):
+            raise typer.BadParameter("--api-key-env, --tokenizer, --concurrency, --rate and --kv-events need --server",
                                      param_hint="--server")
         if resume and force:
             raise typer.BadParameter("--resume continues the file, --force starts it over: give one", param_hint="--resume")
@@ -112,7 +113,8 @@ def register(app: typer.Typer) -> None:
             resume=resume, model=None if server is not None and model == "smollm2" else model, device=device,
             dtype=dtype, policy=policy, verify=verify, verify_every=verify_every, tol=tol, repeat=repeat,
             server=server, api_key=api_key(api_key_env), send=send, tokenizer=tokenizer, concurrency=concurrency,
-            rate=rate, schedule=schedule, speedup=speedup, seed=seed, timeout=timeout, retries=retries)
+            rate=rate, schedule=schedule, speedup=speedup, seed=seed, timeout=timeout, retries=retries,
+            kv_events=kv_events)
         with console.status("detecting the server and preparing prompts" if server else
                             "loading the model and preparing prompts"):
             session = open_replay(paths, options)

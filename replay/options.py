@@ -67,6 +67,8 @@ class ReplayOptions:
     server loaded), the load shape (``concurrency``: None = 1, unbounded with ``rate`` or
     ``schedule``; ``rate`` requests/s; ``schedule`` ``none`` / ``logged``; ``speedup``;
     ``seed``), ``timeout`` (seconds per read) and ``retries`` (resends of a failed request).
+    ``kv_events``: the engine's KV-event publisher to subscribe to (``tcp://HOST:PORT``, or
+    ``bind:tcp://127.0.0.1:PORT``; :mod:`prefixcache.replay.server.kvevents`; None = none).
 
     Raises ConfigError for counts below 1, a capacity below one block, ``resume``
     without ``out``, and nonsense server values.
@@ -101,6 +103,7 @@ class ReplayOptions:
     seed: int = 0
     timeout: float = 300.0
     retries: int = 0
+    kv_events: str | None = None
 
     def __post_init__(self) -> None:
         check_passes(self.passes)
@@ -124,10 +127,15 @@ class ReplayOptions:
             raise ConfigError(f"--server {self.server}: give an http:// or https:// URL")
         if cap is not None and cap.unit not in ("blocks", "tokens"):
             raise ConfigError(f"--capacity {cap.text}: with --server give blocks or tokens")
+        if self.kv_events is not None:
+            from prefixcache.replay.server.kvevents import parse_endpoint
+
+            parse_endpoint(self.kv_events)
 
 
 #: Top-level modules of the ``replay`` extra (pyproject ``[project.optional-dependencies]``).
-EXTRA_MODULES = frozenset({"torch", "transformers", "accelerate", "httpx", "sniffio", "prometheus_client"})
+EXTRA_MODULES = frozenset({"torch", "transformers", "accelerate", "httpx", "sniffio", "prometheus_client", "zmq",
+                           "msgpack"})
 
 
 def missing_extra(exc: ImportError, what: str) -> ConfigError | None:

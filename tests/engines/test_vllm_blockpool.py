@@ -9,7 +9,9 @@ at 1, 5, 10 and 25% capacity. No server is started."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +27,7 @@ from tests.helpers import ROOT, SAMPLES
 
 pytestmark = pytest.mark.engines
 TRACE = SAMPLES / "mooncake_kvtrace_synthetic_trace.jsonl"
-VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+VLLM_PY = Path(os.environ.get("VLLM_VENV") or ROOT / ".venv-vllm") / "bin" / "python"  # as scripts/engine.py
 
 
 def _block_pool(capacity_blocks: int) -> dict[int, int]:
