@@ -211,9 +211,13 @@ class ServerRow(ReplayRow):
     configuration (None when not predicted), ``completion_tokens``. Raw
     ``perf_counter`` seconds: ``t_scheduled`` (when the load shape wanted it sent),
     ``t_send``, ``t_first_token`` (None if no output came), ``token_times`` (each
-    streamed chunk with output), ``t_end``. ``in_flight``: requests of the pass in
-    flight when this one was sent. ``status`` ``ok`` / ``error``, ``reason``,
+    streamed chunk with output), ``t_end``. ``in_flight``: the other requests of the
+    pass in flight when this one was sent (those sent in the same dispatch round included). ``status`` ``ok`` / ``error``, ``reason``,
     ``attempts``; ``run``: the settings digest (``--resume`` refuses rows of another run).
+    ``warmup``: sent during the ``--warmup`` (left out of the serving figures);
+    ``engine_queue_s``: the time the engine says the request waited in its queue (seconds;
+    None where the engine reports none per request). Rows written before these two
+    fields existed read with their defaults.
     """
 
     send: str
@@ -232,6 +236,8 @@ class ServerRow(ReplayRow):
     reason: str
     attempts: int
     run: str
+    warmup: bool = False
+    engine_queue_s: float | None = None
 
     DERIVED: ClassVar[tuple[str, ...]] = ("ttft_s", "tpot_s", "e2e_s")
 
@@ -252,9 +258,13 @@ class ServerRow(ReplayRow):
 
     @property
     def tpot_s(self) -> float | None:
-        """Time per output token after the first, seconds (None with fewer than two chunks)."""
-        t = self.token_times
-        return (t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else None
+        """Time per output token after the first, seconds, as ``vllm bench serve`` defines it:
+        (E2E − TTFT) ÷ (output tokens − 1), output tokens = the engine's ``completion_tokens``
+        (else the streamed chunks); None with fewer than two output tokens or no first token."""
+        n = self.completion_tokens if self.completion_tokens is not None else len(self.token_times)
+        if n < 2 or self.t_first_token is None:
+            return None
+        return (self.t_end - self.t_first_token) / (n - 1)
 
     @property
     def itl_s(self) -> tuple[float, ...]:

@@ -1,4 +1,4 @@
-"""Distribution: the one summary of a sample of latencies or sizes (count, mean, p50/p95/p99, max).
+"""Distribution: the one summary of a sample of latencies or sizes (count, mean, p50/p90/p95/p99, max).
 
 Every percentile prefixcache reports comes from :meth:`Distribution.of`: linear
 interpolation between the closest ranks (numpy's default ``method="linear"``, also
@@ -17,12 +17,13 @@ import numpy as np
 @dataclass(frozen=True, slots=True)
 class Distribution:
     """Summary of ``count`` samples in the unit of the samples (seconds for latencies):
-    their ``mean``, 50th / 95th / 99th percentiles (linear interpolation, numpy's
+    their ``mean``, 50th / 90th / 95th / 99th percentiles (linear interpolation, numpy's
     default) and ``max``. Every figure is None without samples (``count`` 0)."""
 
     count: int
     mean: float | None
     p50: float | None
+    p90: float | None
     p95: float | None
     p99: float | None
     max: float | None
@@ -33,12 +34,12 @@ class Distribution:
         ``digits`` decimals (None = unrounded, as measured). Never raises for an empty input."""
         v = np.asarray([x for x in values if x is not None], dtype=float)
         if not v.size:
-            return cls(0, None, None, None, None, None)
-        q = np.percentile(v, [50, 95, 99])
+            return cls(0, None, None, None, None, None, None)
+        q = np.percentile(v, [50, 90, 95, 99])
 
         def r(x: float) -> float:
             return float(x) if digits is None else round(float(x), digits)
-        return cls(int(v.size), r(v.mean()), r(q[0]), r(q[1]), r(q[2]), r(v.max()))
+        return cls(int(v.size), r(v.mean()), r(q[0]), r(q[1]), r(q[2]), r(q[3]), r(v.max()))
 
     def flat(self) -> tuple[float, float, float]:
         """``(p50, p95, p99)`` with 0.0 for a figure without samples: the deprecated flat keys

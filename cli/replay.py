@@ -84,9 +84,16 @@ def register(app: typer.Typer) -> None:
         tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="With --server: our tokenizer (default: the folder the server loaded)."),
         concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="With --server: requests in flight at most (default 1; unbounded with --rate/--schedule)."),
         rate: rate_option("With --server: Poisson arrivals at R requests/s (seeded by --seed).", minimum=0.0) = None,
-        seed: seed_option("With --rate: the arrival generator's seed.") = 0,
+        seed: seed_option("With --rate: the arrival generator's seed (the same seed, the same arrival times).") = 0,
         schedule: str = typer.Option("none", "--schedule", help="With --server: none, or logged (the logged inter-arrival times)."),
-        speedup: float = typer.Option(1.0, "--speedup", help="With --schedule logged: divide the logged gaps by X."),
+        time_scale: Optional[float] = typer.Option(None, "--time-scale", help="With --schedule logged: multiply the logged gaps by X (0.1 = ten times faster; default 1)."),
+        speedup: Optional[float] = typer.Option(None, "--speedup", hidden=True),
+        burstiness: float = typer.Option(1.0, "--burstiness", help="With --rate: gamma arrivals of shape B (1 = Poisson; below 1 burstier, above more regular), as vllm bench serve."),
+        users: Optional[int] = typer.Option(None, "--users", min=1, help="With --server: closed loop of N users, each replaying one session at a time."),
+        think_time: float = typer.Option(0.0, "--think-time", min=0.0, help="With --users: seconds a user waits after a response before its next turn."),
+        warmup: Optional[str] = typer.Option(None, "--warmup", help="With --server: leave the first N requests (20) or seconds (30s) of each pass out of the figures."),
+        duration: Optional[float] = typer.Option(None, "--duration", help="With --server: stop sending new requests S seconds into each pass (the rest are counted as unsent)."),
+        slo: Optional[str] = typer.Option(None, "--slo", help="With --server: goodput targets, e.g. ttft=500ms,tpot=50ms,e2e=2s (a bare number is ms)."),
         timeout: float = typer.Option(300.0, "--timeout", help="With --server: seconds to wait for each read."),
         retries: int = typer.Option(0, "--retries", min=0, help="With --server: resend a failed request up to N times (never by default)."),
         kv_events: Optional[str] = typer.Option(None, "--kv-events", help="With --server (vLLM): subscribe to its KV-cache events: tcp://HOST:PORT (vLLM binds) or bind:tcp://127.0.0.1:PORT (vLLM's --kv-events-config endpoint connects); every cached-token difference is checked against them."),
@@ -96,9 +103,12 @@ def register(app: typer.Typer) -> None:
         from prefixcache.replay import ReplayOptions, open_replay
 
         shape = output_format(fmt, as_json, ("rich", "json"), "rich")
-        if server is None and any(v is not None for v in (api_key_env, tokenizer, concurrency, rate, kv_events)):
-            raise typer.BadParameter("--api-key-env, --tokenizer, --concurrency, --rate and --kv-events need --server",
-                                     param_hint="--server")
+        if server is None and any(v is not None for v in (api_key_env, tokenizer, concurrency, rate, users, warmup,
+                                                          duration, slo, kv_events)):
+            raise typer.BadParameter("--api-key-env, --tokenizer, --concurrency, --rate, --users, --warmup, --duration, "
+                                     "--slo and --kv-events need --server", param_hint="--server")
+        scale = deprecated_alias("--speedup", "--time-scale", None if speedup is None else 1.0 / speedup if speedup > 0 else 0.0,
+                                 time_scale)
         if resume and force:
             raise typer.BadParameter("--resume continues the file, --force starts it over: give one", param_hint="--resume")
         if resume and out is None:
@@ -113,8 +123,9 @@ def register(app: typer.Typer) -> None:
             resume=resume, model=None if server is not None and model == "smollm2" else model, device=device,
             dtype=dtype, policy=policy, verify=verify, verify_every=verify_every, tol=tol, repeat=repeat,
             server=server, api_key=api_key(api_key_env), send=send, tokenizer=tokenizer, concurrency=concurrency,
-            rate=rate, schedule=schedule, speedup=speedup, seed=seed, timeout=timeout, retries=retries,
-            kv_events=kv_events)
+            rate=rate, schedule=schedule, time_scale=1.0 if scale is None else scale, seed=seed, burstiness=burstiness,
+            users=users, think_time=think_time, warmup=warmup, duration=duration, slo=slo, timeout=timeout,
+            retries=retries, kv_events=kv_events)
         with console.status("detecting the server and preparing prompts" if server else
                             "loading the model and preparing prompts"):
             session = open_replay(paths, options)

@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.replay_rows import LocalRow, ReplayRow
 from prefixcache.analyzer.cache.simulate.survival import Survival
+from prefixcache.analyzer.serving import ServingFigures
 from prefixcache.analyzer.stats import Distribution
 
 
@@ -161,12 +162,20 @@ class ServerPassSummary:
     sums over the requests that succeeded; ``reconciled`` / ``differing`` / ``unreported``
     count requests whose engine cached tokens equal / differ from the prediction / were not
     reported. Latencies (seconds, 6 decimals) are :class:`~prefixcache.analyzer.stats.Distribution`
-    values; ``wall_s`` the pass's wall time; ``requests_per_s`` and ``output_tok_s`` over it.
+    values over the measured requests (warm-up left out): ``ttft`` / ``tpot`` / ``itl`` /
+    ``e2e`` are ``serving``'s, ``queue`` the client-side wait (send − ready). ``wall_s`` the
+    pass's wall time (cache reset and /metrics scrapes included); ``requests_per_s`` and
+    ``output_tok_s`` are ``serving``'s request and output throughput (over its duration).
     ``failures``: failed requests by reason. ``metrics``: the engine's counters grown during
     the pass (tokens / requests); ``metrics_hit_rate`` their hits ÷ queries (a ratio of
     sums); ``metrics_equal``: the hit counter grew by exactly the sum of the per-request
     cached tokens (None without the counter). ``engine_ttft_mean``: the engine's own TTFT
-    histogram mean over the pass (seconds; vLLM), for the harness overhead."""
+    histogram mean over the pass (seconds; vLLM), for the harness overhead;
+    ``engine_queue_mean``: its time-in-queue histogram mean (seconds; vLLM). ``unsent``:
+    requests not sent (``--duration`` ran out or the server went away). ``serving``: the
+    figures ``vllm bench serve`` reports, defined as it defines them
+    (:class:`~prefixcache.analyzer.serving.ServingFigures`: percentiles, throughputs, goodput
+    under ``--slo``, in-flight at send, cached tokens and hit ratio per second)."""
 
     pass_name: str
     reset: bool | None
@@ -196,6 +205,9 @@ class ServerPassSummary:
     metrics_hit_rate: float | None
     metrics_equal: bool | None
     engine_ttft_mean: float | None
+    engine_queue_mean: float | None
+    unsent: int
+    serving: ServingFigures
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,9 +64,12 @@ class ReplayOptions:
 
     Server: ``server`` (the base URL; None = in-process), ``api_key`` (sent as a bearer
     token, never shown), ``send`` (``tokens`` or ``chat``), ``tokenizer`` (ours; None = the folder the
-    server loaded), the load shape (``concurrency``: None = 1, unbounded with ``rate`` or
-    ``schedule``; ``rate`` requests/s; ``schedule`` ``none`` / ``logged``; ``speedup``;
-    ``seed``), ``timeout`` (seconds per read) and ``retries`` (resends of a failed request).
+    server loaded), the load shape (:mod:`prefixcache.replay.server.load`: ``concurrency``:
+    None = 1, unbounded with ``rate``, ``schedule`` or ``users``; ``rate`` requests/s with
+    ``burstiness``; ``schedule`` ``none`` / ``logged`` with ``time_scale``; ``users`` and
+    ``think_time`` seconds; ``warmup`` ``N`` or ``Ts``; ``duration`` seconds; ``seed``),
+    ``slo`` (``ttft=500ms,tpot=50ms``: goodput targets), ``timeout`` (seconds per read) and
+    ``retries`` (resends of a failed request).
     ``kv_events``: the engine's KV-event publisher to subscribe to (``tcp://HOST:PORT``, or
     ``bind:tcp://127.0.0.1:PORT``; :mod:`prefixcache.replay.server.kvevents`; None = none).
 
@@ -99,8 +102,14 @@ class ReplayOptions:
     concurrency: int | None = None
     rate: float | None = None
     schedule: str = "none"
-    speedup: float = 1.0
+    time_scale: float = 1.0
     seed: int = 0
+    burstiness: float = 1.0
+    users: int | None = None
+    think_time: float = 0.0
+    warmup: str | None = None
+    duration: float | None = None
+    slo: str | None = None
     timeout: float = 300.0
     retries: int = 0
     kv_events: str | None = None
@@ -127,6 +136,10 @@ class ReplayOptions:
             raise ConfigError(f"--server {self.server}: give an http:// or https:// URL")
         if cap is not None and cap.unit not in ("blocks", "tokens"):
             raise ConfigError(f"--capacity {cap.text}: with --server give blocks or tokens")
+        from prefixcache.analyzer.serving import parse_slo
+
+        parse_slo(self.slo)
+
         if self.kv_events is not None:
             from prefixcache.replay.server.kvevents import parse_endpoint
 

@@ -24,6 +24,7 @@ ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("limits",),  # the one resource budget of untrusted input
     ("stats",),  # the one Distribution (kernel: numpy only)
     ("replay_rows",),  # replay --out rows and their reader (read by html and the fleet; replay writes them)
+    ("serving",),  # the serving figures of server replay rows (vllm bench serve's definitions)
     ("model",),
     ("sequence",),  # the shared kernel: the one common-prefix helper,
     ("volatile", "identity", "redact"),  # ... and what builds on it

@@ -55,6 +55,17 @@ class ServerReply:
     text: str
     status: str
     reason: str = ""
+    engine_queue_s: float | None = None
+
+
+def _queue(usage: dict, chunk: dict) -> float | None:
+    """The time the engine says the request waited in its queue (seconds), where it reports one
+    per request: SGLang's ``meta_info.queue_time``, ``usage.queue_time`` or ``time_info.queue_time``
+    (Cerebras); None elsewhere (vLLM reports it only as a /metrics histogram)."""
+    for holder in (chunk.get("meta_info"), usage, chunk.get("time_info")):
+        if isinstance(holder, dict) and isinstance(holder.get("queue_time"), (int, float)):
+            return float(holder["queue_time"])
+    return None
 
 
 def _cached(usage: dict, chunk: dict) -> int | None:
@@ -182,10 +193,10 @@ class ServerClient:
         """Send one request and stream its answer; failures come back as an ``error`` reply.
         ``tag``: see :meth:`body`."""
         path, body = self.body(send, prompt, max_tokens, tag)
-        t_send = time.perf_counter()
         times: list[float] = []
         state: dict[str, Any] = {"usage": {}, "chunk": {}, "ids": [], "text": [], "done": False}
         http = await self._take()
+        t_send = time.perf_counter()  # after a connection slot is free: the wait is not the engine's
         try:
             async with http.stream("POST", path, content=orjson.dumps(body),
                                    headers={"Content-Type": "application/json"}) as r:
@@ -231,7 +242,7 @@ class ServerClient:
                 state["ids"].extend(ids)
         if chunk.get("usage"):
             state["usage"], state["chunk"] = chunk["usage"], chunk
-        elif chunk.get("timings"):
+        elif chunk.get("timings") or chunk.get("meta_info") or chunk.get("time_info"):
             state["chunk"] = chunk
         return False
 
@@ -245,7 +256,8 @@ class ServerClient:
                            t_end=time.perf_counter(), prompt_tokens=get("prompt_tokens"),
                            cached_tokens=_cached(usage, chunk) if (usage or chunk) else None,
                            completion_tokens=get("completion_tokens"), output_ids=tuple(state["ids"]),
-                           text="".join(state["text"]), status=status, reason=reason)
+                           text="".join(state["text"]), status=status, reason=reason,
+                           engine_queue_s=_queue(usage, chunk) if (usage or chunk) else None)
 
     def _fail(self, t_send: float, times: list[float], state: dict[str, Any], reason: str) -> ServerReply:
         return self._reply(t_send, times, state, "error", reason)

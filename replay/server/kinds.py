@@ -42,7 +42,9 @@ class ServerKind:
     every request adds), ``token_ids`` (the key asking for output token ids when more than
     one token is generated; None = not needed). Metrics: ``counters`` (our name, its
     sample name; tokens / requests), ``prompt_excludes_cached`` (its prompt-token counter
-    leaves cached tokens out), ``ttft_histogram`` (its own TTFT histogram, seconds).
+    leaves cached tokens out), ``ttft_histogram`` (its own TTFT histogram, seconds),
+    ``queue_histogram`` (its time-in-queue histogram, seconds: waiting before the scheduler
+    took the request).
     ``reuse`` explains a prediction difference its reuse rule causes (None = nothing to say).
     """
 
@@ -58,6 +60,7 @@ class ServerKind:
     counters: tuple[tuple[str, str], ...] = ()
     prompt_excludes_cached: bool = False
     ttft_histogram: str | None = None
+    queue_histogram: str | None = None
     reuse: str | None = None
 
     def capacity(self, num_blocks: int | None) -> int | None:
@@ -82,7 +85,7 @@ REGISTRY: dict[str, ServerKind] = {k.name: k for k in (
                   ("prefix_cache_queries", "vllm:prefix_cache_queries_total"),
                   ("prefix_cache_hits", "vllm:prefix_cache_hits_total"),
                   ("requests", "vllm:request_success_total")),
-        ttft_histogram=VLLM_TTFT),
+        ttft_histogram=VLLM_TTFT, queue_histogram="vllm:request_queue_time_seconds"),
     ServerKind(
         "llamacpp", metrics_prefix="llamacpp:", probe=("/props", "total_slots"), block_size=lambda cfg, probe: 1,
         reset="/slots/{id}?action=erase",

@@ -34,6 +34,7 @@ from prefixcache.replay.server.ledger import tag_of
 from prefixcache.replay.server.load import LoadShape
 from prefixcache.replay.server.metrics import MetricsSnapshot
 from prefixcache.replay.server.predict import make_predictor
+from prefixcache.replay.server.schedule import Scheduler
 
 RETRYABLE = ("timeout", "connection refused", "dropped stream", "HTTP 5", "HTTP 429")
 
@@ -52,7 +53,8 @@ class PassState:
     """What a pass did besides its rows: ``reset`` (the cache was emptied: before every
     request in ``cold``, once at the start otherwise; None = not tried), ``refused`` (why
     the pass did not run), the ``/metrics`` scrapes around it, its wall time (seconds) and
-    the predictor's evicted blocks."""
+    the predictor's evicted blocks; ``unsent``: requests not sent (``--duration`` ran out,
+    or the server went away)."""
 
     name: str
     reset: bool | None
@@ -61,6 +63,7 @@ class PassState:
     after: MetricsSnapshot | None
     wall_s: float
     evicted_blocks: int
+    unsent: int = 0
 
 
 class ServedRun:
@@ -87,6 +90,7 @@ class ServedRun:
         self.tags = False  # tag each request for the engine's KV events (ledger.tag_of)
         self._pass_name = ""
         self._position: dict[int, int] = {}
+        self._scheduler: Scheduler | None = None
 
     async def run(self) -> None:
         """Every pass in order; stops early (``stopped``) when the server goes away."""
@@ -114,13 +118,13 @@ class ServedRun:
         else:
             reset = (await self.client.reset()) is None
             try:
-                evicted = await self._cached_pass(name, items)
+                evicted, unsent = await self._cached_pass(name, items)
             except asyncio.CancelledError:  # Ctrl-C: the summary still covers what finished
                 self.states.append(PassState(name, reset, None, None, None, time.perf_counter() - t0, 0))
                 raise
         after = await self.client.metrics()
         self.states.append(PassState(name, reset, None, before, after, time.perf_counter() - t0,
-                                     0 if name == "cold" else evicted))
+                                     0 if name == "cold" else evicted, 0 if name == "cold" else unsent))
 
     async def _cold(self, items: list[ServedItem]) -> None:
         for pos, item in enumerate(items):
@@ -135,48 +139,27 @@ class ServedRun:
             reply, attempts = await self._send(item)
             self._record("cold", pos, item, reply, 0, now, 0, attempts)
 
-    async def _cached_pass(self, name: str, items: list[ServedItem]) -> int:
-        """Send ``items`` in the load shape; returns the blocks the predictor evicted."""
+    async def _cached_pass(self, name: str, items: list[ServedItem]) -> tuple[int, int]:
+        """Send ``items`` in the load shape (:class:`~prefixcache.replay.server.schedule.Scheduler`);
+        returns the blocks the predictor evicted and the requests not sent (``--duration``)."""
         predictor = make_predictor(self.info.kind, self.block_size, self.capacity_blocks, self.info.slots)
         offsets = self.shape.offsets([it.prompt.now for it in items])
-        limit = asyncio.Semaphore(self.shape.limit() or len(items) or 1)
-        last: dict[str, asyncio.Event] = {}
-        tasks: list[asyncio.Task] = []
-        in_flight = [0]
-        t0 = time.perf_counter()
-        for pos, item in enumerate(items):
-            wait = t0 + offsets[pos] - time.perf_counter()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            prev = last.get(item.prompt.session)
-            if prev is not None:
-                await prev.wait()  # turn k never before turn k−1's response
-            await limit.acquire()
-            if self.stopped:
-                limit.release()
-                break
-            mine = last[item.prompt.session] = asyncio.Event()
-            predicted, handle = predictor.send(item.prompt.ids)
-            in_flight[0] += 1
-            tasks.append(asyncio.create_task(self._one(name, pos, item, predicted, handle, predictor,
-                                                       t0 + offsets[pos], in_flight, limit, mine)))
-        await asyncio.gather(*tasks)
-        return predictor.evicted
+        scheduler = Scheduler([it.prompt.session for it in items], offsets, self.shape)
+        self._scheduler = scheduler
 
-    async def _one(self, name: str, pos: int, item: ServedItem, predicted: int, handle: object, predictor: Any,
-                   scheduled: float, in_flight: list[int], limit: asyncio.Semaphore, mine: asyncio.Event) -> None:
-        flying = in_flight[0] - 1
-        try:
+        async def launch(pos: int, scheduled: float, in_flight: int, warm: bool) -> None:
+            item = items[pos]
+            predicted, handle = predictor.send(item.prompt.ids)
             reply, attempts = await self._send(item)
             predictor.done(handle, item.prompt.ids, reply.output_ids[: self.max_new_tokens])
             if (name, pos) not in self._done:
-                self._record(name, pos, item, reply, predicted, scheduled, flying, attempts)
+                self._record(name, pos, item, reply, predicted, scheduled, in_flight, attempts, warm)
             elif self.on_request:
                 self.on_request(name)
-        finally:
-            in_flight[0] -= 1
-            limit.release()
-            mine.set()
+
+        unsent = await scheduler.run(launch)
+        self._scheduler = None
+        return predictor.evicted, unsent
 
     async def _send(self, item: ServedItem) -> tuple[ServerReply, int]:
         prompt: Any = item.body if self.send == "chat" else item.prompt.ids
@@ -190,7 +173,7 @@ class ServedRun:
             await asyncio.sleep(min(8.0, 0.25 * 2 ** attempt))
 
     def _record(self, name: str, pos: int, item: ServedItem, reply: ServerReply, predicted: int | None,
-                scheduled: float, in_flight: int, attempts: int) -> None:
+                scheduled: float, in_flight: int, attempts: int, warmup: bool = False) -> None:
         p = item.prompt
         row = ServerRow(
             pass_name=name, position=pos, session=p.session, request_index=p.request_index, source=p.source,
@@ -198,10 +181,13 @@ class ServedRun:
             cached_tokens=reply.cached_tokens, predicted_cached=predicted, completion_tokens=reply.completion_tokens,
             t_scheduled=scheduled, t_send=reply.t_send, t_first_token=reply.t_first_token,
             token_times=reply.token_times, t_end=reply.t_end, in_flight=in_flight, status=reply.status,
-            reason=reply.reason, attempts=attempts, run=self.run_id)
+            reason=reply.reason, attempts=attempts, run=self.run_id, warmup=warmup,
+            engine_queue_s=reply.engine_queue_s)
         self.rows.append(row)
         self.write(row)
         if reply.status != "ok" and reply.reason.startswith("connection refused"):
             self.stopped = f"the server stopped answering ({reply.reason})"
+            if self._scheduler is not None:
+                self._scheduler.stop()
         if self.on_request:
             self.on_request(name)

@@ -23,6 +23,7 @@ from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request, Skipped
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.replay_rows import ServerRow
+from prefixcache.analyzer.serving import parse_slo
 from prefixcache.replay.context import ContextLimit, fit_passes
 from prefixcache.replay.document import EngineInfo, KVEventsReport, ReplayOutcome
 from prefixcache.replay.options import ReplayOptions
@@ -32,17 +33,19 @@ from prefixcache.replay.server.client import ServerClient
 from prefixcache.replay.server.kinds import kind_of
 from prefixcache.replay.server.kvevents import KVEventSubscriber, events_path, write_events
 from prefixcache.replay.server.ledger import kv_report
-from prefixcache.replay.server.load import LoadShape
+from prefixcache.replay.server.load import LoadShape, Warmup
 from prefixcache.replay.server.passes import ServedItem, ServedRun
 from prefixcache.replay.server.summary import build_server_report
 
 
 def load_shape(options: ReplayOptions) -> LoadShape:
-    """The load shape of ``options`` (concurrency 1 unless given; unbounded with a rate or
-    a logged schedule). ConfigError for nonsense values."""
-    timed = options.rate is not None or options.schedule != "none"
+    """The load shape of ``options`` (concurrency 1 unless given; unbounded with a rate, a
+    logged schedule or users). ConfigError for nonsense values."""
+    timed = options.rate is not None or options.schedule != "none" or options.users is not None
     return LoadShape(concurrency=options.concurrency or (None if timed else 1), rate=options.rate,
-                     schedule=options.schedule, speedup=options.speedup, seed=options.seed)
+                     schedule=options.schedule, time_scale=options.time_scale, seed=options.seed,
+                     burstiness=options.burstiness, users=options.users, think_time=options.think_time,
+                     warmup=Warmup.parse(options.warmup), duration=options.duration)
 
 
 def _tokenizer(options: ReplayOptions, info: EngineInfo) -> str:
@@ -111,7 +114,7 @@ class ServerSession:
                                      capacity_blocks=self.capacity, requests=len(self.items["original"]),
                                      run=self.run_id, rows=rows, states=served.states if served else [],
                                      stopped=served.stopped if served else None, interrupted=interrupted,
-                                     kv_events=kv, facts=facts)
+                                     slo=parse_slo(o.slo), kv_events=kv, facts=facts)
         return ReplayOutcome(report, tuple(rows), self.notes, self.ingest.summary.files, self.skipped, o.out)
 
     def _kv(self, sub: KVEventSubscriber, rows: Sequence[ServerRow]) -> tuple[KVEventsReport, dict]:
@@ -131,7 +134,7 @@ class ServerSession:
                   tags: bool = False) -> None:
         o = self.options
         client = ServerClient(o.server or "", api_key=o.api_key, timeout=o.timeout,
-                              connections=max(8, self.shape.concurrency or 64))
+                              connections=max(8, self.shape.limit() or 256))
         client.info = self.info
         try:
             served = holder["run"] = ServedRun(

@@ -3,7 +3,8 @@
 Per pass (:class:`~prefixcache.replay.document.ServerPassSummary`): token sums (ours, the
 engine's, cached, predicted), how many requests reconcile (engine cached = predicted),
 TTFT / TPOT / ITL / end-to-end / queue :class:`~prefixcache.analyzer.stats.Distribution`
-(seconds, 6 decimals), throughput, failures by reason, and the engine's ``/metrics``
+(seconds, 6 decimals) and the serving figures (:mod:`prefixcache.analyzer.serving`:
+throughputs, goodput, hit ratio per second; warm-up left out), failures by reason, and the engine's ``/metrics``
 counters grown during the pass with the hit rate as a ratio of sums. Each request whose
 cached tokens differ from the prediction is a :class:`~prefixcache.replay.document.Difference`
 naming the engine fact that explains it; each ``--send chat`` prompt-count mismatch a
@@ -16,6 +17,7 @@ from collections import Counter
 from typing import Sequence
 
 from prefixcache.analyzer.replay_rows import ServerRow
+from prefixcache.analyzer.serving import serving_figures
 from prefixcache.analyzer.stats import Distribution
 from prefixcache.replay.document import (
     Difference, EngineInfo, KVEventsReport, PromptMismatch, ServerPassSummary, ServerReport,
@@ -23,6 +25,17 @@ from prefixcache.replay.document import (
 from prefixcache.replay.server.kinds import kind_of
 from prefixcache.replay.server.metrics import delta
 from prefixcache.replay.server.passes import PassState
+
+
+def _hist_mean(st: PassState, hist: str | None) -> float | None:
+    """The mean of histogram ``hist`` over the pass (Δsum ÷ Δcount, seconds; None without it)."""
+    if st.before is None or st.after is None or hist is None:
+        return None
+    s0, s1 = st.before.total(f"{hist}_sum"), st.after.total(f"{hist}_sum")
+    c0, c1 = st.before.total(f"{hist}_count"), st.after.total(f"{hist}_count")
+    if None in (s0, s1, c0, c1) or not c1 > c0:
+        return None
+    return round((s1 - s0) / (c1 - c0), 6)
 
 
 def _metrics(kind: str, st: PassState, cached: int) -> tuple[dict[str, int], float | None, bool | None, float | None]:
@@ -35,22 +48,19 @@ def _metrics(kind: str, st: PassState, cached: int) -> tuple[dict[str, int], flo
     if queries is None and hits is not None and "prompt_tokens" in grown:
         queries = grown["prompt_tokens"] + (hits if traits.prompt_excludes_cached else 0)
     rate = round(hits / queries, 6) if hits is not None and queries else None
-    ttft = None
-    hist = traits.ttft_histogram
-    if st.before is not None and st.after is not None and hist is not None:
-        s0, s1 = st.before.total(f"{hist}_sum"), st.after.total(f"{hist}_sum")
-        c0, c1 = st.before.total(f"{hist}_count"), st.after.total(f"{hist}_count")
-        if None not in (s0, s1, c0, c1) and c1 > c0:
-            ttft = round((s1 - s0) / (c1 - c0), 6)
-    return grown, rate, (None if hits is None else hits == cached), ttft
+    return grown, rate, (None if hits is None else hits == cached), _hist_mean(st, traits.ttft_histogram)
 
 
-def summarize_pass(info: EngineInfo, st: PassState, rows: Sequence[ServerRow]) -> ServerPassSummary:
-    """The summary of pass ``st.name`` from its ``rows``."""
+def summarize_pass(info: EngineInfo, st: PassState, rows: Sequence[ServerRow],
+                   slo: dict[str, float] | None = None) -> ServerPassSummary:
+    """The summary of pass ``st.name`` from its ``rows`` (``slo``: seconds per metric, for goodput).
+    Token sums and reconciliation cover every successful request, warm-up included (the
+    engine's counters saw them); latencies and throughputs leave the warm-up out."""
     good = [r for r in rows if r.ok]
+    measured = [r for r in good if not r.warmup]
     cached = sum(r.cached_tokens or 0 for r in good)
     grown, rate, equal, ttft = _metrics(info.kind, st, cached)
-    out_tokens = sum(r.completion_tokens or 0 for r in good)
+    fig = serving_figures(rows, slo)
     wall = st.wall_s
     prompt = sum(r.prompt_tokens for r in good)
     return ServerPassSummary(
@@ -61,13 +71,12 @@ def summarize_pass(info: EngineInfo, st: PassState, rows: Sequence[ServerRow]) -
         reconciled=sum(r.reconciles is True for r in good), differing=sum(r.reconciles is False for r in good),
         unreported=sum(r.cached_tokens is None for r in good),
         hit_rate=round(cached / prompt, 6) if prompt else 0.0,
-        ttft=Distribution.of(r.ttft_s for r in good), tpot=Distribution.of(r.tpot_s for r in good),
-        itl=Distribution.of(x for r in good for x in r.itl_s), e2e=Distribution.of(r.e2e_s for r in good),
-        queue=Distribution.of(r.queue_s for r in good), wall_s=round(wall, 6),
-        requests_per_s=round(len(good) / wall, 3) if wall > 0 else 0.0,
-        output_tok_s=round(out_tokens / wall, 3) if wall > 0 else 0.0, evicted_blocks=st.evicted_blocks,
+        ttft=fig.ttft, tpot=fig.tpot, itl=fig.itl, e2e=fig.e2e, queue=Distribution.of(r.queue_s for r in measured),
+        wall_s=round(wall, 6), requests_per_s=fig.request_throughput, output_tok_s=fig.output_throughput,
+        evicted_blocks=st.evicted_blocks,
         failures=dict(sorted(Counter(_reason(r.reason) for r in rows if not r.ok).items())),
-        metrics=grown, metrics_hit_rate=rate, metrics_equal=equal, engine_ttft_mean=ttft)
+        metrics=grown, metrics_hit_rate=rate, metrics_equal=equal, engine_ttft_mean=ttft,
+        engine_queue_mean=_hist_mean(st, kind_of(info.kind).queue_histogram), unsent=st.unsent, serving=fig)
 
 
 def _reason(reason: str) -> str:
@@ -123,13 +132,15 @@ def prompt_mismatches(rows: Sequence[ServerRow]) -> list[PromptMismatch]:
 
 def build_server_report(info: EngineInfo, *, send: str, load: str, block_size: int, capacity_blocks: int | None,
                         requests: int, run: str, rows: Sequence[ServerRow], states: Sequence[PassState],
-                        stopped: str | None, interrupted: bool, kv_events: KVEventsReport | None = None,
+                        stopped: str | None, interrupted: bool, slo: dict[str, float] | None = None,
+                        kv_events: KVEventsReport | None = None,
                         facts: dict[tuple[str, int], str] | None = None) -> ServerReport:
-    """The document of a finished (or stopped / interrupted) server replay. A request recorded
-    twice (failed, then sent again by ``--resume``) counts once, by its latest row. ``kv_events``
-    and ``facts``: what the engine's KV events said (:mod:`~prefixcache.replay.server.ledger`)."""
+    """The document of a finished (or stopped / interrupted) server replay (``slo``: seconds
+    per metric, for goodput). A request recorded twice (failed, then sent again by
+    ``--resume``) counts once, by its latest row. ``kv_events`` and ``facts``: what the
+    engine's KV events said (:mod:`~prefixcache.replay.server.ledger`)."""
     rows = list({(r.pass_name, r.position): r for r in rows}.values())
-    passes = tuple(summarize_pass(info, st, [r for r in rows if r.pass_name == st.name]) for st in states)
+    passes = tuple(summarize_pass(info, st, [r for r in rows if r.pass_name == st.name], slo) for st in states)
     return ServerReport(engine=info, send=send, load=load, block_size=block_size, capacity_blocks=capacity_blocks,
                         requests=requests, run=run, passes=passes,
                         differences=tuple(differences(info, rows, states, facts)),

@@ -147,10 +147,11 @@ def test_load_shapes():
     a = LoadShape(concurrency=None, rate=5.0, seed=3).offsets([0.0] * 2000)
     assert a == LoadShape(concurrency=None, rate=5.0, seed=3).offsets([0.0] * 2000)
     assert abs(a[-1] / 1999 - 0.2) < 0.02 and a[0] == 0.0
-    assert LoadShape(schedule="logged", speedup=10).offsets([100.0, 110.0, 130.0]) == [0.0, 1.0, 3.0]
+    assert LoadShape(schedule="logged", time_scale=0.1).offsets([100.0, 110.0, 130.0]) == pytest.approx([0.0, 1.0, 3.0])
     assert LoadShape().name == "sequential" and LoadShape(concurrency=4).name == "concurrency 4"
     for bad in (dict(concurrency=0), dict(rate=0.0), dict(schedule="x"), dict(rate=1.0, schedule="logged"),
-                dict(speedup=0)):
+                dict(time_scale=0), dict(users=2, rate=1.0), dict(think_time=1.0), dict(burstiness=0),
+                dict(duration=0)):
         with pytest.raises(ConfigError):
             LoadShape(**bad)
 
