@@ -93,17 +93,21 @@ def test_concurrency_8_accounted_by_kv_events(vllm_url, vllm_kv_events, tmp_path
 
 
 def test_poisson_rate_is_kept(vllm_url, tmp_path):
-    """1000 one-turn requests (no session waits on another) at a Poisson 25/s: the measured arrival
-    rate (sends − 1 over the first-to-last send span) is within 5% of the target."""
+    """120 one-turn requests (no session waits on another) at a Poisson 4/s — about what this CPU
+    server serves of them, so the run takes about 30 s: the measured arrival rate (sends − 1 over
+    the first-to-last send span) is within 5% of the target, and each request went out when due."""
+    n, rate = 120, 4.0
     log = tmp_path / "independent.jsonl"
     log.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"Request {i}: answer with one word."}]})
-                           + "\n" for i in range(1000)))
-    res = _run(vllm_url, [log], send="tokens", passes=("warm",), rate=25.0)
-    rows = [r for r in res.rows if r.ok]
-    assert len(rows) == 1000 and len({r.session for r in rows}) == 1000
-    sends = sorted(r.t_send for r in rows)
-    measured = (len(sends) - 1) / (sends[-1] - sends[0])
-    assert abs(measured / 25.0 - 1) <= 0.05, measured
+                           + "\n" for i in range(n)))
+    res = _run(vllm_url, [log], send="tokens", passes=("warm",), rate=rate)
+    _check(res, exact=False)
+    rows = sorted((r for r in res.rows if r.ok), key=lambda r: r.t_send)
+    assert len(rows) == n and len({r.session for r in rows}) == n
+    measured = (n - 1) / (rows[-1].t_send - rows[0].t_send)
+    assert abs(measured / rate - 1) <= 0.05, measured
+    late = sorted(r.t_send - r.t_scheduled for r in rows)
+    assert late[len(late) // 2] < 0.05, late  # the median request left within 50 ms of its due time
 
 
 def test_claude_code_sample_bounded(vllm_url):
