@@ -34,6 +34,8 @@ from prefixcache.analyzer.cache.simulate.document import SimulateReport, Simulat
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
 from prefixcache.analyzer.canonical.fix import FixedCopy
 from prefixcache.analyzer.columnar import TraceCounts
+from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.export import ExportCounts
 from prefixcache.analyzer.canonical.fix import fixed_copies as _fixed_copies
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions
 from prefixcache.analyzer.canonical.run import CanonicalizeOptions, CanonicalRun, canonicalize_paths
@@ -128,6 +130,41 @@ class TraceOptions:
     tokenizer: str = "auto"
     block_size: int = 16
     executor: str = "local"
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """The options of ``export``: the format (``mooncake`` or ``aiperf``), the block size (tokens per
+    hash id), the log reader and the template and tokenizer specs."""
+
+    to: str = "mooncake"
+    block_size: int = 512
+    input_format: str = "auto"
+    template: str = "auto"
+    tokenizer: str = "auto"
+
+
+def export(paths: Sequence[str], out: IO[bytes], options: ExportOptions = ExportOptions(), *,
+           stdin: IO[bytes] | None = None, on_request: Progress | None = None) -> tuple[ExportCounts, Ingest]:
+    """Read, render and tokenize ``paths`` and write their text-free block-hash trace in the peers'
+    format to ``out`` (:func:`~prefixcache.analyzer.export.export_trace`): the counts written and the
+    ingest pass (its ``summary`` has the skipped records). Raises ConfigError for a bad spec,
+    format or block size."""
+    from prefixcache.analyzer.export import FORMATS, export_trace
+
+    if options.to not in FORMATS:  # before any log is read
+        raise ConfigError(f"--to {options.to}: choose from {', '.join(FORMATS)}")
+    check_specs(options.template, options.tokenizer)
+    ingest = Ingest(paths, format=options.input_format, stdin=stdin, require_requests=True)
+    preparer = Preparer(options.template, options.tokenizer)
+
+    def stream():
+        for r in ingest:
+            if on_request is not None:
+                on_request()
+            yield preparer.prepare(r)
+
+    return export_trace(stream(), out, options.to, options.block_size), ingest
 
 
 def trace(paths: Sequence[str], out: IO[bytes], options: TraceOptions = TraceOptions(), *,

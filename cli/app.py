@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "Write one offline HTML report: summary, per-session turns, capacity curves, replay, "
                "fleet."),
     "trace": ("trace", "Tokenize logs once into a columnar block-hash trace (Parquet) that simulate and lint read."),
+    "export": ("export", "Write logs as a text-free block-hash trace (lengths, timestamps, block ids) that Mooncake "
+               "tools and AIPerf replay."),
     "calibrate": ("calibrate", "Time prefill and KV restores (host memory, disk) at several lengths; fit them; "
                   "write the file."),
 }

@@ -34,6 +34,7 @@ ANALYZER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("prepare",),
     ("cache",),
     ("columnar",),  # the Parquet block-hash trace writer (block ids from cache's hashes)
+    ("export",),  # text-free block-hash traces for the peers (Mooncake, AIPerf), from columnar's block ids
     ("lint",),
     ("canonical",),
     ("check",),

@@ -144,6 +144,48 @@ def cached_scatter(rows: Sequence[dict[str, Any]]) -> str | None:
                    {"title": "observed cached tokens", "tickformat": ","})
 
 
+#: The serving latencies charted, their ``ServingFigures`` key and label.
+SERVING_LATENCIES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E"))
+#: The percentiles charted (``Distribution`` keys).
+PERCENTILES = ("p50", "p90", "p95", "p99")
+
+
+def serving_percentiles(serving: dict[str, Any]) -> str:
+    """TTFT, TPOT, ITL and E2E at P50 / P90 / P95 / P99 (milliseconds) per pass (``{pass:
+    ServingFigures as JSON}``), grouped bars; a latency without samples (TPOT of one-token
+    answers) is left out."""
+    import plotly.graph_objects as go
+
+    data = []
+    for p, fig in serving.items():
+        for q in PERCENTILES:
+            xs = [label for key, label in SERVING_LATENCIES if fig[key]["count"]]
+            ys = [round(fig[key][q] * 1e3, 3) for key, _ in SERVING_LATENCIES if fig[key]["count"]]
+            data.append(go.Bar(x=[f"{x} · {p}" for x in xs], y=ys, name=q, legendgroup=q, showlegend=p == next(iter(serving)),
+                               hovertemplate=f"{q} %{{x}}: %{{y:,.3f}} ms"))
+    return _figure(data, "latency percentiles per pass (as vllm bench serve defines them)", {"title": ""},
+                   {"title": "milliseconds", "tickformat": ","}, barmode="group")
+
+
+def serving_per_second(serving: dict[str, Any]) -> str:
+    """Cached tokens (bars) and hit ratio (lines, right axis) per second of each pass (``{pass:
+    ServingFigures as JSON}`` ``per_second`` rows: requests completed in that second)."""
+    import plotly.graph_objects as go
+
+    data = []
+    for p, fig in serving.items():
+        rows = fig["per_second"]
+        x = [r["second"] for r in rows]
+        data.append(go.Bar(x=x, y=[r["cached_tokens"] for r in rows], name=f"{p} cached tokens", opacity=0.6,
+                           hovertemplate="second %{x}: %{y:,} cached tokens"))
+        data.append(go.Scatter(x=x, y=[r["hit_ratio"] for r in rows], name=f"{p} hit ratio", yaxis="y2",
+                               mode="lines+markers", hovertemplate="second %{x}: hit ratio %{y:.1%}"))
+    return _figure(data, "cached tokens and hit ratio per second (by response end)",
+                   {"title": "seconds since the first measured send"}, {"title": "cached tokens", "tickformat": ","},
+                   yaxis2={"title": "hit ratio (cached ÷ prompt tokens)", "overlaying": "y", "side": "right",
+                           "tickformat": ".0%", "range": [0, 1.05]}, barmode="group")
+
+
 def fleet_bars(fleet: dict[str, Any]) -> str:
     """Per router policy (``simulate --replicas N --json`` ``results`` rows), four bars in
     tokens: the workload ceiling (the document's ``ceiling_tokens``, one unbounded shared

@@ -20,8 +20,10 @@ import orjson
 from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.cache.models import MODELS
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions
-from prefixcache.analyzer.errors import ConfigError
+from prefixcache.analyzer.errors import ConfigError, InputError
 from prefixcache.analyzer.html.bounded import bound_lint, bound_replay, bound_simulate
+from prefixcache.analyzer.replay_rows import ServerRow
+from prefixcache.analyzer.serving import serving_figures
 from prefixcache.analyzer.html.excerpts import DIFF_WINDOW, break_diffs
 from prefixcache.analyzer.html.sources import is_fleet, read_replay, read_simulate
 from prefixcache.analyzer.lint.config import LintConfig
@@ -98,7 +100,8 @@ class ReportDocuments:
     --json`` document (None without one); ``diffs``: the break markers' ``diff --json``
     excerpts (:func:`.excerpts.break_diffs`). On a big input ``lint`` is bounded
     (:func:`.bounded.bound_lint`: its ``report_bounded`` says what was left out) and so are the
-    replay rows (``replay_bounded``, :func:`.bounded.bound_replay`)."""
+    replay rows (``replay_bounded``, :func:`.bounded.bound_replay`). ``serving``: the serving figures
+    per pass of a ``replay --server`` run (:func:`serving_by_pass`, from every row, before bounding)."""
 
     lint: dict[str, Any]
     simulate: dict[str, Any] | None
@@ -110,6 +113,7 @@ class ReportDocuments:
     fleet: dict[str, Any] | None = None
     diffs: list[dict[str, Any]] = field(default_factory=list)
     replay_bounded: dict[str, Any] | None = None
+    serving: dict[str, Any] | None = None
 
 
 def _json(report: object) -> Any:
@@ -172,8 +176,29 @@ def gather(paths: Sequence[str], options: ReportOptions,
     cfg = options.lint
     diffs = break_diffs(paths, lint, options.input_format, cfg.template, cfg.tokenizer, cfg.redact, options.diff_window)
     seconds["diff"] = round(time.perf_counter() - t0, 3)
+    serving = serving_by_pass(replay, options.replay_path or "") if replay is not None else None
     if replay is not None:
         replay = [{k: v for k, v in row.items() if k != "output_ids"} for row in replay]  # model text as ids
     replay, replay_note = bound_replay(replay)
     return ReportDocuments(lint, saved, replay, commands(paths, options, fleet is not None), cfg.redact,
-                           run.skipped, seconds, fleet, diffs, replay_note)
+                           run.skipped, seconds, fleet, diffs, replay_note, serving)
+
+
+def serving_by_pass(rows: list[dict[str, Any]], path: str = "") -> dict[str, Any] | None:
+    """``{pass: ServingFigures as JSON}`` of the ``replay --server`` rows among ``rows`` (those with
+    ``t_send``; :func:`~prefixcache.analyzer.serving.serving_figures`, no SLO), a request recorded
+    twice counted once by its latest row; None when there are none (an in-process replay).
+    InputError naming ``path`` and the pass for a row that is not a server row."""
+    served = [r for r in rows if "t_send" in r]
+    if not served:
+        return None
+    latest: dict[tuple[str, int], ServerRow] = {}
+    for r in served:
+        try:
+            row = ServerRow.from_json(r)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"pass {r.get('pass_name')} #{r.get('position')}: not a replay --server row ({exc})",
+                             path) from None
+        latest[row.key] = row
+    passes = list(dict.fromkeys(k[0] for k in latest))
+    return {p: _json(serving_figures([r for k, r in latest.items() if k[0] == p])) for p in passes}

@@ -106,13 +106,16 @@ def _fleet(fleet: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"doc": fleet, "bars": charts.fleet_bars(fleet), "ttft": charts.fleet_ttft(fleet)}
 
 
-def _replay(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+def _replay(rows: list[dict[str, Any]] | None, serving: dict[str, Any] | None = None) -> dict[str, Any] | None:
     if not rows:
         return None
     passes = list(dict.fromkeys(r["pass_name"] for r in rows))
     table = [{"pass_name": p, "rows": [r for r in rows if r["pass_name"] == p]} for p in passes]
     return {"passes": table, "cdf": charts.ttft_cdf(rows), "scatter": charts.cached_scatter(rows),
-            "runs": sorted({str(r.get("run")) for r in rows if r.get("run")})}
+            "runs": sorted({str(r.get("run")) for r in rows if r.get("run")}), "serving": serving,
+            "percentiles": charts.serving_percentiles(serving) if serving else None,
+            "per_second": charts.serving_per_second(serving) if serving else None,
+            "latencies": charts.SERVING_LATENCIES, "quantiles": charts.PERCENTILES}
 
 
 def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
@@ -133,7 +136,7 @@ def context(docs: ReportDocuments, title: str) -> dict[str, Any]:
         "waterfall": charts.waterfall(lint["summary"]) if lint["summary"]["prompt_tokens"] else None,
         "sessions": _session_figures(lint, marked), "charted_all": len(lint["sessions"]) <= MAX_SESSION_CHARTS,
         "capacity": [f for f in (charts.capacity_curves(sim, u) for u in ("tokens", "bytes")) if f] if sim else [],
-        "replay": _replay(docs.replay), "fleet": _fleet(docs.fleet), "plotly": plotly_js_packed(),
+        "replay": _replay(docs.replay, docs.serving), "fleet": _fleet(docs.fleet), "plotly": plotly_js_packed(),
         "reuse_time": reuse_time.section(sim),
         "bounded": lint.get("report_bounded"), "replay_bounded": docs.replay_bounded,
     }

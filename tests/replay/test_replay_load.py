@@ -227,3 +227,23 @@ def test_cli_load_flags(slow_stub):
     assert res.exit_code == 2 and "--slo" in res.output
     res = runner.invoke(app, ["replay", ALL_CASES[0], "--warmup", "3"])
     assert res.exit_code == 2 and "need --server" in res.output
+
+
+def test_report_shows_the_serving_figures(slow_stub, tmp_path):
+    """``report --replay`` of server rows: the serving table and charts hold serving_figures of every row."""
+    from tests.analyzer.html.test_report_html import island, report
+
+    out = tmp_path / "rows.jsonl"
+    res = open_replay(ALL_CASES[:4], ReplayOptions(server=slow_stub.url, tokenizer=TOK, template=TEMPLATE, out=out,
+                                                  passes=("cold", "warm"), concurrency=4, warmup="3")).run()
+    page = report(tmp_path, ALL_CASES[0], "--template", TEMPLATE, "--replay", str(out))
+    by_pass = {p.pass_name: p.serving for p in res.report.passes}
+    per_second = island(page, "data-fig-serving-per-second")["data"]
+    assert [t["name"] for t in per_second] == ["cold cached tokens", "cold hit ratio", "warm cached tokens",
+                                               "warm hit ratio"]
+    assert per_second[2]["y"] == [s.cached_tokens for s in by_pass["warm"].per_second]
+    assert per_second[3]["y"] == [s.hit_ratio for s in by_pass["warm"].per_second]
+    bars = island(page, "data-fig-serving-percentiles")["data"]
+    p99 = next(t for t in bars if t["name"] == "p99" and t["x"][0].endswith("warm"))
+    assert p99["y"][0] == round(by_pass["warm"].ttft.p99 * 1e3, 3)
+    assert 'id="serving-table"' in page and f"{by_pass['warm'].request_throughput:.2f}" in page

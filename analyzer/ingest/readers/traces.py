@@ -5,7 +5,8 @@ to and including that block), so each record becomes a :class:`Request` with
 ``messages=()`` and ``trace=BlockTrace(...)``; it enters the cache models directly.
 
 * **Mooncake** (kvcache-ai/Mooncake ``FAST25-release/README.md``): JSONL,
-  ``{timestamp (ms), input_length, output_length, hash_ids}``, block = 512 tokens.
+  ``{timestamp (ms), input_length, output_length, hash_ids}``, block = 512 tokens
+  (``blksz_N`` in the file name overrides, as for Bailian; ``export`` suggests such a name).
   No session information: the whole file is one session, in line order.
 * **Bailian** (alibaba-edu/qwen-bailian-usagetraces-anon ``README.md``): JSONL,
   ``{chat_id, parent_chat_id (-1 = root), timestamp (s), input_length, output_length,
@@ -44,6 +45,12 @@ _OBSERVED = frozenset({"timestamp", "usage"})
 
 def _stem(name: str) -> str:
     return "stdin" if name == "-" else (Path(name).stem or name)
+
+
+def _block_size(name: str, default: int) -> int:
+    """The block size a ``blksz_N`` in the file name states (N ≥ 1), else ``default`` (tokens)."""
+    m = re.search(r"blksz_(\d+)", Path(name).name)
+    return int(m.group(1)) if m and int(m.group(1)) > 0 else default
 
 
 def _hash_ids(rec: dict[str, Any], path: str = "") -> tuple[int, ...]:
@@ -95,13 +102,14 @@ class MooncakeReader:
     def read(self, source: Source) -> Iterator[Request | Skipped | RecordsSeen]:
         """One request per line, ``timestamp`` ms → seconds; bad lines are bad Skipped."""
         session, index = _stem(source.name), 0
+        block_size = _block_size(source.name, self.block_size)
         note = ("Mooncake trace: no session ids; read as one session in arrival order, and lint and simulate infer "
                 "its conversations from the hash chains",)
 
         def one(line: int, rec: dict[str, Any]) -> tuple[Request]:
             nonlocal index
             req = _block_request(source.name, line, rec, fmt=self.format, session=session, index=index,
-                                 block_size=self.block_size, ts_scale=1e-3, extra={}, notes=note)
+                                 block_size=block_size, ts_scale=1e-3, extra={}, notes=note)
             index += 1
             return (req,)
 
@@ -128,8 +136,7 @@ class BailianReader:
         A parent not seen earlier in the file (an excerpt) is taken as the root of its
         chain, with a note. Memory: one int per chat id.
         """
-        m = re.search(r"blksz_(\d+)", Path(source.name).name)
-        block_size = int(m.group(1)) if m else self.block_size
+        block_size = _block_size(source.name, self.block_size)
         stem = _stem(source.name)
         root_of: dict[int, int] = {}
         count: dict[int, int] = {}
