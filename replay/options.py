@@ -140,11 +140,6 @@ class ReplayOptions:
 
         parse_slo(self.slo)
 
-        if self.kv_events is not None:
-            from prefixcache.replay.server.kvevents import parse_endpoint
-
-            parse_endpoint(self.kv_events)
-
 
 #: Top-level modules of the ``replay`` extra (pyproject ``[project.optional-dependencies]``).
 EXTRA_MODULES = frozenset({"torch", "transformers", "accelerate", "httpx", "sniffio", "prometheus_client", "zmq",

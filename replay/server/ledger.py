@@ -37,6 +37,7 @@ from prefixcache.analyzer.cache.simulate.survival import (
     T_POINTS, GapRow, ResidencyRow, Survival, TimePoint, gap_row,
 )
 from prefixcache.analyzer.stats import Distribution
+from prefixcache.replay.document import KVEventsReport
 from prefixcache.replay.server.kvevents import CLEARED, REMOVED, STORED, KVEvent, KVEventSubscriber
 
 TAG_PREFIX = "prefixcache"
@@ -315,13 +316,11 @@ __all__ = ["EventCheck", "GapRow", "Ledger", "Sent", "engine_survival", "explain
 
 def kv_report(endpoint: str, sub: KVEventSubscriber, rows: Sequence, ids: dict[tuple[str, int], tuple[int, ...]],
               block_size: int, capacity_blocks: int | None, file: str | None
-              ) -> tuple["KVEventsReport", dict[tuple[str, int], str]]:
+              ) -> tuple[KVEventsReport, dict[tuple[str, int], str]]:
     """The :class:`~prefixcache.replay.document.KVEventsReport` of a run and the named event behind
     each request's difference (``{(pass, position): fact}``). ``rows``: the run's
     :class:`~prefixcache.analyzer.replay_rows.ServerRow` (successful ones of the cache passes are
     checked); ``ids``: our prompt token ids by ``(pass, position)``."""
-    from prefixcache.replay.document import KVEventsReport
-
     events = sub.events
     latest = {(r.pass_name, r.position): r for r in rows}
     sent = [Sent(r.pass_name, r.position, ids[(r.pass_name, r.position)], r.t_send, r.cached_tokens,

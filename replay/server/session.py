@@ -31,7 +31,7 @@ from prefixcache.replay.prompts import replayable
 from prefixcache.replay.results import ResultWriter, resumed, run_key
 from prefixcache.replay.server.client import ServerClient
 from prefixcache.replay.server.kinds import kind_of
-from prefixcache.replay.server.kvevents import KVEventSubscriber, events_path, write_events
+from prefixcache.replay.server.kvevents import KVEventSubscriber, events_path, parse_endpoint, write_events
 from prefixcache.replay.server.ledger import kv_report
 from prefixcache.replay.server.load import LoadShape, Warmup
 from prefixcache.replay.server.passes import ServedItem, ServedRun
@@ -160,6 +160,8 @@ def open_server(paths: Sequence[str], options: ReplayOptions, *, stdin: IO[bytes
     prediction and check a resumed ``options.out``; nothing is sent yet. Raises
     ConfigError / InputError / EngineError."""
     shape = load_shape(options)
+    if options.kv_events is not None:
+        parse_endpoint(options.kv_events)  # ConfigError for a malformed endpoint, before anything is read
     ingest = Ingest(list(paths), format=options.input_format,
                     stdin=stdin if stdin is not None else (sys.stdin.buffer if "-" in paths else None),
                     require_requests=True)

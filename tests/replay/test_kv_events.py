@@ -174,3 +174,10 @@ def test_engine_survival_measures_residency_and_reuse_gaps():
     one = s.residency[0].survival[0]  # t = 1 s: A and B observed ≥ 1 s, C not
     assert one.t_s == 1.0 and one.blocks == 2 and one.fraction == 1.0
     assert hash_blocks(A + B, BS)  # our hashing of the same tokens is what the ledger maps to
+
+
+def test_a_malformed_endpoint_is_refused_before_anything_is_read(tmp_path):
+    from prefixcache.replay import ReplayOptions, open_replay
+
+    with pytest.raises(ConfigError, match="--kv-events 127.0.0.1:5557"):
+        open_replay([str(tmp_path / "missing.jsonl")], ReplayOptions(server="http://127.0.0.1:9", kv_events="127.0.0.1:5557"))
