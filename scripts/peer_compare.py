@@ -61,6 +61,34 @@ def _model_folder() -> str:
                           text=True, check=True).stdout.strip()
 
 
+#: The engine's own histograms (vLLM ``/metrics``, seconds) whose means over a run are compared with
+#: each tool's: the engine measures the same requests whatever the machine's load did to them.
+ENGINE = {"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_token_latency_seconds",
+          "tpot": "vllm:request_time_per_output_token_seconds", "e2e": "vllm:e2e_request_latency_seconds"}
+
+
+def engine_sums(url: str) -> dict[str, tuple[float, float]]:
+    """``{figure: (sum, count)}`` of :data:`ENGINE`'s histograms now."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    got: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            got[s.name] = got.get(s.name, 0.0) + s.value
+    return {k: (got.get(f"{m}_sum", 0.0), got.get(f"{m}_count", 0.0)) for k, m in ENGINE.items()}
+
+
+def engine_means(before: dict, after: dict) -> dict[str, float | None]:
+    """The engine's mean of each figure over a run (ms), from two :func:`engine_sums`."""
+    out = {}
+    for k in ENGINE:
+        n = after[k][1] - before[k][1]
+        out[f"engine_{k}_mean"] = (after[k][0] - before[k][0]) / n * 1000 if n else None
+    return out
+
+
 def reset(url: str) -> None:
     with urllib.request.urlopen(urllib.request.Request(url + "/reset_prefix_cache", method="POST"), timeout=30):
         pass
@@ -106,7 +134,7 @@ def peer(args, data: Path, out: Path) -> dict:
 
 
 def _fmt(v) -> str:
-    return f"{v:.1f}" if isinstance(v, float) else str(v)
+    return (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}") if isinstance(v, float) else str(v)
 
 
 def table(a: dict, b: dict) -> str:
@@ -140,8 +168,13 @@ def main(argv: list[str] | None = None) -> None:
         figs = {}
         for who in (("ours", "peer") if rnd % 2 == 0 else ("peer", "ours")):
             reset(args.url)
+            before = engine_sums(args.url)
             figs[who] = (ours(args, log, out / f"ours-{rnd}.json") if who == "ours"
                          else peer(args, data, out / f"peer-{rnd}.json"))
+            figs[who].update(engine_means(before, engine_sums(args.url)))
+            for k in ENGINE:  # each tool against the engine's own figure for the same requests
+                mine, eng = figs[who][f"{k}_mean"], figs[who][f"engine_{k}_mean"]
+                figs[who][f"{k}_mean ÷ engine's"] = mine / eng if mine and eng else None
         print(f"\n### round {rnd + 1} ({' then '.join(figs)})\n")
         print(table(figs["ours"], figs["peer"]))
         (out / f"round-{rnd}.json").write_text(json.dumps(figs, indent=1))

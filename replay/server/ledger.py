@@ -233,7 +233,8 @@ def explain(s: Sent, event_cached: int | None, point: _Point | None, chain: Sequ
             return (f"block removed before reuse: block {b} of this prompt was evicted by the engine (BlockRemoved, "
                     f"batch {last[1].seq}, {ago:.3f} s before this request was scheduled in batch "
                     f"{t.seq if t else '?'}); the model still held it")
-        later = [e for e in stores.get(chain[b], ()) if t is None or (e.seq, e.index) > (t.seq, t.index)] if b < len(chain) else []
+        # registrations from the scheduling point on (the request's own registration is the point itself)
+        later = [e for e in stores.get(chain[b], ()) if t is None or (e.seq, e.index) >= (t.seq, t.index)] if b < len(chain) else []
         if later:
             e = later[0]
             mine = _parse_tag(e.tag) == (s.pass_name, s.position)
@@ -241,7 +242,8 @@ def explain(s: Sent, event_cached: int | None, point: _Point | None, chain: Sequ
                     f"{t.seq if t else '?'}); {'it registered the block itself' if mine else _who(e.tag) + ' registered it'}"
                     f" (BlockStored, batch {e.seq}): the engine ran it before the request that registers the block in "
                     "our send order")
-        return f"block {b} was never registered by the engine before this request (batch {t.seq if t else '?'})"
+        return (f"not registered yet: block {b} was not cached when the engine scheduled this request (batch "
+                f"{t.seq if t else '?'}) and no request registered it afterwards")
     b = s.predicted // block_size
     regs = [e for e in stores.get(chain[b], ()) if t is None or (e.seq, e.index) < (t.seq, t.index)] if b < len(chain) else []
     if not regs:

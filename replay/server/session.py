@@ -95,8 +95,12 @@ class ServerSession:
         """Send every pass, streaming rows to ``options.out``; Ctrl-C stops the run and the
         outcome covers what finished."""
         o = self.options
-        sub = KVEventSubscriber(o.kv_events).start() if o.kv_events else None
         writer = ResultWriter(o.out, ServerRow, append=bool(self.done))
+        try:
+            sub = KVEventSubscriber(o.kv_events).start() if o.kv_events else None
+        except BaseException:
+            writer.close()
+            raise
         interrupted = False
         holder: dict[str, ServedRun] = {}
         try:

@@ -181,3 +181,19 @@ def test_a_malformed_endpoint_is_refused_before_anything_is_read(tmp_path):
 
     with pytest.raises(ConfigError, match="--kv-events 127.0.0.1:5557"):
         open_replay([str(tmp_path / "missing.jsonl")], ReplayOptions(server="http://127.0.0.1:9", kv_events="127.0.0.1:5557"))
+
+
+def test_the_first_request_scheduled_after_a_reset_registers_what_the_model_gave_it():
+    """After the pass's reset the engine schedules r1 first (sent second): it registers the shared
+    prefix itself, in the batch that carries the reset, and r0 reuses it; our model, in send order,
+    gave the prefix to r0's registration and a hit to r1."""
+    eng = Engine()
+    w = lambda i: tag_of("warm", i)  # noqa: E731
+    eng.batch({"type": "AllBlocksCleared"}, eng.stored(w(1), (), (A, B)))
+    eng.batch(eng.stored(w(0), (), (A, B)))
+    sent = [_sent("warm", 0, (A, B), 0.0, 8, 0), _sent("warm", 1, (A, B), 0.1, 0, 8)]
+    c = reconcile(sent, eng.events(), BS)
+    assert [x.event_cached for x in c] == [8, 0] and all(x.accounted for x in c)
+    assert c[0].fact.startswith("a concurrent request registered first: block 0 was registered by request warm #1")
+    assert c[1].fact.startswith("not registered yet: block 0 was not cached when the engine scheduled this request "
+                                "(batch 0); it registered the block itself (BlockStored, batch 0)")
