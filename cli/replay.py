@@ -96,6 +96,7 @@ def register(app: typer.Typer) -> None:
         slo: Optional[str] = typer.Option(None, "--slo", help="With --server: goodput targets, e.g. ttft=500ms,tpot=50ms,e2e=2s (a bare number is ms)."),
         timeout: float = typer.Option(300.0, "--timeout", help="With --server: seconds to wait for each read."),
         retries: int = typer.Option(0, "--retries", min=0, help="With --server: resend a failed request up to N times (never by default)."),
+        kv_events: Optional[str] = typer.Option(None, "--kv-events", help="With --server (vLLM): subscribe to its KV-cache events: tcp://HOST:PORT (vLLM binds) or bind:tcp://127.0.0.1:PORT (vLLM's --kv-events-config endpoint connects); every cached-token difference is checked against them."),
     ) -> None:
         """Replay requests through a local model with and without a KV prefix cache; measure TTFT."""
         from prefixcache.cli.replay_render import finish
@@ -103,9 +104,9 @@ def register(app: typer.Typer) -> None:
 
         shape = output_format(fmt, as_json, ("rich", "json"), "rich")
         if server is None and any(v is not None for v in (api_key_env, tokenizer, concurrency, rate, users, warmup,
-                                                          duration, slo)):
-            raise typer.BadParameter("--api-key-env, --tokenizer, --concurrency, --rate, --users, --warmup, --duration "
-                                     "and --slo need --server", param_hint="--server")
+                                                          duration, slo, kv_events)):
+            raise typer.BadParameter("--api-key-env, --tokenizer, --concurrency, --rate, --users, --warmup, --duration, "
+                                     "--slo and --kv-events need --server", param_hint="--server")
         scale = deprecated_alias("--speedup", "--time-scale", None if speedup is None else 1.0 / speedup if speedup > 0 else 0.0,
                                  time_scale)
         if resume and force:
@@ -124,7 +125,7 @@ def register(app: typer.Typer) -> None:
             server=server, api_key=api_key(api_key_env), send=send, tokenizer=tokenizer, concurrency=concurrency,
             rate=rate, schedule=schedule, time_scale=1.0 if scale is None else scale, seed=seed, burstiness=burstiness,
             users=users, think_time=think_time, warmup=warmup, duration=duration, slo=slo, timeout=timeout,
-            retries=retries)
+            retries=retries, kv_events=kv_events)
         with console.status("detecting the server and preparing prompts" if server else
                             "loading the model and preparing prompts"):
             session = open_replay(paths, options)

@@ -144,6 +144,14 @@ def render(outcome) -> None:
             console.print(f"[yellow]{s.pass_name} pass not run:[/] {escape(s.refused)}", highlight=False)
         for reason, n in s.failures.items():
             console.print(f"[red]{s.pass_name}: {n} request(s) failed:[/] {escape(reason)}", highlight=False)
+    kv = getattr(r, "kv_events", None)
+    if kv is not None:
+        res = kv.survival.residency[0]
+        console.print(f"KV events: {kv.events} in {kv.batches} batches ({kv.stored} stored, {kv.removed} removed, "
+                      f"{kv.cleared} cleared; {kv.missing_batches} batches lost); {kv.accounted} of {kv.requests} "
+                      f"requests' cached tokens = the events' resident prefix; block residency p50 "
+                      f"{res.evicted_s.p50 if res.evicted_s.count else '-'} s over {res.evicted_s.count} evictions"
+                      + (f"; events: {kv.file}" if kv.file else ""), highlight=False)
     if outcome.out is not None:
         console.print(f"[dim]per-request results: {outcome.out} (run {r.run})[/]")
 

@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 from prefixcache.analyzer.model import Skipped
 from prefixcache.analyzer.replay_rows import LocalRow, ReplayRow
+from prefixcache.analyzer.cache.simulate.survival import Survival
 from prefixcache.analyzer.serving import ServingFigures
 from prefixcache.analyzer.stats import Distribution
 
@@ -240,6 +241,33 @@ class PromptMismatch:
 
 
 @dataclass(frozen=True, slots=True)
+class KVEventsReport:
+    """What the engine's KV events said during a server replay (``--kv-events``;
+    :mod:`prefixcache.replay.server.ledger`). ``endpoint``: the publisher; ``batches`` /
+    ``events`` received (``stored`` / ``removed`` / ``cleared`` by type), ``missing_batches``
+    (batch numbers skipped: events lost), ``unmapped_blocks`` (stored blocks whose parent was
+    never seen); ``requests`` successful requests checked and ``accounted`` those whose cached
+    tokens equal the resident prefix the events give at their scheduling point, per pass in
+    ``by_pass`` (``{pass: [accounted, requests]}``); ``file``: the events as JSON lines (None
+    without ``--out``); ``survival``: the engine's real reuse gaps and block residency
+    (seconds, engine clock) in ``simulate --survival``'s format."""
+
+    endpoint: str
+    batches: int
+    events: int
+    stored: int
+    removed: int
+    cleared: int
+    missing_batches: int
+    unmapped_blocks: int
+    requests: int
+    accounted: int
+    by_pass: dict[str, list[int]]
+    file: str | None
+    survival: Survival
+
+
+@dataclass(frozen=True, slots=True)
 class ServerReport:
     """The summary of one replay through a server (``prefixcache replay --server URL --json``).
 
@@ -249,7 +277,8 @@ class ServerReport:
     digest every row carries. ``passes``: one summary per pass asked for; ``differences``:
     every request whose cached tokens differ from the prediction, with the explaining
     engine fact; ``findings``: PC504 prompt-count mismatches (``--send chat``); ``stopped``:
-    why the run stopped early (the server went away), else None; ``interrupted``: Ctrl-C."""
+    why the run stopped early (the server went away), else None; ``interrupted``: Ctrl-C.
+    ``kv_events``: what the engine's KV events said (``--kv-events``; None without)."""
 
     engine: EngineInfo
     send: str
@@ -263,6 +292,7 @@ class ServerReport:
     findings: tuple[PromptMismatch, ...]
     stopped: str | None
     interrupted: bool
+    kv_events: KVEventsReport | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,8 @@ class ReplayOptions:
     ``think_time`` seconds; ``warmup`` ``N`` or ``Ts``; ``duration`` seconds; ``seed``),
     ``slo`` (``ttft=500ms,tpot=50ms``: goodput targets), ``timeout`` (seconds per read) and
     ``retries`` (resends of a failed request).
+    ``kv_events``: the engine's KV-event publisher to subscribe to (``tcp://HOST:PORT``, or
+    ``bind:tcp://127.0.0.1:PORT``; :mod:`prefixcache.replay.server.kvevents`; None = none).
 
     Raises ConfigError for counts below 1, a capacity below one block, ``resume``
     without ``out``, and nonsense server values.
@@ -110,6 +112,7 @@ class ReplayOptions:
     slo: str | None = None
     timeout: float = 300.0
     retries: int = 0
+    kv_events: str | None = None
 
     def __post_init__(self) -> None:
         check_passes(self.passes)
@@ -139,7 +142,8 @@ class ReplayOptions:
 
 
 #: Top-level modules of the ``replay`` extra (pyproject ``[project.optional-dependencies]``).
-EXTRA_MODULES = frozenset({"torch", "transformers", "accelerate", "httpx", "sniffio", "prometheus_client"})
+EXTRA_MODULES = frozenset({"torch", "transformers", "accelerate", "httpx", "sniffio", "prometheus_client", "zmq",
+                           "msgpack"})
 
 
 def missing_extra(exc: ImportError, what: str) -> ConfigError | None:

@@ -48,6 +48,11 @@ def default_gguf() -> Path:
     return find()
 
 
+def vllm_python() -> Path:
+    """The vLLM venv's python: ``$VLLM_VENV`` (as the Makefile's ``VLLM_VENV``), else ``.venv-vllm``."""
+    return Path(os.environ.get("VLLM_VENV") or ROOT / ".venv-vllm") / "bin" / "python"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -55,9 +60,9 @@ def free_port() -> int:
 
 
 def _vllm(port: int, folder: Path, args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
-    python = ROOT / ".venv-vllm" / "bin" / "python"
+    python = vllm_python()
     if not python.exists():
-        sys.exit("no .venv-vllm: run `make engine-vllm` first")
+        sys.exit(f"no {python.parent.parent}: run `make engine-vllm` first")
     cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
            "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--max-model-len", str(args.max_model_len), "--enable-prefix-caching", "--enable-prompt-tokens-details",
@@ -66,6 +71,14 @@ def _vllm(port: int, folder: Path, args: argparse.Namespace) -> tuple[list[str],
         cmd += ["--block-size", str(args.block_size)]
     if args.num_blocks:
         cmd += ["--num-gpu-blocks-override", str(args.num_blocks)]
+    if args.eager:
+        cmd.append("--enforce-eager")  # no torch.compile warm-up: start-up in ~1 min instead of 3–7
+    if args.kv_events_port:
+        # The publisher connects to tcp://127.0.0.1:PORT (a non-wildcard endpoint) and the subscriber
+        # (replay --kv-events bind:...) binds it: nothing listens beyond localhost.
+        cmd += ["--kv-events-config", json.dumps({"enable_kv_cache_events": True, "publisher": "zmq",
+                                                  "endpoint": f"tcp://127.0.0.1:{args.kv_events_port}",
+                                                  "topic": "kv"})]
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(args.kv_gib), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_SERVER_DEV_MODE="1")
     return cmd, env
@@ -169,6 +182,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--kv-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE (GiB)")
     ap.add_argument("--max-model-len", type=int, default=8192)
     ap.add_argument("--max-num-seqs", type=int, default=8)
+    ap.add_argument("--eager", action="store_true", help="vLLM --enforce-eager (no compile warm-up)")
+    ap.add_argument("--kv-events-port", type=int, default=0,
+                    help="publish KV-cache events to tcp://127.0.0.1:PORT (the subscriber binds it)")
     ap.add_argument("--wait", type=float, default=900.0, help="seconds to wait for readiness")
     return ap.parse_args(argv)
 

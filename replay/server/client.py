@@ -165,14 +165,19 @@ class ServerClient:
                 return f"POST {p} answered {r.status_code}: {how}"
         return None
 
-    def body(self, send: str, prompt: Sequence[int] | dict[str, Any], max_tokens: int) -> tuple[str, dict[str, Any]]:
-        """The endpoint and JSON body of one request (greedy, ``max_tokens`` output tokens)."""
+    def body(self, send: str, prompt: Sequence[int] | dict[str, Any], max_tokens: int,
+             tag: str | None = None) -> tuple[str, dict[str, Any]]:
+        """The endpoint and JSON body of one request (greedy, ``max_tokens`` output tokens).
+        ``tag``: a ``session_id`` vLLM puts on the KV events the request causes, with its reused
+        prefix reported when it is scheduled (``vllm_xargs.kv_cache_report_mode = "full"``)."""
         kind = kind_of(self.info.kind if self.info else None)
         body: dict[str, Any] = {"model": self.info.model if self.info else "default", "max_tokens": max_tokens,
                                 "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
                                 **dict(kind.body)}
         if kind.token_ids is not None and max_tokens > 1:
             body[kind.token_ids] = True
+        if tag is not None:
+            body["session_id"], body["vllm_xargs"] = tag, {"kv_cache_report_mode": "full"}
         if send == "tokens":
             body["prompt"] = list(prompt)  # type: ignore[arg-type]
             return "/v1/completions", body
@@ -183,9 +188,11 @@ class ServerClient:
             body["tools"], body["tool_choice"] = chat["tools"], "none"
         return "/v1/chat/completions", body
 
-    async def send(self, send: str, prompt: Sequence[int] | dict[str, Any], max_tokens: int = 1) -> ServerReply:
-        """Send one request and stream its answer; failures come back as an ``error`` reply."""
-        path, body = self.body(send, prompt, max_tokens)
+    async def send(self, send: str, prompt: Sequence[int] | dict[str, Any], max_tokens: int = 1,
+                   tag: str | None = None) -> ServerReply:
+        """Send one request and stream its answer; failures come back as an ``error`` reply.
+        ``tag``: see :meth:`body`."""
+        path, body = self.body(send, prompt, max_tokens, tag)
         times: list[float] = []
         state: dict[str, Any] = {"usage": {}, "chunk": {}, "ids": [], "text": [], "done": False}
         http = await self._take()

@@ -31,6 +31,7 @@ from prefixcache.analyzer.replay_rows import ServerRow
 from prefixcache.replay.document import EngineInfo
 from prefixcache.replay.prompts import Prompt
 from prefixcache.replay.server.client import ServerClient, ServerReply
+from prefixcache.replay.server.ledger import tag_of
 from prefixcache.replay.server.load import LoadShape
 from prefixcache.replay.server.metrics import MetricsSnapshot
 from prefixcache.replay.server.predict import make_predictor
@@ -87,6 +88,9 @@ class ServedRun:
         self._done = {(r.pass_name, r.position) for r in done if r.ok}
         self.states: list[PassState] = []
         self.stopped: str | None = None
+        self.tags = False  # tag each request for the engine's KV events (ledger.tag_of)
+        self._pass_name = ""
+        self._position: dict[int, int] = {}
         self._scheduler: Scheduler | None = None
 
     async def run(self) -> None:
@@ -98,6 +102,7 @@ class ServedRun:
 
     async def _pass(self, name: str) -> None:
         items = self.items["canonical" if name == "canonical" else "original"]
+        self._pass_name, self._position = name, {id(it): i for i, it in enumerate(items)}
         before = await self.client.metrics()
         t0 = time.perf_counter()
         if name == "cold":
@@ -159,10 +164,11 @@ class ServedRun:
 
     async def _send(self, item: ServedItem) -> tuple[ServerReply, int]:
         prompt: Any = item.body if self.send == "chat" else item.prompt.ids
+        tag = tag_of(self._pass_name, self._position[id(item)]) if self.tags else None
         attempt = 0
         while True:
             attempt += 1
-            reply = await self.client.send(self.send, prompt, self.max_new_tokens)
+            reply = await self.client.send(self.send, prompt, self.max_new_tokens, tag)
             if reply.status == "ok" or attempt > self.retries or not reply.reason.startswith(RETRYABLE):
                 return reply, attempt
             await asyncio.sleep(min(8.0, 0.25 * 2 ** attempt))

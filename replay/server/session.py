@@ -25,12 +25,14 @@ from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.replay_rows import ServerRow
 from prefixcache.analyzer.serving import parse_slo
 from prefixcache.replay.context import ContextLimit, fit_passes
-from prefixcache.replay.document import EngineInfo, ReplayOutcome
+from prefixcache.replay.document import EngineInfo, KVEventsReport, ReplayOutcome
 from prefixcache.replay.options import ReplayOptions
 from prefixcache.replay.prompts import replayable
 from prefixcache.replay.results import ResultWriter, resumed, run_key
 from prefixcache.replay.server.client import ServerClient
 from prefixcache.replay.server.kinds import kind_of
+from prefixcache.replay.server.kvevents import KVEventSubscriber, events_path, parse_endpoint, write_events
+from prefixcache.replay.server.ledger import kv_report
 from prefixcache.replay.server.load import LoadShape, Warmup
 from prefixcache.replay.server.passes import ServedItem, ServedRun
 from prefixcache.replay.server.summary import build_server_report
@@ -94,24 +96,46 @@ class ServerSession:
         outcome covers what finished."""
         o = self.options
         writer = ResultWriter(o.out, ServerRow, append=bool(self.done))
+        try:
+            sub = KVEventSubscriber(o.kv_events).start() if o.kv_events else None
+        except BaseException:
+            writer.close()
+            raise
         interrupted = False
         holder: dict[str, ServedRun] = {}
         try:
-            asyncio.run(self._go(holder, writer, on_request))
+            asyncio.run(self._go(holder, writer, on_request, sub is not None))
         except (KeyboardInterrupt, asyncio.CancelledError):
             interrupted = True
         finally:
             writer.close()
+            if sub is not None:
+                sub.stop()
         served = holder.get("run")
         rows = served.rows if served else self.done
+        kv, facts = self._kv(sub, rows) if sub is not None else (None, None)
         report = build_server_report(self.info, send=o.send, load=self.shape.name, block_size=self.block_size,
                                      capacity_blocks=self.capacity, requests=len(self.items["original"]),
                                      run=self.run_id, rows=rows, states=served.states if served else [],
                                      stopped=served.stopped if served else None, interrupted=interrupted,
-                                     slo=parse_slo(o.slo))
+                                     slo=parse_slo(o.slo), kv_events=kv, facts=facts)
         return ReplayOutcome(report, tuple(rows), self.notes, self.ingest.summary.files, self.skipped, o.out)
 
-    async def _go(self, holder: dict, writer: ResultWriter, on_request: Callable[[str], None] | None) -> None:
+    def _kv(self, sub: KVEventSubscriber, rows: Sequence[ServerRow]) -> tuple[KVEventsReport, dict]:
+        """The KV-event report (events written beside ``--out``) and the facts behind differences."""
+        o = self.options
+        file = None
+        if o.out is not None:
+            path = events_path(Path(o.out))
+            write_events(path, sub.events)
+            file = str(path)
+        ids = {(p, i): it.prompt.ids for p in o.passes
+               for i, it in enumerate(self.items["canonical" if p == "canonical" else "original"])}
+        block = self.info.block_size or self.block_size  # the engine's blocks, whatever the prediction uses
+        return kv_report(o.kv_events or "", sub, rows, ids, block, self.capacity, file)
+
+    async def _go(self, holder: dict, writer: ResultWriter, on_request: Callable[[str], None] | None,
+                  tags: bool = False) -> None:
         o = self.options
         client = ServerClient(o.server or "", api_key=o.api_key, timeout=o.timeout,
                               connections=max(8, self.shape.limit() or 256))
@@ -121,6 +145,7 @@ class ServerSession:
                 client, self.info, self.items, passes=o.passes, send=o.send, shape=self.shape,
                 block_size=self.block_size, capacity_blocks=self.capacity, max_new_tokens=o.max_new_tokens,
                 retries=o.retries, run=self.run_id, done=self.done, write=writer.write, on_request=on_request)
+            served.tags = tags
             await served.run()
         finally:
             await client.aclose()
@@ -139,6 +164,8 @@ def open_server(paths: Sequence[str], options: ReplayOptions, *, stdin: IO[bytes
     prediction and check a resumed ``options.out``; nothing is sent yet. Raises
     ConfigError / InputError / EngineError."""
     shape = load_shape(options)
+    if options.kv_events is not None:
+        parse_endpoint(options.kv_events)  # ConfigError for a malformed endpoint, before anything is read
     ingest = Ingest(list(paths), format=options.input_format,
                     stdin=stdin if stdin is not None else (sys.stdin.buffer if "-" in paths else None),
                     require_requests=True)

@@ -20,7 +20,7 @@ from prefixcache.analyzer.replay_rows import ServerRow
 from prefixcache.analyzer.serving import serving_figures
 from prefixcache.analyzer.stats import Distribution
 from prefixcache.replay.document import (
-    Difference, EngineInfo, PromptMismatch, ServerPassSummary, ServerReport,
+    Difference, EngineInfo, KVEventsReport, PromptMismatch, ServerPassSummary, ServerReport,
 )
 from prefixcache.replay.server.kinds import kind_of
 from prefixcache.replay.server.metrics import delta
@@ -103,15 +103,20 @@ def explain(info: EngineInfo, r: ServerRow, st: PassState | None) -> str:
     return "unexplained"
 
 
-def differences(info: EngineInfo, rows: Sequence[ServerRow], states: Sequence[PassState]) -> list[Difference]:
-    """Every successful request whose engine cached tokens differ from the prediction."""
+def differences(info: EngineInfo, rows: Sequence[ServerRow], states: Sequence[PassState],
+                facts: dict[tuple[str, int], str] | None = None) -> list[Difference]:
+    """Every successful request whose engine cached tokens differ from the prediction. ``facts``:
+    the named KV event behind a request's difference (:func:`~prefixcache.replay.server.ledger.reconcile`),
+    used where there is one."""
     by_name = {s.name: s for s in states}
+    facts = facts or {}
     out = []
     for r in rows:
         if r.ok and r.predicted_cached is not None and r.cached_tokens != r.predicted_cached:
             by = None if r.cached_tokens is None else r.cached_tokens - r.predicted_cached
             fact = ("the engine reported no cached tokens (vLLM: --enable-prompt-tokens-details; SGLang: "
-                    "--enable-cache-report)") if r.cached_tokens is None else explain(info, r, by_name.get(r.pass_name))
+                    "--enable-cache-report)") if r.cached_tokens is None else (
+                facts.get((r.pass_name, r.position)) or explain(info, r, by_name.get(r.pass_name)))
             out.append(Difference(r.pass_name, r.position, r.source, r.record, r.cached_tokens, r.predicted_cached,
                                   by, fact))
     return out
@@ -127,12 +132,17 @@ def prompt_mismatches(rows: Sequence[ServerRow]) -> list[PromptMismatch]:
 
 def build_server_report(info: EngineInfo, *, send: str, load: str, block_size: int, capacity_blocks: int | None,
                         requests: int, run: str, rows: Sequence[ServerRow], states: Sequence[PassState],
-                        stopped: str | None, interrupted: bool, slo: dict[str, float] | None = None) -> ServerReport:
+                        stopped: str | None, interrupted: bool, slo: dict[str, float] | None = None,
+                        kv_events: KVEventsReport | None = None,
+                        facts: dict[tuple[str, int], str] | None = None) -> ServerReport:
     """The document of a finished (or stopped / interrupted) server replay (``slo``: seconds
     per metric, for goodput). A request recorded twice (failed, then sent again by
-    ``--resume``) counts once, by its latest row."""
+    ``--resume``) counts once, by its latest row. ``kv_events`` and ``facts``: what the
+    engine's KV events said (:mod:`~prefixcache.replay.server.ledger`)."""
     rows = list({(r.pass_name, r.position): r for r in rows}.values())
     passes = tuple(summarize_pass(info, st, [r for r in rows if r.pass_name == st.name], slo) for st in states)
     return ServerReport(engine=info, send=send, load=load, block_size=block_size, capacity_blocks=capacity_blocks,
-                        requests=requests, run=run, passes=passes, differences=tuple(differences(info, rows, states)),
-                        findings=tuple(prompt_mismatches(rows)), stopped=stopped, interrupted=interrupted)
+                        requests=requests, run=run, passes=passes,
+                        differences=tuple(differences(info, rows, states, facts)),
+                        findings=tuple(prompt_mismatches(rows)), stopped=stopped, interrupted=interrupted,
+                        kv_events=kv_events)

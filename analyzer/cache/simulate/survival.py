@@ -245,7 +245,8 @@ def _curve(start: np.ndarray, stop: np.ndarray, end: float) -> list[TimePoint]:
     return out
 
 
-def _gap_row(kind: str, gaps: np.ndarray) -> GapRow:
+def gap_row(kind: str, gaps: np.ndarray) -> GapRow:
+    """The :class:`GapRow` of ``kind`` over reuse ``gaps`` (seconds)."""
     return GapRow(kind, Distribution.of(gaps.tolist()), _within(gaps))
 
 
@@ -256,7 +257,7 @@ def survival(reqs: Sequence[SimRequest], block_size: int, capacities: Sequence[t
     chains = [r.chain(block_size) for r in reqs]  # each request's chain materialized once
     kinds, req, gaps = _gap_arrays(reqs, block_size, chains)
     present = np.flatnonzero(np.bincount(kinds, minlength=len(_KINDS))).tolist()
-    rows = [_gap_row("all", gaps)] + [_gap_row(_KINDS[k], gaps[kinds == k]) for k in present]
+    rows = [gap_row("all", gaps)] + [gap_row(_KINDS[k], gaps[kinds == k]) for k in present]
     names = [r.session for r in reqs]
     by: dict[str, list[int]] = {}
     for i, n in enumerate(names):
@@ -280,4 +281,4 @@ def survival(reqs: Sequence[SimRequest], block_size: int, capacities: Sequence[t
                                          Distribution.of((sp[done] - st[done]).tolist()), int((~done).sum()),
                                          _curve(st, sp, end)))
     return Survival(block_size, list(T_POINTS), rows, len(active),
-                    [_gap_row(order[c], gaps[sess == c]) for c in top], res_rows)
+                    [gap_row(order[c], gaps[sess == c]) for c in top], res_rows)
