@@ -34,8 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "TTFT."),
     "simulate": ("simulate", "Simulate a prefix cache: hit tokens, avoided prefill, what each lost token was "
                  "lost to."),
-    "report": ("report", "Write one offline HTML report: summary, per-session turns, capacity curves, replay, "
-               "fleet."),
+    "report": ("report", "Write one offline HTML report: four answers first (reuse, losses, fixes, sizing), then "
+               "per-session turns, capacity curves, replay, fleet."),
     "trace": ("trace", "Tokenize logs once into a columnar block-hash trace (Parquet) that simulate and lint read."),
     "export": ("export", "Write logs as a text-free block-hash trace (lengths, timestamps, block ids) that Mooncake "
                "tools and AIPerf replay."),
