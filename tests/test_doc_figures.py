@@ -285,7 +285,7 @@ def test_simulate_ground_truth_mooncake():
 #: prompt after, reusable after, rewrites applied {code: times}, reported {code: times}).
 CANONICAL = {
     C + "timestamp_in_system.jsonl": (5, 7284, 2270, 7464, 5522, {"PC101": 5}, {}),
-    C + "session_id_in_system.jsonl": (6, 7631, 5233, 7868, 5783, {"PC102": 6}, {}),
+    C + "session_id_in_system.jsonl": (6, 7631, 5233, 7868, 5783, {"PC602": 6}, {}),
     C + "tool_order_shuffle.jsonl": (6, 9254, 5767, 9254, 7194, {"PC201": 3}, {}),
     C + "schema_property_order.jsonl": (6, 9254, 5535, 9254, 7194, {"PC203": 1}, {}),
     C + "toolcall_args_reserialized.jsonl": (6, 9209, 6757, 9239, 7184, {"PC301": 6}, {}),

@@ -55,6 +55,33 @@ def with_lint_causes(results: Sequence[Canonicalized], lint: dict[tuple[str, int
     return out
 
 
+#: The rewrites that move a volatile value out of the prefix (clock, id, per-user value).
+VOLATILE_MOVES = ("PC101", "PC102", "PC104")
+
+
+def lint_codes(results: Sequence[Canonicalized], original: dict[tuple[str, int], RequestResult]
+               ) -> dict[tuple[str, int, str], str]:
+    """``(session, index, rewrite code)`` → the code lint gives the break that rewrite repairs,
+    where it is not the rewrite's own (issue 24: one code for one break in every command).
+
+    One case: a volatile value moved out of the prefix (:data:`VOLATILE_MOVES`) that is the same
+    in every request of its session breaks no request of its session; it breaks only the prefix
+    the sessions share, which lint names PC602 (``cross-session-prefix``) at that JSON path. So
+    where lint of the ``original`` requests (:func:`lint_results`) finds PC602 at a path, a move
+    at that path whose value (its description) never changes within its session is PC602 too.
+    A value that changes within its session (a clock) keeps its own code."""
+    paths = {f.json_path for r in original.values() for f in r.findings if f.code == "PC602" and f.json_path}
+    if not paths:
+        return {}
+    values: dict[tuple[str, str, str], set[str]] = {}
+    for c in results:
+        for t in c.transformations:
+            if t.applied and t.code in VOLATILE_MOVES and t.json_path in paths:
+                values.setdefault((c.original.session, t.code, t.json_path), set()).add(t.description)
+    return {(c.original.session, c.original.index, t.code): "PC602" for c in results for t in c.transformations
+            if t.applied and len(values.get((c.original.session, t.code, t.json_path), ())) == 1}
+
+
 def canonicalize_explained(requests: Sequence[Request], options: CanonicalOptions = CanonicalOptions(),
                            template: str = "auto", tokenizer: str = "auto") -> list[Canonicalized]:
     """:func:`~prefixcache.analyzer.canonical.rewrite.canonicalize_all` with lint's unrepaired

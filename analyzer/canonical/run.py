@@ -19,7 +19,7 @@ from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse, reuse_with_p
 from prefixcache.analyzer.canonical.document import (
     BeforeAfter, CanonicalizeReport, MinimumEffect, ReuseFigures, SessionReuse, TransformationRow,
 )
-from prefixcache.analyzer.canonical.causes import canonicalize_explained, lint_results
+from prefixcache.analyzer.canonical.causes import canonicalize_explained, lint_codes, lint_results
 from prefixcache.analyzer.canonical.review import ChangeSet, change_sets, rewritten
 from prefixcache.analyzer.canonical.rewrite import APPLIED_CODES, CanonicalOptions, Canonicalized
 from prefixcache.analyzer.canonical.writers import write_requests
@@ -129,6 +129,27 @@ def transformation_rows(results: Sequence[Canonicalized], before: Sequence[Reuse
     return rows
 
 
+def with_lint_codes(rows: list[TransformationRow], changes: list[ChangeSet], codes: dict[tuple[str, int, str], str]
+                    ) -> tuple[list[TransformationRow], list[ChangeSet]]:
+    """``rows`` and ``changes`` with each applied rewrite named by lint's code for the break it
+    repairs (``codes``: :func:`~.causes.lint_codes`), the rewrite's own code kept in the words."""
+    if not codes:
+        return rows, changes
+
+    def code(session: str, index: int, c: str) -> str:
+        return codes.get((session, index, c), c)
+
+    rows = [replace(r, code=code(r.session, r.index, r.code),
+                    description=f"{r.description} (the same in every request of its session: the prefix sessions "
+                                f"share breaks, lint's {code(r.session, r.index, r.code)}; moved as {r.code} is)")
+            if r.applied and code(r.session, r.index, r.code) != r.code else r for r in rows]
+    changes = [replace(ch, codes=list(dict.fromkeys(code(ch.session, ch.index, c) for c in ch.codes)),
+                       rules=[replace(rc, code=", ".join(code(ch.session, ch.index, c.strip())
+                                                         for c in rc.code.split(","))) for rc in ch.rules])
+               for ch in changes]
+    return rows, changes
+
+
 def _redact_diff(diff: list[str]) -> list[str]:
     return [ln if ln.startswith(("---", "+++", "@@")) else ln[:1] + redact_text(ln[1:]) for ln in diff]
 
@@ -183,6 +204,8 @@ class CanonicalRun:
         sessions, total = session_rows(self.results, before, after)
         changes = change_sets(self.results, before, memory, probes)
         rows = transformation_rows(self.results, before, memory, changes)
+        rows, changes = with_lint_codes(rows, changes, lint_codes(self.results, lint_results(
+            self.requests, self.template, self.tokenizer)))
         if self.redact:
             rows = [replace(row, description=redact_message(row.description)) for row in rows]
             changes = [redact_change_set(ch) for ch in changes]

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prefixcache.analyzer import api
-from prefixcache.analyzer.canonical.causes import canonicalize_explained, lint_results
+from prefixcache.analyzer.canonical.causes import canonicalize_explained, lint_codes, lint_results
 from prefixcache.analyzer.canonical.run import canonicalize_paths
 from prefixcache.analyzer.html.excerpts import break_diffs
 from prefixcache.analyzer.ingest import Ingest
@@ -115,3 +115,26 @@ def test_every_case_rewrite_is_verified(tmp_path) -> None:
             n = run.write(fh)
         report = run.report(str(out), n, out.read_bytes())
         assert report.agrees and report.verified == report.total.after == report.in_memory, case
+
+
+def test_cross_session_break_is_pc602_in_canonicalize_too(tmp_path) -> None:
+    """session_id_in_system: session 2's first request breaks against session 1 only at the
+    per-session uuid of the system prompt. lint and diff call it PC602; canonicalize moves the
+    uuid (the PC102 rewrite) and names its rows and change sets PC602 too, while a value that
+    changes within a session (timestamp_in_system's clock) keeps PC101."""
+    path = str(CASES / "session_id_in_system.jsonl")
+    lint = lint_results(Ingest([path]))
+    key = next(k for k, r in lint.items() if any(f.code == "PC602" for f in r.findings))
+    assert diff_requests([path], f"{key[0]}:{key[1]}", against="session_id_in_system#1:2").cause_code == "PC602"
+    run = canonicalize_paths([path])
+    with open(tmp_path / "out.jsonl", "wb") as fh:
+        run.write(fh)
+    report = run.report(str(tmp_path / "out.jsonl"), len(run.results), (tmp_path / "out.jsonl").read_bytes())
+    at_break = [t for t in report.transformations if (t.session, t.index) == key and t.applied]
+    assert at_break and {t.code for t in at_break} == {"PC602"}
+    assert "moved as PC102 is" in at_break[0].description and at_break[0].request_recovered_tokens > 0
+    assert {t.code for t in report.transformations if t.applied} == {"PC602"}
+    assert all(ch.codes == ["PC602"] and [r.code for r in ch.rules] == ["PC602"] for ch in report.changes)
+    clock = canonicalize_paths([str(CASES / "timestamp_in_system.jsonl")])
+    assert {t.code for c in clock.results for t in c.transformations if t.applied} == {"PC101"}
+    assert lint_codes(clock.results, lint_results(Ingest([str(CASES / "timestamp_in_system.jsonl")]))) == {}
