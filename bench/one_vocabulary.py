@@ -48,7 +48,9 @@ def one(path: str) -> list[str]:
              f"{'passed' if all(checks) else 'FAILED'} on {len(checks)} change set(s)"]
     excerpts = {(doc["requests"][e["row"]]["session"], doc["requests"][e["row"]]["index"]): e["diff"]["cause_code"]
                 for e in break_diffs([path], doc)}
-    canon = {(c.original.session, c.original.index): c for c in run.results}
+    canon: dict[tuple[str, int], list] = {}  # the codes canonicalize prints (its report's rows)
+    for t in report.transformations:
+        canon.setdefault((t.session, t.index), []).append(t)
     for f in doc["findings"]:
         if REGISTRY[f["code"]].scope != "pair" or not f.get("shared_with"):
             continue
@@ -56,10 +58,10 @@ def one(path: str) -> list[str]:
         cross = f["shared_with"][0] != f["session"]  # judged against another session's request
         against = f"{f['shared_with'][0]}:{f['shared_with'][1]}" if cross else None
         d = diff_requests([path], f"{key[0]}:{key[1]}", against).cause_code
-        here = [(t.code, t.applied) for t in canon[key].transformations if t.code == f["code"]]
-        other = sorted({t.code for t in canon[key].transformations if t.applied})
+        here = [(t.code, t.applied) for t in canon.get(key, []) if t.code == f["code"]]
+        other = sorted({t.code for t in canon.get(key, []) if t.applied})
         earlier = any(t.code == f["code"] and t.applied for k, c in canon.items()
-                      if k[0] == key[0] and k[1] < key[1] for t in c.transformations)
+                      if k[0] == key[0] and k[1] < key[1] for t in c)
         what = (f"{here[0][0]} ({'applied' if here[0][1] else 'reported'})" if here
                 else "- (repaired earlier)" if earlier
                 else f"{','.join(other)} (applied: ANOTHER CODE)" if other else "- (MISSING)")
