@@ -7,7 +7,9 @@ caching documentation as of 2026 (named in every entry's ``source``).
 * **OpenAI up to GPT-5.5** — automatic for prompts ≥ 1,024 tokens; the cached prefix
   grows in 128-token steps (so a hit is 0 or 1,024 + k·128); exact prefix only; kept
   in memory for 5–10 min of inactivity (we take 5 min, refreshed on hit). Modeled
-  as a 128-token block chain (:class:`~.block_hash.BlockHashCache`).
+  as a 128-token block chain (:class:`~.block_hash.BlockHashCache`). gpt-5.5 reports
+  its reads in 512·k − 128 (measured, :data:`OPENAI_GPT55_READ`): the provider rule's band
+  uses that unit; the simulated chain keeps 128-token blocks.
 * **OpenAI GPT-5.6 and later** (chosen by model name, :func:`openai_breakpoints`) —
   explicit breakpoints (``prompt_cache_breakpoint`` on content blocks, plus one
   implicit one at the end of the newest message unless ``prompt_cache_options.mode``
@@ -73,7 +75,10 @@ class ProviderRules:
     how far (a fraction) the provider's reported cached count for one prefix moves between
     calls (Gemini), taken off the band's lagged end; ``ttl_max_s``: the longest the provider
     may keep an idle entry when ``ttl_s`` is only its usual retention (OpenAI: 5–10 min,
-    always within 1 h; None: ``ttl_s``).
+    always within 1 h; None: ``ttl_s``); ``read_unit`` / ``read_offset``: the unit (tokens) a
+    reported read comes in when it is not ``block_size`` (0: ``block_size``), counted from
+    ``read_offset`` tokens before the billed prompt's start: a read is ``read_unit``·k −
+    ``read_offset`` (OpenAI gpt-5.5: 512 and 128, :data:`OPENAI_GPT55_READ`).
     """
 
     name: str
@@ -94,6 +99,8 @@ class ProviderRules:
     output_band: bool = False
     report_slack: float = 0.0
     ttl_max_s: float | None = None
+    read_unit: int = 0
+    read_offset: int = 0
 
 
 #: The constants table (edit here when a provider changes its rules).
@@ -156,6 +163,11 @@ OPENAI_BREAKPOINTS_CONSIDERED = 80
 OPENAI_TTL_S = 1800.0
 #: OpenAI automatic caching: entries are cleared after 5–10 min idle, always within 1 h (s).
 OPENAI_TTL_MAX_S = 3600.0
+#: OpenAI gpt-5.5 (automatic caching): a reported read is 512·k − 128 tokens — every non-zero
+#: read of the committed real gpt-5.5 Codex rollout (48 of 48, Codex 0.125) is ≡ 384 (mod 512),
+#: where gpt-5.3-codex reads fall on any 128-token step (docs/methods/provider-rules.md, "What
+#: OpenAI stores, measured"): ``(read_unit, read_offset)``.
+OPENAI_GPT55_READ = (512, 128)
 _GPT = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
 
 
@@ -163,10 +175,20 @@ def openai_breakpoints(model: str | None) -> bool:
     """True for the models with explicit breakpoints (GPT-5.6 and later, by name:
     ``gpt-5.6``, ``gpt-5.7-mini``, ``gpt-6``...); False for GPT-5.5 and earlier,
     GPT-4o/4.1, the o-series and unknown names (the automatic 128-token rule)."""
+    v = _gpt_version(model)
+    return v is not None and v >= (5, 6)
+
+
+def openai_read_unit(model: str | None) -> tuple[int, int]:
+    """``(read_unit, read_offset)`` of an OpenAI automatic-cache model (:class:`ProviderRules`):
+    :data:`OPENAI_GPT55_READ` for gpt-5.5, ``(0, 0)`` (the 128-token steps) for the others."""
+    return OPENAI_GPT55_READ if _gpt_version(model) == (5, 5) else (0, 0)
+
+
+def _gpt_version(model: str | None) -> tuple[int, int] | None:
+    """``(major, minor)`` of a ``gpt-N[.M]`` model name (``gpt-5.5-codex`` → (5, 5)); None for other names."""
     m = _GPT.search((model or "").lower())
-    if m is None:
-        return False
-    return (int(m.group(1)), int(m.group(2) or 0)) >= (5, 6)
+    return None if m is None else (int(m.group(1)), int(m.group(2) or 0))
 
 
 def _deepseek_stores_output(model: str | None) -> bool:
@@ -195,6 +217,8 @@ def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderR
         rules = replace(rules, min_tokens=n)
     if provider == "openai":
         rules = replace(rules, output_band=True, ttl_max_s=OPENAI_TTL_MAX_S)
+        unit, offset = openai_read_unit(model)
+        rules = replace(rules, read_unit=unit, read_offset=offset)
     if provider == "openai" and openai_breakpoints(model):
         rules = replace(rules, block_size=1, max_breakpoints=OPENAI_BREAKPOINTS_WRITTEN, lookback_blocks=-1, ttl_max_s=None,
                         considered_breakpoints=OPENAI_BREAKPOINTS_CONSIDERED, rule_set="openai-breakpoints")

@@ -19,7 +19,10 @@ previous write had not landed yet: the band ``[lagged, expected]``. The rules
   Codex rollouts (gpt-5.3-codex, 485 calls): the reported count equals 128·⌊(prompt(k−1) +
   completion(k−1))/128⌋ on most calls, one step less on some (tokens of the output
   not sent back), and an older prefix or 0 on the rest: the request reached a machine
-  without the prefix (a provider-side miss, :mod:`.provider_calls`).
+  without the prefix (a provider-side miss, :mod:`.provider_calls`). **gpt-5.5** reads come
+  in 512·k − 128 instead (every non-zero read of the committed real gpt-5.5 rollout is ≡ 384
+  mod 512; :func:`~.provider.rules.openai_read_unit`): both ends are 512·⌊(n + 128)/512⌋ − 128 of
+  the same n, the unit of the model serving the call.
 * **Gemini** (implicit): expected = prompt(k−1) (no fixed units); lagged = cached(k−1)
   less 1% (``report_slack``: the reported count of one prefix moves by up to 1% between
   calls, measured on the one real Gemini CLI log we have, so this figure is fitted to it).
@@ -60,12 +63,12 @@ truth, rather than a confident wrong figure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from prefixcache.analyzer.cache.base import floor_blocks
 from prefixcache.analyzer.cache.provider.caches import AnthropicCache
-from prefixcache.analyzer.cache.provider.rules import ProviderRules
+from prefixcache.analyzer.cache.provider.rules import ProviderRules, openai_read_unit
 from prefixcache.analyzer.cache.workload import SimRequest
 
 
@@ -123,13 +126,27 @@ def _extends(r: SimRequest, prev: SimRequest, end: int) -> bool:
 
 def _steps(rules: ProviderRules, n: int) -> int:
     """``n`` tokens as the provider caches them: 0 under the minimum, else in its units
-    (OpenAI: 1,024 then 128-token steps)."""
+    (OpenAI: 1,024 then 128-token steps; gpt-5.5: 512·k − 128, ``rules.read_unit`` / ``read_offset``)."""
     unit = rules.block_size
     if n < rules.min_tokens:
         return 0
+    if rules.read_unit:
+        got = floor_blocks(n + rules.read_offset, rules.read_unit) - rules.read_offset
+        return got if got >= rules.min_tokens else 0
     if rules.min_tokens > unit > 1:  # OpenAI: 1,024 then 128-token steps
         return rules.min_tokens + floor_blocks(n - rules.min_tokens, unit)
     return floor_blocks(n, unit)
+
+
+def _reading(rules: ProviderRules, model: str | None) -> ProviderRules:
+    """``rules`` with the read unit of the model that serves a call (OpenAI automatic caches:
+    gpt-5.5 reads come in 512·k − 128, :func:`~.provider.rules.openai_read_unit`; a mixed-model run
+    is simulated under one model's rules)."""
+    if rules.name != "openai" or rules.max_breakpoints:
+        return rules
+    unit, offset = openai_read_unit(model)
+    return rules if (unit, offset) == (rules.read_unit, rules.read_offset) else \
+        replace(rules, read_unit=unit, read_offset=offset)
 
 
 def _expected(rules: ProviderRules, prev: SimRequest) -> tuple[int, int] | None:
@@ -223,7 +240,7 @@ def bands(reqs: Sequence[SimRequest], simulated: Sequence[int], rules: ProviderR
         ttl, ttl_max = (kept, kept) if kept else (rules.ttl_s, rules.ttl_max_s or rules.ttl_s)
         idle = prev is not None and ttl < r.now - prev.now <= ttl_max
         if prev is not None and (r.now - prev.now <= ttl or idle):
-            got = _expected(rules, prev)
+            got = _expected(_reading(rules, r.model), prev)
             if got is not None:
                 lag, exp = got
                 exp = min(exp, r.reported_prompt if r.reported_prompt is not None else exp)

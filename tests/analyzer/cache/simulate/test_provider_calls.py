@@ -165,3 +165,32 @@ def test_claude_code_sample_split_adds_up_to_the_billed_cost() -> None:
     # reads at 0.1× and the 137,976 written tokens at 1.25×: the classes' dollars are the reported cost
     assert abs(sum(pc["dollars"].values()) - d["cost"]["reported_usd_with_cache"]) < 1e-5
     assert pc["band_anchor"] == "usage"  # cl100k stands in for Claude's tokenizer: ours is off the bill by > 2%
+
+
+GPT55 = Path(__file__).parents[3] / "fixtures" / "codex" / "codemie_gpt-5.5_rollout-2026-05-11T11-26-55-019e1625.jsonl.gz"
+
+
+def test_gpt55_reads_come_in_512_token_steps_on_a_real_rollout() -> None:
+    """codemie-ai/codemie-code's real gpt-5.5 rollout (Apache-2.0, tests/fixtures/codex/SOURCES.md): every
+    non-zero read is 512·k − 128, so the band's ends are in that unit. Under the 128-token steps 30 of its
+    calls read 1–3 steps below the lagged end and were classed provider-side; now 16 calls read 0 (a machine
+    without the prefix) and 2 an older prefix: those 18 only are provider-side."""
+    d = _simulate("--cache", "openai", str(GPT55))
+    calls = d["calls"]
+    reads = [c["reported_cached_tokens"] for c in calls if c["reported_cached_tokens"]]
+    assert len(reads) == 48 and {n % 512 for n in reads} == {384}
+    pc = d["analyses"]["provider_calls"]
+    assert pc["classes"] == {"exact": 35, "in_band": 12, "provider_side": 18, "ttl": 1, "drift": 0,
+                             "above_band": 0, "no_usage": 0}
+    assert pc["band_held"] == 1.0
+    side = [c for c in calls if c["rule"] != "simulated" and c["reported_cached_tokens"] < c["lagged_cached_tokens"]]
+    assert sum(c["reported_cached_tokens"] == 0 for c in side) == 17  # 16 provider-side + record 24 (ttl)
+    by = {c["record"]: c for c in calls}
+    # record 13: the previous prompt is 18,703 tokens: 512·⌊18,831/512⌋ − 128 = 18,304, which it read
+    # (the 128-token rule's lagged end, 18,688, was 3 steps above the read)
+    assert (by[13]["lagged_cached_tokens"], by[13]["reported_cached_tokens"]) == (18304, 18304)
+    assert (by[84]["lagged_cached_tokens"], by[84]["reported_cached_tokens"]) == (41344, 41344)
+    # older prefixes (records 234, 245): reads of an earlier call's prompt, still provider-side
+    assert by[234]["reported_cached_tokens"] < by[234]["lagged_cached_tokens"] and by[234]["reported_cached_tokens"]
+    # the unit is gpt-5.5's alone: gpt-5.3-codex keeps 1,024 + 128-token steps
+    assert (rules_for("openai", "gpt-5.5").read_unit, rules_for("openai", "gpt-5.3-codex").read_unit) == (512, 0)
