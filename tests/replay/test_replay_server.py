@@ -64,8 +64,12 @@ def test_tokens_sequential_reconciles_and_metrics_deltas(stub, tmp_path):
 def test_concurrency_keeps_session_order_and_reconciles(stub):
     res = _run(stub.url, paths=(APPEND, WINDOW), passes=("warm",), concurrency=4)
     rows = sorted(res.rows, key=lambda r: r.position)
-    assert res.report.passes[0].differing == 0 and len(rows) == 13
+    assert len(rows) == 13
     assert max(r.in_flight for r in rows) >= 1  # two sessions overlapped
+    # the two sessions share their system prompt and tools: a turn sent while the other session's request
+    # holding that prefix is still in flight may miss (or take) it — a race, named as such, never unexplained
+    diffs = res.report.differences
+    assert res.report.passes[0].differing == len(diffs) and all("in flight" in d.fact for d in diffs)
     by_session: dict[str, list] = {}
     for r in rows:
         by_session.setdefault(r.session, []).append(r)
