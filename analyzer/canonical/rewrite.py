@@ -65,6 +65,8 @@ from collections import ChainMap
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+import orjson
+
 from prefixcache.analyzer.identity import MessageIdentity, template_identity
 from prefixcache.analyzer.lint.locate import message_text_path
 from prefixcache.analyzer.canonical.structure import structural_line, structure_changes
@@ -126,9 +128,9 @@ class SessionMemory:
     input_requests: list[int] = field(default_factory=lambda: [0])
     #: first arguments text sent per tool call (its id, else (message, call, name)): this session
     arguments: dict[Any, str] = field(default_factory=dict)
-    #: first (schema, parameters) sent per tool name, and first order per tool-name set:
-    #: shared by all sessions of one input, like ``shared_forms``
-    tool_forms: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    #: first (schema, parameters) sent per tool name and value (keys sorted), and first order per
+    #: tool-name set: shared by all sessions of one input, like ``shared_forms``
+    tool_forms: dict[tuple[str, bytes], tuple[Any, Any]] = field(default_factory=dict)
     tool_orders: dict[frozenset[str], tuple[str, ...]] = field(default_factory=dict)
     #: first text (and request number) sent per system-message line multiset: shared like ``shared_forms``
     section_forms: dict[tuple[str, ...], tuple[str, int]] = field(default_factory=dict)
@@ -289,7 +291,13 @@ def _schema_target(t: ToolDef, opts: CanonicalOptions, memory: SessionMemory) ->
     """(schema, parameters, how) to write for tool ``t``, or None to leave it as sent."""
     if opts.normalize:
         return sort_keys(t.schema), sort_keys(t.parameters), "sorted JSON-schema keys"
-    first = memory.tool_forms.setdefault(t.name, (t.schema, t.parameters))
+    # keyed by name and value (keys sorted): the first-sent key order of this very schema, shared across
+    # sessions; another tool of the same name (another agent's run_shell) keeps its own first form
+    try:
+        value = orjson.dumps([t.schema, t.parameters], option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):  # deeper than orjson writes: keyed by name alone
+        value = b""
+    first = memory.tool_forms.setdefault((t.name, value), (t.schema, t.parameters))
     if first[0] == t.schema and first[1] == t.parameters:  # same value (dict equality ignores key order)
         return first[0], first[1], "restored the JSON-schema key order first sent"
     return None

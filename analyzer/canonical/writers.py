@@ -310,7 +310,8 @@ def records_with_originals(requests: Iterable[Request], to: str | None = None
     "response": {created, model, usage}}`` when the request has a time or reported
     usage (the OpenAI reader's pair layout, so nothing is lost; no non-Chat field is
     added to the body). Raises ConfigError for a format that cannot be written back
-    (suggesting ``--to openai``) and for block-hash traces.
+    (suggesting ``--to openai``), for block-hash traces, and, without ``to``, for requests in
+    more than one format (one file in "the input format" would not read back as one log).
 
     Yields ``(record, raw)``: ``raw`` is the original line's bytes when the record is
     the original one, unchanged, of a JSONL file (else None), so an unchanged request
@@ -319,7 +320,15 @@ def records_with_originals(requests: Iterable[Request], to: str | None = None
     if to not in (None, "openai"):
         raise ConfigError(f"--to {to!r}: the only target format is 'openai' (OpenAI Chat Completions JSONL)")
     originals = Originals()
+    formats: dict[str, str] = {}  # format → the first file in it (same-format writes: one file holds one format)
     for req in requests:
+        if to is None:
+            formats.setdefault(req.format, req.provenance.source)
+            if len(formats) > 1:
+                (f1, s1), (f2, s2) = list(formats.items())[:2]
+                raise ConfigError(f"the inputs hold two formats ({f1}: {s1}; {f2}: {s2}): one output file in the input "
+                                  "format could not be read back as one log; write them with --to openai, or "
+                                  "canonicalize each format on its own")
         if req.trace is not None:
             raise ConfigError(f"{req.provenance.source}: {req.format} is a block-hash trace: it has no prompt text "
                               "to rewrite or write")

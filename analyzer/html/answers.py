@@ -9,8 +9,9 @@
    with reported usage), capacity and TTL evictions (engines), below-minimum and granularity,
    routing (a fleet document's first router), each in tokens and, where a price applies, USD.
 3. **Fix** — what canonicalizing is worth: reusable tokens before and after (``canonicalize
-   --review --json``: ``total.before``, ``in_memory``), per rewrite rule (``recovered_tokens``
-   summed by code) and the rules canonicalize reports but cannot rewrite (lint's lost tokens
+   --review --json``: ``total.before``, ``in_memory``), per rewrite rule (each request's
+   ``request_recovered_tokens`` shared out by its rules' ``recovered_tokens``: the rules add up
+   to after − before) and the rules canonicalize reports but cannot rewrite (lint's lost tokens
    for that code), in tokens and USD.
 4. **Sizing** — the smallest self-hosted LRU KV cache that reaches 90% of the ideal
    (``analyses.sizing``, :mod:`~prefixcache.analyzer.cache.simulate.sizing`).
@@ -120,13 +121,21 @@ def fix(canon: dict[str, Any] | None, lint_lost: dict[str, int], per_token: floa
         before, after = canon["total"]["before"]["reusable_tokens"], canon["in_memory"]["reusable_tokens"]
     applied: dict[str, list[int]] = {}
     reported: dict[str, int] = {}
+    # per request: what its rewrites recover together (request_recovered_tokens: the same on each of its
+    # applied rows), and each rule's own probe figure, by which that request's figure is shared out
+    requests: dict[tuple, tuple[int, dict[str, int]]] = {}
     for t in (canon or {}).get("transformations", []):
         if t["applied"]:
             got = applied.setdefault(t["code"], [0, 0])
-            got[0] += t["recovered_tokens"]
             got[1] += 1
+            key = (t["source"], t["record"], t["session"], t["index"])
+            total, shares = requests.setdefault(key, (t["request_recovered_tokens"], {}))
+            shares[t["code"]] = shares.get(t["code"], 0) + t["recovered_tokens"]
         else:
             reported[t["code"]] = reported.get(t["code"], 0) + 1
+    for total, shares in requests.values():
+        for code, tok in _shared_out(total, shares).items():
+            applied[code][0] += tok
     rules = [{"code": c, "rewrites": n, "tokens": tok, "usd": _usd(tok, per_token)}
              for c, (tok, n) in sorted(applied.items(), key=lambda kv: -kv[1][0])]
     manual = [{"code": c, "changes": reported.get(c, 0), "tokens": lint_lost.get(c, 0),
@@ -136,6 +145,21 @@ def fix(canon: dict[str, Any] | None, lint_lost: dict[str, int], per_token: floa
     recovered = None if canon is None else after - before
     return {"before": before, "after": after, "recovered": recovered, "usd": _usd(recovered, per_token),
             "rules": rules, "manual": manual}
+
+
+def _shared_out(total: int, shares: dict[str, int]) -> dict[str, int]:
+    """A request's recovered tokens (``total``, after − before of that request) shared out among its
+    rules in proportion to their own figures (``shares``: each rule's rewrite alone on top of the rules
+    before it, which also counts what earlier requests' rewrites change: so the per-rule figures of a
+    log do not add up to its total, and these shares do). Equal parts when no rule figure is positive;
+    the remainder of the integer split goes to the first rule."""
+    codes = list(shares)
+    weights = [max(shares[c], 0) for c in codes]
+    if sum(weights) == 0:
+        weights = [1] * len(codes)
+    parts = [total * w // sum(weights) for w in weights]
+    parts[0] += total - sum(parts)
+    return dict(zip(codes, parts))
 
 
 def warnings(lint: dict[str, Any], sim: dict[str, Any] | None, extra: Sequence[str]) -> list[str]:

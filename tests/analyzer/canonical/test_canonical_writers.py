@@ -222,3 +222,31 @@ def test_to_openai_of_a_log_that_is_not_json(tmp_path) -> None:
     assert doc["agrees"] and doc["verified"] == doc["total"]["after"]
     res = CliRunner().invoke(_app(), ["canonicalize", str(src), "-o", str(tmp_path / "same.jsonl")])
     assert res.exit_code == 2 and "--to openai" in res.output  # its own format cannot be written
+
+
+def test_two_formats_in_one_output_are_refused_before_writing(tmp_path) -> None:
+    """An Anthropic case and an OpenAI case into one file "in the input format": the file would hold
+    two formats and lint would read back only one of them (its figure disagreed with canonicalize's).
+    Refused with exit 2 naming both files and --to openai; nothing is written. --to openai works."""
+    a, o = str(existing(CASES) / "anthropic_rolling_breakpoint.jsonl"), str(CASES / "schema_property_order.jsonl")
+    reqs = list(Ingest([a, o]))
+    with pytest.raises(ConfigError, match="two formats .*anthropic-messages.*openai-chat.*--to openai"):
+        write_requests(reqs, io.BytesIO())
+    out = tmp_path / "mixed.jsonl"
+    res = CliRunner().invoke(_app(), ["canonicalize", a, o, "--out", str(out)])
+    assert res.exit_code == 2 and not out.exists()
+    res = CliRunner().invoke(_app(), ["canonicalize", a, o, "--out", str(out), "--to", "openai"])
+    assert res.exit_code == 0 and len(out.read_text().splitlines()) == len(reqs)
+
+
+def test_a_same_named_tool_of_another_log_does_not_block_the_schema_restore(tmp_path) -> None:
+    """The Anthropic case's run_shell (another schema) read first used to take the tool's first-sent
+    form, so schema_property_order's re-serialized run_shell was only reported: first forms are now
+    per name and value, and the case is repaired as when it is canonicalized alone."""
+    a, o = str(existing(CASES) / "anthropic_rolling_breakpoint.jsonl"), str(CASES / "schema_property_order.jsonl")
+    out = tmp_path / "mixed.jsonl"
+    res = CliRunner().invoke(_app(), ["canonicalize", a, o, "--out", str(out), "--to", "openai", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    pc203 = [t for t in doc["transformations"] if t["code"] == "PC203"]
+    assert pc203 and all(t["applied"] for t in pc203) and doc["agrees"]

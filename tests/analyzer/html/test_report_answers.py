@@ -60,3 +60,25 @@ def test_canonicalize_is_left_to_its_command_above_the_bound(monkeypatch) -> Non
     assert docs.canonicalize is None and docs.answers["fix"]["before"] is None
     assert any(w.startswith("canonicalize: not run here on 50,239 prompt tokens") for w in docs.answers["warnings"])
     assert docs.answers["fix"]["manual"] == [{"code": "PC404", "changes": 0, "tokens": 15912, "usd": None}]
+
+
+def test_the_rules_worth_adds_up_to_what_canonicalize_recovers() -> None:
+    """tool_order_shuffle: three requests' PC201 rewrites. Each rule row's own figure also counts what
+    earlier requests' rewrites change (1,427 + 1,634 + 1,841 = 4,902 summed), so the first screen shares
+    out each request's after − before instead: the rule rows add up to after − before (1,427)."""
+    from tests.helpers import CASES
+
+    docs = gather([str(existing(CASES / "tool_order_shuffle.jsonl"))], ReportOptions())
+    fix = docs.answers["fix"]
+    rows = [t for t in docs.canonicalize["transformations"] if t["applied"]]
+    assert sum(t["recovered_tokens"] for t in rows) > fix["recovered"]  # the per-rule probes overlap
+    assert fix["recovered"] == fix["after"] - fix["before"] == 1427
+    assert [r["code"] for r in fix["rules"]] == ["PC201"] and sum(r["tokens"] for r in fix["rules"]) == 1427
+
+
+def test_shared_out_keeps_the_request_total() -> None:
+    from prefixcache.analyzer.html.answers import _shared_out
+
+    assert _shared_out(100, {"PC201": 30, "PC203": 10}) == {"PC201": 75, "PC203": 25}
+    assert _shared_out(7, {"PC101": 0, "PC102": -5}) == {"PC101": 4, "PC102": 3}
+    assert sum(_shared_out(-13, {"a": 2, "b": 1}).values()) == -13
