@@ -216,7 +216,9 @@ class ServerRow(ReplayRow):
     ``attempts``; ``run``: the settings digest (``--resume`` refuses rows of another run).
     ``warmup``: sent during the ``--warmup`` (left out of the serving figures);
     ``engine_queue_s``: the time the engine says the request waited in its queue (seconds;
-    None where the engine reports none per request). Rows written before these two
+    None where the engine reports none per request); ``epoch``: which replay process sent it
+    (its ``perf_counter`` clock: rows of an interrupted run and of the ``--resume`` that finished
+    it have different epochs, and their times are never compared). Rows written before these
     fields existed read with their defaults.
     """
 
@@ -238,6 +240,7 @@ class ServerRow(ReplayRow):
     run: str
     warmup: bool = False
     engine_queue_s: float | None = None
+    epoch: str = ""
 
     DERIVED: ClassVar[tuple[str, ...]] = ("ttft_s", "tpot_s", "e2e_s")
 

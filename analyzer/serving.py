@@ -11,7 +11,8 @@ definitions follow vLLM's ``vllm/benchmarks/serve.py`` (``calculate_metrics``):
 * **ITL** — the gaps between consecutive streamed chunks, pooled over all requests;
 * **E2E** — stream closed − send, per request;
 * percentiles P50 / P90 / P95 / P99 by linear interpolation (numpy's default, as vLLM);
-* **duration** — first measured send → last measured response (seconds);
+* **duration** — first measured send → last measured response (seconds; a run finished by `--resume`
+  adds each process's span, never the time between them);
 * **request / output / total token throughput** — completed requests, output tokens,
   prompt + output tokens, each ÷ duration;
 * **goodput** under ``--slo ttft=…,tpot=…,e2e=…`` — completed requests meeting every SLO
@@ -127,9 +128,8 @@ def serving_figures(rows: Sequence[ServerRow], slo: dict[str, float] | None = No
     warm = [r for r in rows if r.warmup]
     window = [r for r in rows if not r.warmup]
     good_rows = [r for r in window if r.ok]
-    start = min((r.t_send for r in window), default=0.0)
-    end = max((r.t_end for r in window), default=start)
-    dur = end - start
+    spans = _spans(window)
+    dur = sum(end - start for start, end in spans.values())
 
     def rate(x: float) -> float:
         return round(x / dur, 3) if dur > 0 else 0.0
@@ -144,7 +144,7 @@ def serving_figures(rows: Sequence[ServerRow], slo: dict[str, float] | None = No
         request_throughput=rate(len(good_rows)), output_throughput=rate(n_out),
         total_token_throughput=rate(n_in + n_out), slo=slo, good=good,
         goodput=None if good is None else rate(good), in_flight=Distribution.of((r.in_flight for r in window), 3),
-        in_flight_counts=_counts(r.in_flight for r in window), per_second=per_second(good_rows, start))
+        in_flight_counts=_counts(r.in_flight for r in window), per_second=per_second(good_rows, spans))
 
 
 def _counts(values: Iterable[int]) -> tuple[int, ...]:
@@ -156,15 +156,33 @@ def _counts(values: Iterable[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def per_second(rows: Sequence[ServerRow], start: float) -> tuple[SecondRow, ...]:
-    """:class:`SecondRow` per second from ``start`` (a ``perf_counter`` reading) to the last
-    response of ``rows``, by the second each response ended in (empty seconds included)."""
+def _spans(rows: Sequence[ServerRow]) -> dict[str, tuple[float, float]]:
+    """Per process clock (``ServerRow.epoch``, in order of first row): (first send, last response).
+    One replay is one span; a run finished by ``--resume`` is two, and the time between them
+    (and the other process's clock) never counts."""
+    out: dict[str, tuple[float, float]] = {}
+    for r in rows:
+        s, e = out.get(r.epoch, (r.t_send, r.t_end))
+        out[r.epoch] = (min(s, r.t_send), max(e, r.t_end))
+    return out
+
+
+def per_second(rows: Sequence[ServerRow], spans: dict[str, tuple[float, float]]) -> tuple[SecondRow, ...]:
+    """:class:`SecondRow` per second of the measured time (``spans``: :func:`_spans`, laid end to
+    end), by the second each response of ``rows`` ended in (empty seconds included)."""
     if not rows:
         return ()
-    last = int(max(r.t_end for r in rows) - start)
+    offset, at = {}, 0.0
+    for epoch, (start, end) in spans.items():
+        offset[epoch] = at - start
+        at += end - start
+
+    def second(r: ServerRow) -> int:
+        return max(0, int(r.t_end + offset.get(r.epoch, 0.0)))
+    last = max(second(r) for r in rows)
     acc = [[0, 0, 0, 0] for _ in range(last + 1)]
     for r in rows:
-        a = acc[max(0, int(r.t_end - start))]
+        a = acc[second(r)]
         a[0] += 1
         a[1] += r.prompt_tokens
         a[2] += r.cached_tokens or 0

@@ -23,6 +23,7 @@ cleanly. ``retries`` resends failed requests that many times (never by default).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -38,6 +39,10 @@ from prefixcache.replay.server.predict import make_predictor
 from prefixcache.replay.server.schedule import Scheduler
 
 RETRYABLE = ("timeout", "connection refused", "dropped stream", "HTTP 5", "HTTP 429")
+
+#: This process's clock, named on every row it records (``ServerRow.epoch``): times of rows
+#: recorded by another process (the run a ``--resume`` finishes) are not on this clock.
+EPOCH = f"{os.getpid()}-{time.time_ns()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +188,7 @@ class ServedRun:
             t_scheduled=scheduled, t_send=reply.t_send, t_first_token=reply.t_first_token,
             token_times=reply.token_times, t_end=reply.t_end, in_flight=in_flight, status=reply.status,
             reason=reply.reason, attempts=attempts, run=self.run_id, warmup=warmup,
-            engine_queue_s=reply.engine_queue_s)
+            engine_queue_s=reply.engine_queue_s, epoch=EPOCH)
         self.rows.append(row)
         self.write(row)
         if reply.status != "ok" and reply.reason.startswith("connection refused"):

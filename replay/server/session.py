@@ -194,4 +194,8 @@ def open_server(paths: Sequence[str], options: ReplayOptions, *, stdin: IO[bytes
     notes = (f"engine {info.kind} at {info.url}: model {info.model}, block size {info.block_size}, "
              f"{info.num_blocks} KV blocks; prediction with {block}-token blocks, capacity "
              f"{'unbounded' if capacity is None else f'{capacity} blocks'}; tokenizer {tokenizer}",)
+    untimed = sum(r.timestamp is None for r in requests)
+    if shape.schedule == "logged" and untimed:
+        notes += (f"--schedule logged: {untimed:,} of {len(requests):,} request(s) have no logged time; their clock is "
+                  f"their position in the log, so they are due {shape.time_scale:g} s apart",)
     return ServerSession(options, shape, info, items, ingest, done, block, capacity, run, notes, tuple(too_long))

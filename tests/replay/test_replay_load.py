@@ -303,3 +303,23 @@ def test_cli_speedup_is_the_old_time_scale(slow_stub):
     assert res.exit_code == 2 and "contradict" in res.output
     res = runner.invoke(app, [*base[:-2], "--time-scale", "0.5"])
     assert res.exit_code == 2 and "--schedule logged" in res.output
+
+
+def test_a_resumed_run_adds_each_process_span_never_the_pause() -> None:
+    """Rows of an interrupted run and of the --resume that finished it carry their own process clock
+    (``epoch``): the duration adds each process's first send → last response (2 s + 1 s here), not
+    the pause between them nor a difference of two unrelated perf_counter readings."""
+    from prefixcache.analyzer.replay_rows import ServerRow
+
+    def row(pos: int, send: float, end: float, epoch: str) -> ServerRow:
+        return ServerRow(pass_name="warm", position=pos, session="s", request_index=pos, source="x", record=pos,
+                         send="tokens", prompt_tokens=100, engine_prompt_tokens=100, cached_tokens=50,
+                         predicted_cached=50, completion_tokens=1, t_scheduled=send, t_send=send,
+                         t_first_token=end, token_times=(end,), t_end=end, in_flight=0, status="ok", reason="",
+                         attempts=1, run="r", epoch=epoch)
+    first = [row(0, 1000.0, 1000.5, "a"), row(1, 1001.0, 1002.0, "a")]  # 2 s in the first process
+    resumed = [row(2, 5.0, 5.4, "b"), row(3, 5.5, 6.0, "b")]  # 1 s in the second, on its own clock
+    fig = serving_figures(first + resumed)
+    assert fig.duration_s == pytest.approx(3.0) and fig.request_throughput == pytest.approx(4 / 3, abs=1e-3)
+    assert [s.requests for s in fig.per_second] == [1, 0, 2, 1]  # the two spans laid end to end
+    assert serving_figures(first).duration_s == pytest.approx(2.0)  # one process: first send → last response
