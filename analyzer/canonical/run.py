@@ -19,7 +19,7 @@ from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse, reuse_with_p
 from prefixcache.analyzer.canonical.document import (
     BeforeAfter, CanonicalizeReport, MinimumEffect, ReuseFigures, SessionReuse, TransformationRow,
 )
-from prefixcache.analyzer.canonical.causes import canonicalize_explained, lint_codes, lint_results
+from prefixcache.analyzer.canonical.causes import VOLATILE_MOVES, canonicalize_explained, lint_codes, lint_results
 from prefixcache.analyzer.canonical.review import ChangeSet, change_sets, rewritten
 from prefixcache.analyzer.canonical.rewrite import APPLIED_CODES, CanonicalOptions, Canonicalized
 from prefixcache.analyzer.canonical.writers import write_requests
@@ -204,8 +204,10 @@ class CanonicalRun:
         sessions, total = session_rows(self.results, before, after)
         changes = change_sets(self.results, before, memory, probes)
         rows = transformation_rows(self.results, before, memory, changes)
-        rows, changes = with_lint_codes(rows, changes, lint_codes(self.results, lint_results(
-            self.requests, self.template, self.tokenizer)))
+        moved = any(t.applied and t.code in VOLATILE_MOVES for c in self.results for t in c.transformations)
+        if moved and len({r.session for r in self.requests}) > 1:  # PC602 needs two sessions: else no lint pass
+            rows, changes = with_lint_codes(rows, changes, lint_codes(self.results, lint_results(
+                self.requests, self.template, self.tokenizer)))
         if self.redact:
             rows = [replace(row, description=redact_message(row.description)) for row in rows]
             changes = [redact_change_set(ch) for ch in changes]
