@@ -19,8 +19,10 @@ from the claim, 2 usage or input error (nothing is written then).
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from collections import Counter
+from dataclasses import replace
 from io import BytesIO
 from pathlib import Path
 
@@ -34,6 +36,7 @@ from prefixcache.analyzer import api
 from prefixcache.analyzer.api import CanonicalizeOptions, CanonicalOptions
 from prefixcache.analyzer.canonical.document import CanonicalizeReport, ReuseFigures
 from prefixcache.analyzer.canonical.run import CanonicalRun, parse_codes
+from prefixcache.analyzer.canonical.writers import NotWritableBack
 from prefixcache.analyzer.errors import ConfigError
 
 from prefixcache.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, check_output, console, err, handle_errors, plural, report_skipped
@@ -106,12 +109,18 @@ def _print_report(out: Console, run: CanonicalRun, report: CanonicalizeReport) -
                   f"{e.minimum_tokens:,}: {what}", highlight=False)
 
 
-def _print_verified(out: Console, report: CanonicalizeReport) -> None:
-    """Both figures of the rewrite: what canonicalize claims and what lint finds in the written log."""
+def _print_verified(out: Console, report: CanonicalizeReport, why_not: str = "") -> None:
+    """Both figures of the rewrite: what canonicalize claims and what lint finds in the log written
+    (or, under ``--review``, in the log as it would be written; or why nothing was linted)."""
     a, v, m = report.total.after, report.verified, report.in_memory
+    claim = f"reusable after: canonicalize {a.reusable_tokens:,} of {a.prompt_tokens:,} ({_pct(a)})"
+    if report.verified_by == "none":
+        out.print(f"[yellow]{claim}; not linted: {escape(why_not)}[/]", highlight=False)
+        return
+    what = "lint of the written log" if report.verified_by == "written" else \
+        "lint of the log as it would be written (nothing written)"
     style = "green" if report.agrees else "bold red"
-    out.print(f"[{style}]reusable after: canonicalize {a.reusable_tokens:,} of {a.prompt_tokens:,} ({_pct(a)}); "
-              f"lint of the written log {v.reusable_tokens:,} of {v.prompt_tokens:,} ({_pct(v)})"
+    out.print(f"[{style}]{claim}; {what} {v.reusable_tokens:,} of {v.prompt_tokens:,} ({_pct(v)})"
               f"{'' if report.agrees else ': they disagree'}[/]", highlight=False)
     if m != a:
         out.print(f"[yellow]note:[/] the rewritten requests reach {_pct(m)} of {m.prompt_tokens:,} tokens before writing; "
@@ -119,30 +128,49 @@ def _print_verified(out: Console, report: CanonicalizeReport) -> None:
                   "images): the figures above are those of the written file", highlight=False)
 
 
+def _unwritable(exc: NotWritableBack, paths: list[str]) -> str:
+    """Why a ``--review`` of a format that cannot be written back lints nothing, and the command to type."""
+    cmd = " ".join(shlex.quote(p) for p in paths)
+    return (f"{exc.format} logs cannot be written back in their own format, so the figures are those of the "
+            f"rewritten requests in memory; to lint and write an OpenAI Chat copy: prefixcache canonicalize {cmd} "
+            "--to openai --out FILE.jsonl")
+
+
 def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, skip_bad: bool, force: bool,
                      review: bool = False, write: bool = True) -> int:
-    """Read, canonicalize, write (unless ``write`` is False: ``--review`` alone), report; returns the exit code."""
+    """Read, canonicalize, write (unless ``write`` is False: ``--review`` alone), report; returns the exit code.
+
+    ``--review`` alone writes the log into memory only, to lint it as it would be written; when
+    the input's format cannot be written back (and no ``--to`` was given) nothing is linted and
+    the report says so (``verified_by``), instead of refusing a review that writes nothing."""
     out, to = options.out, options.to
     if write and out != "-":
         check_output(out, paths, force)
     run = api.canonicalize(paths, options, stdin=sys.stdin.buffer if "-" in paths else None)
     if report_skipped(run.skipped, skip_bad):
         return EXIT_ERROR
-    buf = BytesIO()
-    n = run.write(buf, to)
+    buf, why_not = BytesIO(), ""
+    try:
+        n = run.write(buf, to)
+    except NotWritableBack as exc:
+        if write:
+            raise
+        why_not = _unwritable(exc, paths)
     if write and out == "-":
         sys.stdout.buffer.write(buf.getvalue())
         sys.stdout.buffer.flush()
     elif write:
         with atomic_output(Path(out)) as fh:
             fh.write(buf.getvalue())
-    report = run.report(out if write else "", n if write else 0, buf.getvalue())
+    report = run.report(out if write else "", n if write else 0, None if why_not else buf.getvalue())
+    report = replace(report, verified_by="written" if write else "none" if why_not else "unwritten")
     report_to = err if write and out == "-" else console
     if fmt == "json":
         report_to.out(orjson.dumps(report).decode(), highlight=False)
     elif review:
-        print_change_sets(report_to, report.changes, write)
-        _print_verified(report_to, report)
+        print_change_sets(report_to, report.changes, write,
+                          "--apply --to openai --out FILE.jsonl" if why_not else "--apply --out FILE")
+        _print_verified(report_to, report, why_not)
     else:
         _print_report(report_to, run, report)
         kind = "OpenAI Chat JSONL" if to == "openai" else "the input format"

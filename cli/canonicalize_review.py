@@ -32,8 +32,9 @@ def _print_diff(out: Console, diff: list[str], indent: str) -> None:
         out.print(f"{indent}[dim]… {len(diff) - MAX_DIFF_LINES} more diff line(s) (--json has them all)[/]")
 
 
-def print_change_sets(out: Console, changes: list[ChangeSet], applied: bool) -> None:
-    """Every change set (per rule when a request has several), then whether anything was written."""
+def print_change_sets(out: Console, changes: list[ChangeSet], applied: bool, to_write: str = "--apply --out FILE") -> None:
+    """Every change set (per rule when a request has several), then whether anything was written
+    (and, if not, the options ``to_write`` that would write it)."""
     if not changes:
         out.print("No change sets: nothing to rewrite.")
     for ch in changes:
@@ -51,4 +52,4 @@ def print_change_sets(out: Console, changes: list[ChangeSet], applied: bool) -> 
                       f"{_check(rule.structure_ok, rule.structure_problems)}", highlight=False)
             _print_diff(out, rule.diff, "    ")
     if not applied:
-        out.print("[yellow]review only:[/] nothing written (add --apply --out FILE to write the rewritten log)")
+        out.print(f"[yellow]review only:[/] nothing written (add {to_write} to write the rewritten log)")

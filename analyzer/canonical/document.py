@@ -94,8 +94,13 @@ class CanonicalizeReport:
     the written log as read back), every request the rewrite moved across its provider's
     minimum cacheable length, the figure of the rewritten requests before writing
     (``in_memory``), ``prefixcache lint``'s figure of the written log (``verified``), and
-    whether it equals the claimed ``total.after`` (``agrees``), and the reviewable change set of
-    every rewritten request (``changes``: codes, unified diff, recovered tokens, structure check)."""
+    whether it equals the claimed ``total.after`` (``agrees``), the reviewable change set of
+    every rewritten request (``changes``: codes, unified diff, recovered tokens, structure check),
+    and what ``verified`` is the figure of (``verified_by``): ``written`` the log written to
+    ``out``; ``unwritten`` the log as it would be written, linted in memory (``--review``
+    without ``--apply`` writes nothing); ``none`` nothing was linted (``--review`` of a format
+    that cannot be written back without ``--to openai``: ``verified`` and ``total.after`` are
+    then the rewritten requests in memory)."""
 
     out: str
     written: int
@@ -107,3 +112,4 @@ class CanonicalizeReport:
     verified: ReuseFigures
     agrees: bool
     changes: list[ChangeSet]
+    verified_by: str = "written"

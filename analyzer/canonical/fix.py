@@ -7,12 +7,13 @@ file's own format. The originals are never touched, and copies are never fixed a
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Sequence
 
 from prefixcache.analyzer.canonical.rewrite import canonicalize_requests
-from prefixcache.analyzer.canonical.writers import write_requests
+from prefixcache.analyzer.canonical.writers import WRITABLE, NotWritableBack, write_requests
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Request
@@ -29,13 +30,16 @@ class FixedCopy:
 
     def write(self, out: IO[bytes]) -> int:
         """Write the copy's requests to ``out`` in the input's own format; returns how many.
-        Raises ConfigError for formats that cannot be written back, naming
-        ``canonicalize --to openai`` as the way out."""
+        Raises ConfigError for formats that cannot be written back, naming the whole
+        command that writes an OpenAI Chat copy instead (``lint`` has no ``--to``)."""
         try:
             return write_requests(self.requests, out)
-        except ConfigError as exc:
-            raise ConfigError(f"--fix cannot write {Path(self.source).name} back in its own format ({exc}); "
-                              "use prefixcache canonicalize --to openai") from None
+        except NotWritableBack as exc:
+            copy = shlex.quote(str(self.target.with_suffix(".jsonl")))
+            raise ConfigError(f"--fix cannot write {Path(self.source).name} back in its own format ({exc.format} "
+                              f"logs cannot be written; writable: {', '.join(WRITABLE)}); write a fixed copy in "
+                              f"OpenAI Chat JSONL instead with: prefixcache canonicalize {shlex.quote(self.source)} "
+                              f"--to openai --out {copy}") from None
 
 
 def fixed_copies(paths: Sequence[str], input_format: str = "auto") -> list[FixedCopy]:

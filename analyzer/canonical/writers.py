@@ -32,6 +32,18 @@ WRITABLE = ("openai-chat", "anthropic-messages")
 _INDEX = re.compile(r"^(\w+)\[(\d+)\]")
 
 
+class NotWritableBack(ConfigError):
+    """A request in a format that cannot be written back as itself (only :data:`WRITABLE` can;
+    every format with messages can be written ``to="openai"``). ``source`` is its file,
+    ``format`` its reader's name. The message names canonicalize's ``--to openai``; callers
+    whose command has no such option (``lint --fix``) build their own from the two fields."""
+
+    def __init__(self, source: str, fmt: str) -> None:
+        self.source, self.format = source, fmt
+        super().__init__(f"{source}: cannot write {fmt} logs back in their own format (writable: "
+                         f"{', '.join(WRITABLE)}); add --to openai to write OpenAI Chat JSONL")
+
+
 class Originals:
     """Original records by (source file, record number), read lazily once per file."""
 
@@ -343,8 +355,7 @@ def records_with_originals(requests: Iterable[Request], to: str | None = None
             rec = _rewrap(record, orig, body)
             yield rec, originals.raw(req.provenance.source, req.provenance.record, rec) if rec is record else None
         else:
-            raise ConfigError(f"{req.provenance.source}: cannot write {req.format} logs back in their own format "
-                              f"(writable: {', '.join(WRITABLE)}); use --to openai to write OpenAI Chat JSONL")
+            raise NotWritableBack(req.provenance.source, req.format)
 
 
 def write_requests(requests: Iterable[Request], out: IO[bytes], to: str | None = None) -> int:

@@ -350,6 +350,20 @@ def test_fix_on_a_log_without_prompt_text_says_there_is_nothing_to_fix(tmp_path,
     assert "canonicalize --to openai" not in line and not list(tmp_path.glob("*.fixed.*"))
 
 
+def test_fix_of_a_format_that_cannot_be_written_back_names_the_command_to_type(tmp_path, capsys):
+    """lint has no ``--to``: the error named canonicalize's option (and "use --to openai" from the writer);
+    it now prints the whole canonicalize command, which works as printed."""
+    log = tmp_path / "ds.traj.json"
+    log.write_bytes(existing(SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json").read_bytes())
+    code, _, err = run_main(capsys, "lint", "--fix", log)
+    line = one_error_line(err)
+    want = f"prefixcache canonicalize {log} --to openai --out {tmp_path / 'ds.traj.fixed.jsonl'}"
+    assert code == 2 and line.endswith(want) and "use --to" not in line and "add --to" not in line, line
+    assert not list(tmp_path.glob("*.fixed.*"))
+    code, _, _ = run_main(capsys, *want.split()[1:])
+    assert code == 0 and (tmp_path / "ds.traj.fixed.jsonl").exists()
+
+
 # 10, 21: wording ----------------------------------------------------------------------------------
 
 def test_rich_lint_report_names_offsets_in_the_rendered_prompt():

@@ -103,3 +103,39 @@ def test_scratch_memory_layers_every_field() -> None:
     """Per-rule steps run on a scratch copy of the session memory: it must layer every dict field."""
     from dataclasses import fields
     assert set(_DICT_FIELDS) | {"requests", "input_requests"} == {f.name for f in fields(SessionMemory)}
+
+
+def test_review_of_a_format_that_cannot_be_written_back_lints_nothing_and_says_so(tmp_path) -> None:
+    """A fresh user's trip (stop 33): ``--review`` of a log canonicalize cannot write back (a
+    mini-swe-agent trajectory) was refused with "use --to openai" although a review writes nothing.
+    It now reviews, says nothing was linted and why, and names the whole command that writes a copy."""
+    from tests.helpers import SAMPLES, existing
+
+    log = tmp_path / "ds.traj.json"
+    log.write_bytes(existing(SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json").read_bytes())
+    res = CliRunner().invoke(app, ["canonicalize", str(log), "--review"], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "reusable after: canonicalize 12,324 of 17,347 (71.0%); not linted: mini-swe-agent logs cannot be " \
+           "written back" in text, text
+    assert f"prefixcache canonicalize {log} --to openai --out FILE.jsonl" in text
+    assert "add --apply --to openai --out FILE.jsonl" in text and "lint of the written" not in text
+    doc = json.loads(CliRunner().invoke(app, ["canonicalize", str(log), "--review", "--json"]).stdout)
+    assert doc["verified_by"] == "none" and doc["written"] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds.traj.json"]
+    # writing still needs --to openai, and the error says to add it
+    res = CliRunner().invoke(app, ["canonicalize", str(log), "--review", "--apply", "--out", str(tmp_path / "o.jsonl")])
+    assert res.exit_code == 2 and "add --to openai" in res.output
+
+
+def test_review_names_the_lint_of_the_unwritten_log(tmp_path) -> None:
+    """``--review`` lints the log as it would be written and says that nothing was written (it said
+    "lint of the written log")."""
+    log = str(write(tmp_path / "memory.jsonl", memory_block()))
+    text = " ".join(CliRunner().invoke(app, ["canonicalize", log, "--review"], env={"COLUMNS": "400"}).output.split())
+    assert "; lint of the log as it would be written (nothing written) " in text and "lint of the written log" not in text
+    doc = json.loads(CliRunner().invoke(app, ["canonicalize", log, "--review", "--json"]).output)
+    assert doc["verified_by"] == "unwritten" and doc["agrees"] is True
+    out = tmp_path / "canon.jsonl"
+    doc = json.loads(CliRunner().invoke(app, ["canonicalize", log, "--out", str(out), "--json"]).output)
+    assert doc["verified_by"] == "written"
