@@ -133,7 +133,10 @@ def render(outcome) -> None:
     if not _server(r):
         _local_notes(outcome)
     for line in outcome.notes:
-        console.print(f"[dim]{escape(line)}[/]")
+        if line.startswith("warning: "):
+            console.print(f"[yellow]warning:[/] {escape(line[len('warning: '):])}", highlight=False)
+        else:
+            console.print(f"[dim]{escape(line)}[/]")
     for w in getattr(r, "warnings", ()):
         console.print(f"[yellow]warning:[/] {escape(w)} (latest instance; lint rule PC503)")
     if getattr(r, "warnings", ()) and r.template == "model":
@@ -142,6 +145,9 @@ def render(outcome) -> None:
     for s in r.passes if _server(r) else ():
         if s.refused:
             console.print(f"[yellow]{s.pass_name} pass not run:[/] {escape(s.refused)}", highlight=False)
+        elif s.serving.warmup and not s.serving.measured:
+            console.print(f"[yellow]warning:[/] {s.pass_name}: all {s.serving.warmup} request(s) sent were in the "
+                          "warm-up (--warmup): no serving figure was measured (shorten the warm-up)", highlight=False)
         for reason, n in s.failures.items():
             console.print(f"[red]{s.pass_name}: {n} request(s) failed:[/] {escape(reason)}", highlight=False)
     kv = getattr(r, "kv_events", None)

@@ -163,3 +163,20 @@ class LoadShape:
         if self.users is not None:
             return min(self.users, self.concurrency or self.users)
         return self.concurrency
+
+    def check_input(self, requests: int, sessions: int) -> tuple[str, ...]:
+        """Check the shape against a pass of ``requests`` requests in ``sessions`` sessions.
+
+        Raises ConfigError when ``--warmup N`` would leave every request of a pass out of the
+        figures (N ≥ ``requests``: the summary would be all zero). Returns warnings (``warning:
+        …`` lines) for a shape the input cannot fill: ``--users`` above the number of sessions
+        (a user replays one session at a time, so only ``sessions`` users are ever busy)."""
+        if self.warmup.requests and self.warmup.requests >= requests:
+            raise ConfigError(f"--warmup {self.warmup.requests}: each cache pass sends {requests:,} request(s), so "
+                              "every one would be left out of the figures (the summary would be all zero); give a "
+                              f"warm-up below {requests:,}, or none")
+        if self.users is not None and self.users > sessions:
+            return (f"warning: --users {self.users}: the input has {sessions:,} session(s), and a user replays one "
+                    f"session at a time, so at most {sessions:,} user(s) are ever busy; the load is that of "
+                    f"--users {sessions}",)
+        return ()

@@ -170,6 +170,7 @@ def open_server(paths: Sequence[str], options: ReplayOptions, *, stdin: IO[bytes
                     stdin=stdin if stdin is not None else (sys.stdin.buffer if "-" in paths else None),
                     require_requests=True)
     requests = replayable(ingest, options.max_requests)
+    shape.check_input(len(requests), len({r.session for r in requests}))  # before the server is asked
     info = asyncio.run(_detect(options))
     tokenizer = _tokenizer(options, info)
     items, too_long = _items(requests, options, tokenizer, info)
@@ -194,6 +195,8 @@ def open_server(paths: Sequence[str], options: ReplayOptions, *, stdin: IO[bytes
     notes = (f"engine {info.kind} at {info.url}: model {info.model}, block size {info.block_size}, "
              f"{info.num_blocks} KV blocks; prediction with {block}-token blocks, capacity "
              f"{'unbounded' if capacity is None else f'{capacity} blocks'}; tokenizer {tokenizer}",)
+    sent = items["original"]  # prompts past the server's context are skipped: check what is sent
+    notes += shape.check_input(len(sent), len({it.prompt.session for it in sent}))
     untimed = sum(r.timestamp is None for r in requests)
     if shape.schedule == "logged" and untimed:
         notes += (f"--schedule logged: {untimed:,} of {len(requests):,} request(s) have no logged time; their clock is "

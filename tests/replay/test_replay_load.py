@@ -323,3 +323,30 @@ def test_a_resumed_run_adds_each_process_span_never_the_pause() -> None:
     assert fig.duration_s == pytest.approx(3.0) and fig.request_throughput == pytest.approx(4 / 3, abs=1e-3)
     assert [s.requests for s in fig.per_second] == [1, 0, 2, 1]  # the two spans laid end to end
     assert serving_figures(first).duration_s == pytest.approx(2.0)  # one process: first send → last response
+
+
+def test_warmup_covering_the_run_is_refused_and_extra_users_are_warned(slow_stub):
+    """A fresh user's trip (stop 33): ``--warmup N`` with N ≥ the requests of a pass gave an all-zero summary
+    and exit 0; ``--users`` above the sessions was silent. Now: exit 2 naming the count before anything is
+    sent, and a warning with the figure."""
+    runner = CliRunner()
+    case = str(CASES / "timestamp_in_system.jsonl")  # 5 requests, 1 session
+    base = ["replay", case, "--server", slow_stub.url, "--tokenizer", TOK, "--template", TEMPLATE, "--pass", "warm"]
+    for n in ("5", "9"):
+        res = runner.invoke(app, [*base, "--warmup", n])
+        assert res.exit_code == 2 and f"--warmup {n}: each cache pass sends 5 request(s)" in res.output, res.output
+    assert slow_stub.state.count == 0  # refused before anything was sent
+    res = runner.invoke(app, [*base, "--warmup", "4", "--users", "3"], env={"COLUMNS": "400"})
+    assert res.exit_code in (0, 1), res.output
+    assert "warning: --users 3: the input has 1 session(s)" in res.output and "at most 1 user(s)" in res.output
+    assert "were in the warm-up" not in res.output
+    res = runner.invoke(app, [*base, "--warmup", "600s"], env={"COLUMNS": "400"})
+    assert res.exit_code in (0, 1), res.output
+    assert "warning: warm: all 5 request(s) sent were in the warm-up (--warmup)" in res.output
+
+
+def test_check_input_bounds() -> None:
+    assert LoadShape(warmup=Warmup(requests=4)).check_input(5, 1) == ()
+    assert LoadShape(concurrency=None, users=2).check_input(5, 2) == ()
+    with pytest.raises(ConfigError, match="every one would be left out"):
+        LoadShape(warmup=Warmup(requests=5)).check_input(5, 1)
