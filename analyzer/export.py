@@ -48,8 +48,10 @@ DEFAULT_BLOCK_SIZE = 512
 
 @dataclass(frozen=True, slots=True)
 class ExportCounts:
-    """What an export wrote: ``requests`` (records), ``blocks`` (distinct block ids),
-    ``sessions``; left out: ``without_prompt`` (usage-only logs: no prompt to hash);
+    """What an export wrote: ``requests`` (records), ``blocks`` (distinct block ids, one per
+    *started* block as Mooncake's traces carry: a prompt's partial last block has an id too),
+    ``full_blocks`` (those of them that are full blocks of ``block_size`` tokens: what vLLM
+    caches, and what ``simulate --cache blocks`` counts as the log's unique blocks), ``sessions``; left out: ``without_prompt`` (usage-only logs: no prompt to hash);
     ``no_output_length`` records written with output length 1 (none logged); ``untimed``:
     True when the log had no timestamps (records one second apart, in log order)."""
 
@@ -59,6 +61,7 @@ class ExportCounts:
     without_prompt: int
     no_output_length: int
     untimed: bool
+    full_blocks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +112,15 @@ def export_trace(prepared: Iterable[Prepared], out: IO[bytes], fmt: str, block_s
     untimed = bool(rows) and any(r.timestamp is None for r in rows)
     t0 = staged[0][0] if staged else 0.0
     number: dict[int, int] = {}
+    full: set[int] = set()  # ids of full blocks (a partial last block's id is never a full block's: chained hash)
     no_out = 0
     for now, r in staged:
         ids = [number.setdefault(h, len(number)) for h in r.hashes]
+        full.update(ids[:r.input_length // block_size])
         if r.output_length is None:
             no_out += 1
         ms = (now - t0) * 1000.0
         rec = {"timestamp": int(round(ms)) if fmt == "mooncake" else round(ms, 3), "input_length": r.input_length,
                "output_length": r.output_length if r.output_length is not None else 1, "hash_ids": ids}
         out.write(orjson.dumps(rec) + b"\n")
-    return ExportCounts(len(rows), len(number), len({r.session for r in rows}), without, no_out, untimed)
+    return ExportCounts(len(rows), len(number), len({r.session for r in rows}), without, no_out, untimed, len(full))

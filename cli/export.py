@@ -52,8 +52,12 @@ def register(app: typer.Typer) -> None:
         if counts.untimed:
             notes.append("no logged timestamps: records one second apart, in log order")
         tail = f"; {'; '.join(notes)}" if notes else ""
+        partial = counts.blocks - counts.full_blocks
         err.print(f"export: {escape(out)}: {counts.requests:,} request(s) of {counts.sessions:,} session(s), "
-                  f"{counts.blocks:,} distinct {block_size}-token block id(s){tail}", highlight=False)
+                  f"{counts.blocks:,} distinct {block_size}-token block id(s): {counts.full_blocks:,} full block(s) "
+                  f"(vLLM caches only these; `simulate --cache blocks --block-size {block_size}` of the logs counts "
+                  f"them as its unique blocks) and {partial:,} partial last block(s) (an id per started block, as "
+                  f"Mooncake's traces carry){tail}", highlight=False)
         if block_size != 512 and not re.search(rf"blksz_{block_size}(?!\d)", Path(out).name):
             err.print(f"note: readers assume 512-token blocks; prefixcache reads a file named *blksz_{block_size}* "
                       f"with {block_size}, AIPerf needs --prompt-input-tokens-block-size {block_size}", highlight=False)

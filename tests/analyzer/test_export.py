@@ -83,3 +83,21 @@ def test_bad_options_and_cli(tmp_path):
     assert res.exit_code == 2  # never over an existing file without --force
     res = runner.invoke(app, ["export", LOGS[0], "--to", "csv", "-o", str(tmp_path / "x.jsonl")])
     assert res.exit_code == 2 and "--to csv" in res.output
+
+
+def test_export_labels_full_and_partial_blocks_as_simulate_counts_them(tmp_path):
+    """A fresh user's trip (stop 33): export said "13 distinct block ids" of the DeepSeek sample where
+    ``simulate --cache blocks --block-size 512`` said "9 unique blocks". Both are right: the trace carries
+    an id per started block (4 prompts, 4 partial last blocks); vLLM caches only full blocks. The export
+    now says both figures, and its full-block count is simulate's."""
+    log = str(SAMPLES / "mini_swe_agent_v1.1_deepseek_reasoner_pvlib-1606.traj.json")
+    out = tmp_path / "ds.jsonl"
+    res = CliRunner().invoke(app, ["export", log, "--to", "mooncake", "-o", str(out)], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "13 distinct 512-token block id(s): 9 full block(s)" in text and "and 4 partial last block(s)" in text
+    sim = CliRunner().invoke(app, ["simulate", log, "--cache", "blocks", "--block-size", "512", "--json"])
+    assert orjson.loads(sim.stdout)["unique_blocks"] == 9
+    recs = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    full = {i for r in recs for i in r["hash_ids"][:r["input_length"] // 512]}
+    assert len(full) == 9 and len({i for r in recs for i in r["hash_ids"]}) == 13
