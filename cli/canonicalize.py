@@ -22,7 +22,6 @@ import re
 import shlex
 import sys
 from collections import Counter
-from dataclasses import replace
 from io import BytesIO
 from pathlib import Path
 
@@ -163,7 +162,6 @@ def run_canonicalize(paths: list[str], options: CanonicalizeOptions, fmt: str, s
         with atomic_output(Path(out)) as fh:
             fh.write(buf.getvalue())
     report = run.report(out if write else "", n if write else 0, None if why_not else buf.getvalue())
-    report = replace(report, verified_by="written" if write else "none" if why_not else "unwritten")
     report_to = err if write and out == "-" else console
     if fmt == "json":
         report_to.out(orjson.dumps(report).decode(), highlight=False)

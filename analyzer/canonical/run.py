@@ -189,7 +189,9 @@ class CanonicalRun:
         Code log written ``--to openai``, must not be credited with it); ``verified`` is
         ``prefixcache lint``'s own figure of the written log, which must equal ``after``
         (``agrees``); ``in_memory`` the figure of the rewritten requests before writing.
-        Without ``data`` the three are the in-memory figure."""
+        Without ``data`` the three are the in-memory figure. ``verified_by`` (the report's label of
+        ``verified``): ``none`` without ``data``, ``unwritten`` when nothing was ``written`` (the
+        bytes were linted in memory: ``--review``, ``report``), else ``written``."""
         before = reuse(self.requests, self.template, self.tokenizer)
         memory, probes = reuse_with_probes([c.request for c in self.results], rewritten(self.results),
                                            self.template, self.tokenizer)
@@ -213,7 +215,8 @@ class CanonicalRun:
             changes = [redact_change_set(ch) for ch in changes]
         in_memory = _figures(sum(memory, Reuse(0, 0, 0)))
         return CanonicalizeReport(out, written, rows, sessions, total, minimum_effects(self.results, before, after),
-                                  in_memory, verified, verified == total.after, changes)
+                                  in_memory, verified, verified == total.after, changes,
+                                  "none" if data is None else "written" if written else "unwritten")
 
 
 def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = CanonicalOptions(),

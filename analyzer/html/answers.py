@@ -2,8 +2,10 @@
 
 1. **Reuse** — prompt tokens, how many were reusable (``lint`` summary: a prefix shared with
    an earlier request) and how many were served: for a hosted log, the cached tokens the log
-   reports (``simulate`` ``reported``) beside what the provider's rules predict; for an engine,
-   the headline row's cached tokens (the user's first ``--capacity``, else the 100% row).
+   reports (``simulate`` ``reported``) beside what the provider's rules predict, and why the
+   log's figure can exceed the reusable one (:func:`served_beyond`: calls warm before the log,
+   calls above the rules' band); for an engine, the headline row's cached tokens (the user's
+   first ``--capacity``, else the 100% row).
 2. **Losses** — what was lost and to what: drift by rule code (the headline row's
    ``drift_by_rule``), provider-side and TTL misses (``analyses.provider_calls``, hosted logs
    with reported usage), capacity and TTL evictions (engines), below-minimum and granularity,
@@ -167,6 +169,50 @@ def warnings(lint: dict[str, Any], sim: dict[str, Any] | None, extra: Sequence[s
     return list(dict.fromkeys([*lint.get("warnings", []), *((sim or {}).get("warnings") or []), *extra]))
 
 
+def served_beyond(sim: dict[str, Any] | None, reusable_tokens: int, prompt_tokens: int) -> dict[str, Any] | None:
+    """Why the log reports more served tokens than were reusable, or None when nothing needs saying.
+
+    Two of simulate's figures explain it: the calls the provider served from cache although nothing
+    earlier in the log shares their prefix (``calls[].warm_before_log``: warm before the log began,
+    so no replay of the log can predict them) and the calls above the band the provider's rules
+    allow (``analyses.provider_calls`` class ``above_band``, which holds those and any other, e.g. a
+    hidden prefix shared across sessions). Returns ``warm_calls`` / ``warm_tokens`` (reported cached
+    tokens of the warm calls), ``above_calls`` / ``above_tokens``, ``rest_tokens`` (what the other
+    calls were served) and the sentence (``line``; it names the billed prompt size when it is not
+    ours, ``prompt_tokens``). Tokens are the log's reported cached tokens."""
+    reported = (sim or {}).get("reported")
+    if not reported:
+        return None
+    warm = [c for c in sim.get("calls") or () if c.get("warm_before_log")]
+    pc = ((sim.get("analyses") or {}).get("provider_calls") or {})
+    above_calls = (pc.get("classes") or {}).get("above_band", 0)
+    above_tokens = (pc.get("cached_tokens") or {}).get("above_band", 0)
+    if not warm and not above_calls and reported["cached_tokens"] <= reusable_tokens:
+        return None
+    warm_tokens = sum(c["reported_cached_tokens"] for c in warm)
+    rest = reported["cached_tokens"] - max(above_tokens, warm_tokens)
+    parts = []
+    if warm:
+        parts.append(f"{_calls(len(warm))} ({warm_tokens:,} tokens) served from a cache warm before the log began: "
+                     "nothing earlier in the log shares the prefix, so no replay of this log predicts it")
+    if above_calls:
+        parts.append(f"{_calls(above_calls)} in all ({above_tokens:,} tokens) above the band the provider's rules "
+                     "allow (a prefix cached before the log, or a hidden prefix shared across sessions)")
+    head = "Served is above reusable" if reported["cached_tokens"] > reusable_tokens else "Served includes"
+    if rest <= reusable_tokens:
+        tail = f", within the {reusable_tokens:,} reusable"
+    else:  # the billed prompts are not ours (a hidden prefix sized from usage ...): the size check's warnings say
+        tail = (f", above the {reusable_tokens:,} reusable of our {prompt_tokens:,} prompt tokens: the log bills "
+                f"{reported['prompt_tokens']:,} (see the warnings)" if reported["prompt_tokens"] != prompt_tokens else "")
+    line = f"{head}: {'; '.join(parts)}. The other calls were served {rest:,} tokens{tail}."
+    return {"warm_calls": len(warm), "warm_tokens": warm_tokens, "above_calls": above_calls,
+            "above_tokens": above_tokens, "rest_tokens": rest, "line": line}
+
+
+def _calls(n: int) -> str:
+    return f"{n:,} call" + ("" if n == 1 else "s")
+
+
 def first_screen(lint: dict[str, Any], sim: dict[str, Any] | None, canon: dict[str, Any] | None,
                  fleet: dict[str, Any] | None, *, cache: str, chosen_by: str, user_capacity: bool,
                  per_token: float | None, kv_name: str | None, notes: Sequence[str] = ()) -> dict[str, Any]:
@@ -184,7 +230,7 @@ def first_screen(lint: dict[str, Any], sim: dict[str, Any] | None, canon: dict[s
              "served_tokens": r["cached_tokens"] if r else None,
              "served_ratio": r["hit_ratio_tokens"] if r else None,
              "capacity": r["capacity"] if r else None, "policy": r["policy"] if r else None,
-             "reported": reported, "cost": cost}
+             "reported": reported, "cost": cost, "beyond": served_beyond(sim, s["reusable_tokens"], s["prompt_tokens"])}
     analyses = (sim or {}).get("analyses") or {}
     size = analyses.get("sizing")
     return {"cache": cache, "chosen_by": chosen_by, "hosted": cost is not None, "row": row, "reuse": reuse,

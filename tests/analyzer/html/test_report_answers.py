@@ -82,3 +82,31 @@ def test_shared_out_keeps_the_request_total() -> None:
     assert _shared_out(100, {"PC201": 30, "PC203": 10}) == {"PC201": 75, "PC203": 25}
     assert _shared_out(7, {"PC101": 0, "PC102": -5}) == {"PC101": 4, "PC102": 3}
     assert sum(_shared_out(-13, {"a": 2, "b": 1}).values()) == -13
+
+
+def test_served_above_reusable_is_explained_on_the_deepseek_sample(tmp_path) -> None:
+    """A fresh user's trip (stop 33): the DeepSeek first screen showed served 15,616 (90.0%) above reusable
+    12,324 (71.0%) with no word why. Call 1 was served 3,392 tokens from a cache warm before the log began
+    (simulate's calls[].warm_before_log, class above_band); the other calls were served 12,224 ≤ 12,324."""
+    from prefixcache.cli.app import app
+    from typer.testing import CliRunner
+
+    log = str(existing(DEEPSEEK))
+    b = gather([log], ReportOptions()).answers["reuse"]["beyond"]
+    sim = run_json(["simulate", log, "--cache", "deepseek", "--json"])
+    warm = [c for c in sim["calls"] if c["warm_before_log"]]
+    assert [c["record"] for c in warm] == [3] and sim["analyses"]["provider_calls"]["classes"]["above_band"] == 1
+    assert (b["warm_calls"], b["warm_tokens"], b["above_calls"], b["above_tokens"], b["rest_tokens"]) == \
+        (1, warm[0]["reported_cached_tokens"], 1, 3392, 15616 - 3392)
+    assert b["line"].startswith("Served is above reusable: 1 call (3,392 tokens) served from a cache warm before")
+    assert b["line"].endswith("The other calls were served 12,224 tokens, within the 12,324 reusable.")
+    page = tmp_path / "ds.html"
+    assert CliRunner().invoke(app, ["report", log, "-o", str(page)]).exit_code == 0
+    assert 'data-answer="reuse.beyond.line"' in page.read_text() and "warm before the log began" in page.read_text()
+
+
+def test_nothing_to_explain_without_reported_usage() -> None:
+    from prefixcache.analyzer.html.answers import served_beyond
+
+    assert served_beyond(None, 10, 20) is None
+    assert served_beyond({"reported": {"cached_tokens": 5, "prompt_tokens": 20}, "calls": []}, 10, 20) is None
