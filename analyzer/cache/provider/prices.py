@@ -48,8 +48,13 @@ _ANTHROPIC_PAGE = "platform.claude.com/docs/en/about-claude/pricing, model prici
 _ANTHROPIC_52 = ("platform.claude.com Fable 5.2 / Mythos 5.2 migration guide (released 2026-11-09); list price "
                  "$8 / $40, reads $0.20, as resellers at list price quote it (checked 2026-12-04)")
 _ANTHROPIC_OPUS55 = "platform.claude.com/docs/en/models/opus-5-5/overview: $4, writes $5 / $8, reads $0.20 (0.05×)"
-_ANTHROPIC_SONNET55 = ("platform.claude.com/docs/en/models/sonnet-5-5/overview: $2, writes $2.50 / $4; reads cut from "
-                       "$0.20 to $0.10 (0.05×) on 2026-10-07 (calls before then were billed 0.1×)")
+_ANTHROPIC_SONNET55 = ("platform.claude.com pricing table: $2, writes $2.50 / $4; reads cut from $0.20 to $0.10 (0.05×) "
+                       "on 2026-10-07 (calls before then were billed 0.1×); re-checked 2026-12-08: the model page "
+                       "copy that lists $0.20 (0.1×) predates the cut (its lineup still shows Haiku 4.5, not Haiku 5.5 "
+                       "of 2026-10-07), and the trackers that read the live pricing page after it list $0.10")
+_ANTHROPIC_OPUS_NEXT = ("no published price for an Opus after 5.5 (claude-opus-6 …; searched 2026-12-08: the provider's "
+                        "model pages name Opus 5.5 the current Opus): priced as the newest published Opus, 5.5, and "
+                        "warned about (price_warning)")
 _ANTHROPIC_HAIKU55 = ("platform.claude.com pricing: Haiku 5.5 up to 100K prompt tokens $0.10, reads $0.01; a longer "
                       "prompt bills every token at $0.50 (not modelled: such calls are under-priced 5×)")
 _OPENAI_PAGE = ("developers.openai.com/api/docs/pricing and the model pages (gpt-5-codex: $1.25, cached $0.125), "
@@ -101,6 +106,7 @@ PRICES: tuple[PriceRow, ...] = (
              "2026-12"),
     PriceRow("*opus-4*", "anthropic", 15.0, 0.1, 1.25, 300.0, None, _ANTHROPIC_PAGE + " (Opus 4, 4.1)", "2026-12"),
     PriceRow("*3-opus*", "anthropic", 15.0, 0.1, 1.25, 300.0, None, _ANTHROPIC, "2024-03"),
+    PriceRow("*opus*", "anthropic", 4.0, 0.05, 1.25, 300.0, None, _ANTHROPIC_OPUS_NEXT, "2026-12"),
     PriceRow("*sonnet-5-5-*", "anthropic", 2.0, 0.05, 1.25, 300.0, None, _ANTHROPIC_SONNET55, "2026-12"),
     PriceRow("*sonnet-5-*", "anthropic", 2.0, 0.1, 1.25, 300.0, None, _ANTHROPIC_PAGE + " (Sonnet 5)", "2026-12"),
     PriceRow("*haiku-5-5-*", "anthropic", 0.10, 0.1, 1.25, 300.0, None, _ANTHROPIC_HAIKU55, "2026-12"),
@@ -159,6 +165,9 @@ def provider_of(model: str | None) -> str | None:
                  and fnmatchcase(m, r.pattern)), None)
 
 
+#: Rows that price a family's versions no row names (never checked for a model of their own): warned about.
+FAMILY_FALLBACKS = ("*opus*",)
+
 #: The newest version of each model family the table was checked against (``family regex``,
 #: version): a logged model with a later version is priced with an older row and warned about.
 NEWEST_LISTED: tuple[tuple[str, tuple[int, ...]], ...] = (
@@ -189,4 +198,6 @@ def price_warning(provider: str, model: str | None) -> str | None:
             listed = ".".join(map(str, newest))
             return f"model {model!r} is newer than any price row (newest listed: {listed}): {used}"
         break
+    if row.pattern in FAMILY_FALLBACKS:
+        return f"no {provider} price row names model {model!r}: {used}"
     return None

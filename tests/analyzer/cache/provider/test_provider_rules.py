@@ -210,3 +210,20 @@ def test_the_claude_5_lineup_is_priced_by_its_own_row(model, price, read):
     row = price_for("anthropic", model)
     assert (row.input, row.read, row.write) == (price, read, 1.25), row.pattern
     assert row.source and row.date and not row.pattern.startswith("provider:")
+
+
+def test_an_opus_after_the_newest_published_is_priced_as_opus_5_5_and_warned() -> None:
+    """``claude-opus-6`` has no published price (searched 2026-12-08); it was priced at the provider default
+    (Sonnet's $3, reads 0.1×). It now takes the newest published Opus (5.5: $4, reads 0.05×), with the
+    warning naming the row; Sonnet 5.5 stays at 0.05× (re-verified, its source says why a model page says 0.1×)."""
+    from prefixcache.analyzer.cache.provider.prices import price_warning
+
+    row = price_for("anthropic", "claude-opus-6")
+    assert (row.pattern, row.input, row.read, row.write) == ("*opus*", 4.0, 0.05, 1.25)
+    assert price_warning("anthropic", "claude-opus-6") == ("model 'claude-opus-6' is newer than any price row (newest "
+                                                           "listed: 5.5): priced with the *opus* row ($4/MTok, reads "
+                                                           "0.05×, 2026-12)")
+    assert "no anthropic price row names model 'claude-opus'" in price_warning("anthropic", "claude-opus")
+    assert price_for("anthropic", "claude-opus-4-1").input == 15.0 and price_warning("anthropic", "claude-opus-5-5") is None
+    sonnet = price_for("anthropic", "claude-sonnet-5-5-20260928")
+    assert sonnet.read == 0.05 and "re-checked 2026-12-08" in sonnet.source and "predates the cut" in sonnet.source
