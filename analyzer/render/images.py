@@ -12,6 +12,16 @@ not what the provider bills; :func:`image_tokens` is, from the published formula
   costs 85 + 170 per 512-px tile (``ceil(w/512)·ceil(h/512)``).
 * **Anthropic** (``provider:anthropic``; "Vision" docs, *Evaluate image size*): an image
   whose long edge exceeds 1568 px is scaled down to it, and costs ``ceil(w·h/750)`` tokens.
+* **Google Gemini** (any layout, chosen by the *model*: a ``gemini-…`` name, ``models/`` or
+  Vertex ``publishers/google/models/`` prefix allowed; ai.google.dev "Understand and count
+  tokens", Gemini 2.0 and later): an image with both sides at most 384 px costs 258 tokens;
+  a larger one is cropped and scaled into 768×768 tiles of 258 tokens each
+  (``258·ceil(w/768)·ceil(h/768)``); Gemini 1.x: a fixed 258 per image. **Gemini 3** and later bill an image by its
+  ``media_resolution`` instead (ai.google.dev "Media resolution", *Token counts*): low 280,
+  medium 560, high 1,120 (the default for images), ultra high 2,240 — a per-part
+  ``mediaResolution`` is kept as the part's ``detail``. The Gemini models are laid out with
+  the generic ``chatml_tools`` stand-in, which drops non-text parts; :class:`ImageText` writes
+  their placeholders into the message text first, so their tokens are in the stream too.
 
 Chat templates of open models drop images (a warning says so) and their vision encoders
 vary per model: no count is claimed for them (None).
@@ -25,17 +35,24 @@ replaced one as different tokens of the right length.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 import re
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from prefixcache.analyzer.model import ContentPart
+from prefixcache.analyzer.model import ContentPart, Message, RenderedPrompt, Request
+
+if TYPE_CHECKING:
+    from prefixcache.analyzer.render import Renderer
 
 
 #: An image placeholder in rendered text: its tag (``img-<base32>`` / ``link-<base32>``) is group 1.
 PLACEHOLDER = re.compile(r"\[image ((?:img|link)-[a-z2-7]+)(?: \d+x\d+)?\]")
 #: Layouts whose provider publishes an image-token formula (:func:`image_tokens`).
 OPENAI_LAYOUTS = ("provider:openai", "provider:openai-harmony")
+#: Gemini 3+ image tokens per ``media_resolution`` level (the default for images is ``high``).
+GEMINI_MEDIA_RESOLUTION = {"low": 280, "medium": 560, "high": 1120, "ultra_high": 2240}
+_GEMINI = re.compile(r"gemini-(\d+)")
 
 
 def image_tag(p: ContentPart) -> str:
@@ -58,12 +75,26 @@ def placeholder(p: ContentPart) -> str:
     return f"[image {image_tag(p)}{size}]"
 
 
-def image_costs(parts: Iterable[ContentPart], renderer: str) -> dict[str, tuple[str, int]]:
+def text_with_parts(m: Message) -> str:
+    """A message's text, then one placeholder line per non-text part (:func:`placeholder`)."""
+    return "\n".join([m.content] + [placeholder(p) for p in m.parts]) if m.parts else m.content
+
+
+def gemini_generation(model: str | None) -> int | None:
+    """The major version of a Gemini model name (``gemini-2.5-pro`` → 2; a ``models/`` or
+    ``publishers/google/models/`` prefix allowed), or None for a model that is not Gemini."""
+    base = (model or "").lower().rsplit("/", 1)[-1]
+    m = _GEMINI.match(base)
+    return int(m.group(1)) if m else (0 if base.startswith("gemini") else None)
+
+
+def image_costs(parts: Iterable[ContentPart], renderer: str, model: str | None = None) -> dict[str, tuple[str, int]]:
     """Placeholder tag → (the image's digest, its billed tokens by :func:`image_tokens`) for every
-    image of ``parts`` the provider of ``renderer`` publishes a count for (empty otherwise)."""
+    image of ``parts`` the provider of ``model`` (Gemini) or of ``renderer`` publishes a count
+    for (empty otherwise)."""
     out: dict[str, tuple[str, int]] = {}
     for p in parts:
-        n = image_tokens(p, renderer)
+        n = image_tokens(p, renderer, model)
         if n:
             out[image_tag(p)] = (p.digest, n)
     return out
@@ -92,14 +123,61 @@ def anthropic_image_tokens(width: int, height: int) -> int:
     return math.ceil(w * h / 750)
 
 
-def image_tokens(p: ContentPart, renderer: str) -> int | None:
-    """What the provider of layout ``renderer`` bills for image part ``p`` (tokens); None for a
-    part that is no image, an image of unknown size (sent by URL) or a renderer with no
-    published formula."""
-    if p.type != "image" or not p.width or not p.height:
+def gemini_image_tokens(width: int, height: int, generation: int = 2, resolution: str | None = None) -> int:
+    """Gemini's image tokens for a ``width``×``height`` px image on a model of major version
+    ``generation`` with the part's ``media_resolution`` level (see the module doc)."""
+    if generation >= 3:
+        return GEMINI_MEDIA_RESOLUTION.get(resolution or "high", GEMINI_MEDIA_RESOLUTION["high"])
+    if generation == 1 or (width <= 384 and height <= 384):
+        return 258
+    return 258 * math.ceil(width / 768) * math.ceil(height / 768)
+
+
+def image_tokens(p: ContentPart, renderer: str, model: str | None = None) -> int | None:
+    """What the provider bills for image part ``p`` (tokens): Google's count when ``model`` is a
+    Gemini model, else that of the provider of layout ``renderer``; None for a part that is no
+    image, an image of unknown size (sent by URL; a Gemini 3 image costs its resolution's count
+    whatever its size) or a provider with no published formula."""
+    if p.type != "image":
         return None
+    gen = gemini_generation(model)
+    if gen is not None and gen >= 3:
+        return gemini_image_tokens(0, 0, gen, p.detail)
+    if not p.width or not p.height:
+        return None
+    if gen is not None:
+        return gemini_image_tokens(p.width, p.height, gen, p.detail)
     if renderer in OPENAI_LAYOUTS:
         return openai_image_tokens(p.width, p.height, p.detail)
     if renderer == "provider:anthropic":
         return anthropic_image_tokens(p.width, p.height)
     return None
+
+
+def _as_text(m: Message) -> Message:
+    """``m`` with its image parts written as placeholder lines into its text (other parts kept)."""
+    images = tuple(p for p in m.parts if p.type == "image")
+    if not images:
+        return m
+    blocks = (*m.text_blocks, *map(placeholder, images)) if m.text_blocks is not None else None
+    return dataclasses.replace(m, content=text_with_parts(dataclasses.replace(m, parts=images)), text_blocks=blocks,
+                               parts=tuple(p for p in m.parts if p.type != "image"))
+
+
+class ImageText:
+    """A renderer that writes each message's images as placeholder lines into the message's text
+    before ``inner`` renders it: for a chat template that drops non-text parts (the generic
+    ``chatml_tools`` stand-in) standing in for a provider that bills images by a published count
+    (Gemini), so the placeholder is in the prompt and the token stream carries the image at its
+    count (:func:`image_costs`). ``name`` and ``exact`` are ``inner``'s; requests without images
+    are passed through unchanged."""
+
+    def __init__(self, inner: Renderer) -> None:
+        self.inner = inner
+        self.name, self.exact = inner.name, inner.exact
+
+    def render(self, request: Request) -> RenderedPrompt:
+        """``inner``'s rendering of ``request`` with its images as placeholder text."""
+        if any(p.type == "image" for m in request.messages for p in m.parts):
+            request = dataclasses.replace(request, messages=tuple(_as_text(m) for m in request.messages))
+        return self.inner.render(request)
