@@ -38,12 +38,9 @@ import base64
 import dataclasses
 import math
 import re
-from typing import TYPE_CHECKING, Iterable
+from typing import Any, Iterable
 
 from prefixcache.analyzer.model import ContentPart, Message, RenderedPrompt, Request
-
-if TYPE_CHECKING:
-    from prefixcache.analyzer.render import Renderer
 
 
 #: An image placeholder in rendered text: its tag (``img-<base32>`` / ``link-<base32>``) is group 1.
@@ -172,7 +169,7 @@ class ImageText:
     count (:func:`image_costs`). ``name`` and ``exact`` are ``inner``'s; requests without images
     are passed through unchanged."""
 
-    def __init__(self, inner: Renderer) -> None:
+    def __init__(self, inner: Any) -> None:  # a prefixcache.analyzer.render.Renderer (not imported: a cycle)
         self.inner = inner
         self.name, self.exact = inner.name, inner.exact
 
