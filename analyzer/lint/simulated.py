@@ -97,7 +97,7 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     stream, held = SimStream(), []
     items = [] if hold else KeptItems()
     lint: DriftCauses | None = DriftCauses()
-    sizes = SizeCheck()
+    sizes = SizeCheck(by_request=True)
     for request in ingest:
         p = preparer.prepare(request)
         sizes.add(p)
@@ -144,7 +144,7 @@ class SimulatedTee:
 
     def restart(self) -> None:
         """Drop what was staged (lint starts over in arrival order)."""
-        self.stream, self.sizes, self.causes = SimStream(), SizeCheck(), DriftCauses()
+        self.stream, self.sizes, self.causes = SimStream(), SizeCheck(by_request=True), DriftCauses()
         self.kept: list[tuple[int, Kept]] = []
         self.checked: dict[str, list[int]] = {}  # session → input positions of its size-checked calls
 

@@ -147,14 +147,16 @@ class SizeCheck:
 
     :meth:`add` each :class:`Prepared` (requests without tokens or without a reported
     prompt count are passed over); :attr:`sessions` and :meth:`warnings` after.
-    :attr:`by_request` holds each checked call's row by :func:`request_key`: simulate's
-    provider-call note (:mod:`prefixcache.analyzer.cache.simulate.provider_calls`) judges
-    each call by it, so the two never disagree on which calls are off."""
+    With ``by_request=True``, :attr:`by_request` holds each checked call's row by
+    :func:`request_key`: simulate's provider-call note
+    (:mod:`prefixcache.analyzer.cache.simulate.provider_calls`) judges each call by it, so
+    the two never disagree on which calls are off (None otherwise: lint and inspect need no
+    per-call index, ~200 bytes a call on a long log)."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_request: bool = False) -> None:
         self.sessions: dict[str, SessionSizes] = {}
-        #: Each checked call's row by :func:`request_key` (the rows of :attr:`sessions`).
-        self.by_request: dict[tuple[str, int, int], SizeRow] = {}
+        #: Each checked call's row by :func:`request_key` (the rows of :attr:`sessions`), when kept.
+        self.by_request: dict[tuple[str, int, int], SizeRow] | None = {} if by_request else None
         #: Per session, each server-side tool call's results (tokens), sized from its call's usage.
         self._server: dict[str, dict[str, int]] = {}
 
@@ -178,7 +180,9 @@ class SizeCheck:
         row = SizeRow(ours, reasoning, billed, hidden, images, server, bool(new))
         s = self.sessions.setdefault(p.request.session, SessionSizes(p.request.session))
         s.rows.append(row)
-        self.by_request[request_key(p.request.provenance.source, p.request.provenance.record, p.request.index)] = row
+        if self.by_request is not None:
+            self.by_request[request_key(p.request.provenance.source, p.request.provenance.record,
+                                        p.request.index)] = row
         s.exact = s.exact and bool(p.tokens.exact)
         return row
 
