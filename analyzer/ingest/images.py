@@ -96,11 +96,15 @@ def gemini_part(part: Any) -> ContentPart | None:
 
 
 def _decoded(url: str) -> bytes | None:
-    """The bytes of a base64 ``data:`` URL, or None."""
+    """The bytes of a base64 ``data:`` URL (standard or URL-safe alphabet, padding optional: the
+    Gemini API's JSON accepts and the google-genai SDK sends URL-safe base64), or None."""
     if not url.startswith("data:") or ";base64," not in url[:100]:
         return None
+    data = url.split(",", 1)[1]
     try:
-        return base64.b64decode(url.split(",", 1)[1], validate=False)
+        if "-" in data or "_" in data:
+            return base64.urlsafe_b64decode(data.strip() + "=" * (-len(data.strip()) % 4))
+        return base64.b64decode(data, validate=False)
     except (binascii.Error, ValueError):
         return None
 
