@@ -43,6 +43,15 @@ def test_gpt_4o_bills_a_picture_by_512_px_tiles() -> None:
     assert row.billed == 779 and row.within and abs(row.delta) <= 5, row  # ours 776
 
 
+def test_gpt_4_1_nano_bills_a_picture_by_32_px_patches_at_2_46() -> None:
+    (p,), (row,) = _checked("pydantic_ai_gpt-4.1-nano_image_input.jsonl.gz")
+    (part,) = p.request.messages[0].parts
+    assert (part.width, part.height) == (540, 360) and p.request.model == "gpt-4.1-nano"
+    assert p.tokens.image_tokens == 502  # 17 x 12 patches x 2.46
+    assert row.billed == 515 and row.within, row  # ours 511
+    assert openai_image_tokens(540, 360) == 425  # the tile rule it was costed by before: 515 - 502 + 425 off by 15%
+
+
 def test_gpt_5_mini_bills_a_picture_by_32_px_patches_at_1_2() -> None:
     """19 x 18 patches x 1.2 = 410 (OpenAI's pricing calculator); the vision guide's 1.62 says 554 and
     the tile rule 765. The call without the picture is off for another reason (gpt-5-mini's framing of
