@@ -47,7 +47,7 @@ def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = N
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
     ingest, preparer, items, reqs, causes, sizes, overlaps = _read(inputs, options, on_prepared)
     report = simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes,
-                             trace_overlaps=overlaps)
+                             trace_overlaps=overlaps, sizes=sizes.by_request)
     return dataclasses.replace(report, warnings=[*report.warnings, *sizes.warnings()])
 
 
@@ -97,7 +97,7 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     stream, held = SimStream(), []
     items = [] if hold else KeptItems()
     lint: DriftCauses | None = DriftCauses()
-    sizes = SizeCheck()
+    sizes = SizeCheck(by_request=True)
     for request in ingest:
         p = preparer.prepare(request)
         sizes.add(p)
@@ -144,7 +144,7 @@ class SimulatedTee:
 
     def restart(self) -> None:
         """Drop what was staged (lint starts over in arrival order)."""
-        self.stream, self.sizes, self.causes = SimStream(), SizeCheck(), DriftCauses()
+        self.stream, self.sizes, self.causes = SimStream(), SizeCheck(by_request=True), DriftCauses()
         self.kept: list[tuple[int, Kept]] = []
         self.checked: dict[str, list[int]] = {}  # session → input positions of its size-checked calls
 
@@ -165,6 +165,7 @@ class SimulatedTee:
             s = self.sizes.sessions[name]
             order = sorted(range(len(s.rows)), key=where[name].__getitem__)
             out.sessions[name] = SessionSizes(name, [s.rows[i] for i in order], s.exact)
+        out.by_request = self.sizes.by_request
         return out
 
     def report(self, summary, notes, options: SimulateOptions | None = None) -> SimulateReport:
@@ -175,7 +176,8 @@ class SimulatedTee:
         logged models; staging does not depend on the cache), else those given at construction."""
         items = [k for _, k in sorted(self.kept, key=lambda pk: pk[0])]
         reqs = self.stream.requests()
-        report = simulate_report(items, reqs, options or self.options, self.shape, summary, notes, self.causes.of(reqs))
+        report = simulate_report(items, reqs, options or self.options, self.shape, summary, notes, self.causes.of(reqs),
+                                 sizes=self.sizes.by_request)
         return dataclasses.replace(report, warnings=[*report.warnings, *self.size_check().warnings()])
 
 

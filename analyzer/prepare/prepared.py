@@ -99,7 +99,7 @@ class Preparer:
         if session_tok is None:
             session_tok = self._sessions[id(pipe)] = SessionTokenizer(pipe.tokenizer)
         key = str(request.extra.get("opaque_prefix_key", ""))
-        images = image_costs((p for m in request.messages for p in m.parts), rendered.renderer)
+        images = image_costs((p for m in request.messages for p in m.parts), rendered.renderer, request.model)
         return rendered, session_tok.tokenize(rendered, request.session, key=key, images=images)
 
     def finish(self, request: Request, rendered: RenderedPrompt, tokens: TokenizedPrompt) -> Prepared:

@@ -16,6 +16,7 @@ from pathlib import Path
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.render import JinjaRenderer, ProviderLayout, Renderer, load_template, shipped_templates
+from prefixcache.analyzer.render.images import ImageText, gemini_generation
 from prefixcache.analyzer.tokenize import Tokenizer, choose_auto, get_tokenizer
 from prefixcache.analyzer.tokenize.backends import HFTokenizer
 
@@ -79,7 +80,10 @@ def _renderer(template: str, model: str | None, tok: Tokenizer) -> tuple[Rendere
             t = "tokenizer"
         else:
             r = JinjaRenderer(load_template("chatml_tools"), "chatml_tools", _special(tok), exact=False, trusted=True)
-            return r, f"template chatml_tools (generic stand-in; {model or 'the model'}'s own template is unknown)"
+            how = f"template chatml_tools (generic stand-in; {model or 'the model'}'s own template is unknown)"
+            if gemini_generation(model) is not None:  # Google publishes its image counts: keep images in the text
+                return ImageText(r), how[:-1] + "; images at Google's published counts)"
+            return r, how
     if t in ("provider:openai-harmony", "openai-harmony"):
         r = ProviderLayout("openai-harmony")
         return r, (f"layout {r.name} (the harmony framing OpenAI published for gpt-oss; server rendering not "

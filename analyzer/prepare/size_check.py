@@ -68,6 +68,11 @@ class SizeRow:
         return self.ours + self.reasoning + self.images + self.server - self.billed
 
     @property
+    def fraction(self) -> float:
+        """:attr:`delta` as a fraction of the billed count."""
+        return self.delta / max(self.billed, 1)
+
+    @property
     def within(self) -> bool:
         """Whether :attr:`delta` is within :data:`TOLERANCE` of the billed count."""
         return abs(self.delta) <= TOLERANCE * max(self.billed, 1)
@@ -95,7 +100,7 @@ class SessionSizes:
     @property
     def median_delta_fraction(self) -> float:
         """Median of ``delta / billed`` over the calls (0.0 without calls)."""
-        xs = sorted(r.delta / max(r.billed, 1) for r in self.rows)
+        xs = sorted(r.fraction for r in self.rows)
         if not xs:
             return 0.0
         mid = len(xs) // 2
@@ -104,7 +109,7 @@ class SessionSizes:
     @property
     def band(self) -> tuple[float, float]:
         """Smallest and largest ``delta / billed`` over the calls ((0, 0) without calls)."""
-        xs = [r.delta / max(r.billed, 1) for r in self.rows]
+        xs = [r.fraction for r in self.rows]
         return (min(xs), max(xs)) if xs else (0.0, 0.0)
 
     @property
@@ -123,14 +128,35 @@ class SessionSizes:
         return self.rows[-1].server if self.rows else 0
 
 
+def request_key(source: str, record: int, index: int) -> tuple[str, int, int]:
+    """The key of one request in :attr:`SizeCheck.by_request`: its file, record (line) and
+    index in its session, as a prepared request (``provenance.source``, ``provenance.record``,
+    ``index``) and a simulator request (``source``, ``record``, ``index``) both carry them."""
+    return (source, record, index)
+
+
+def compared(ours: int, billed: int, row: SizeRow | None = None) -> SizeRow:
+    """``row`` when the check made one for the call; else the plain comparison of ``ours``
+    (tokens in the prompt we analyse) with ``billed``: the one :class:`SizeRow` whose
+    :attr:`~SizeRow.within` and :attr:`~SizeRow.fraction` every comparison uses."""
+    return row if row is not None else SizeRow(ours, 0, billed, 0)
+
+
 class SizeCheck:
     """The prompt-size check over a stream of prepared requests (see the module doc).
 
     :meth:`add` each :class:`Prepared` (requests without tokens or without a reported
-    prompt count are passed over); :attr:`sessions` and :meth:`warnings` after."""
+    prompt count are passed over); :attr:`sessions` and :meth:`warnings` after.
+    With ``by_request=True``, :attr:`by_request` holds each checked call's row by
+    :func:`request_key`: simulate's provider-call note
+    (:mod:`prefixcache.analyzer.cache.simulate.provider_calls`) judges each call by it, so
+    the two never disagree on which calls are off (None otherwise: lint and inspect need no
+    per-call index, ~200 bytes a call on a long log)."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_request: bool = False) -> None:
         self.sessions: dict[str, SessionSizes] = {}
+        #: Each checked call's row by :func:`request_key` (the rows of :attr:`sessions`), when kept.
+        self.by_request: dict[tuple[str, int, int], SizeRow] | None = {} if by_request else None
         #: Per session, each server-side tool call's results (tokens), sized from its call's usage.
         self._server: dict[str, dict[str, int]] = {}
 
@@ -154,6 +180,9 @@ class SizeCheck:
         row = SizeRow(ours, reasoning, billed, hidden, images, server, bool(new))
         s = self.sessions.setdefault(p.request.session, SessionSizes(p.request.session))
         s.rows.append(row)
+        if self.by_request is not None:
+            self.by_request[request_key(p.request.provenance.source, p.request.provenance.record,
+                                        p.request.index)] = row
         s.exact = s.exact and bool(p.tokens.exact)
         return row
 

@@ -31,7 +31,7 @@ import json
 from collections import OrderedDict
 
 from prefixcache.analyzer.model import Message, RenderedPrompt, Request, Segment, ToolDef
-from prefixcache.analyzer.render.images import placeholder
+from prefixcache.analyzer.render.images import placeholder, text_with_parts
 from prefixcache.analyzer.render.segments import paint
 from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 
@@ -39,11 +39,6 @@ from prefixcache.analyzer.ingest.jsonio import loads as json_loads
 def _compact(obj: object) -> str:
     # stdlib, not orjson: orjson writes floats otherwise (1e-7 as "1e-7", json as "1e-07")
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
-def _with_parts(m: Message) -> str:
-    """A message's text, then one placeholder line per non-text part."""
-    return "\n".join([m.content] + [placeholder(p) for p in m.parts]) if m.parts else m.content
 
 
 class ProviderLayout:
@@ -113,14 +108,14 @@ class ProviderLayout:
         """One message in the harmony framing (assistant turns: one message per channel / call)."""
         if m.role == "tool":
             name = self._names.get(m.tool_call_id or "", "tool")
-            return f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{_with_parts(m)}<|end|>"
+            return f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{text_with_parts(m)}<|end|>"
         if m.role != "assistant":
-            return f"<|start|>{m.role}<|message|>{_with_parts(m)}<|end|>"
+            return f"<|start|>{m.role}<|message|>{text_with_parts(m)}<|end|>"
         out = []
         if m.reasoning and not m.reasoning_opaque:
             out.append(f"<|start|>assistant<|channel|>analysis<|message|>{m.reasoning}<|end|>")
         if m.content or m.parts:
-            out.append(f"<|start|>assistant<|channel|>final<|message|>{_with_parts(m)}<|end|>")
+            out.append(f"<|start|>assistant<|channel|>final<|message|>{text_with_parts(m)}<|end|>")
         for c in m.tool_calls:
             out.append(f"<|start|>assistant<|channel|>commentary to=functions.{c.name} <|constrain|>json"
                        f"<|message|>{c.arguments}<|call|>")

@@ -29,6 +29,11 @@ provider-side whose reported count lies inside the band. ``band_anchor`` is ``us
 when our rendered prompt is not the billed one (the prompt-size check's tolerance,
 :data:`~prefixcache.analyzer.prepare.size_check.TOLERANCE`, missed on most calls): the
 in-thread bands come from the previous call's reported usage, never from our tokens.
+Each call is judged by the prompt-size check's own row for it (``sizes``,
+:attr:`~prefixcache.analyzer.prepare.size_check.SizeCheck.by_request`: our tokens plus the
+encrypted reasoning and web-search results sized from usage), so this note and the check's
+``prompt size:`` line count the same calls off; a call the check did not see is compared
+plainly (:func:`~prefixcache.analyzer.prepare.size_check.compared`).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from prefixcache.analyzer.cache.provider.cost import billed_tokens
 from prefixcache.analyzer.cache.provider.rules import rules_for
 from prefixcache.analyzer.cache.simulate.figures import RequestFigures
 from prefixcache.analyzer.cache.workload import SimRequest
-from prefixcache.analyzer.prepare.size_check import TOLERANCE
+from prefixcache.analyzer.prepare.size_check import SizeRow, compared, request_key
 
 #: The classes, in the order they are tried (``no_usage`` last: requests without a reported count).
 CLASSES = ("exact", "in_band", "provider_side", "ttl", "drift", "above_band", "no_usage")
@@ -84,12 +89,14 @@ def classify(call) -> str:
 
 
 def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures], reqs: Sequence[SimRequest],
-                   extras: Iterable[Mapping] = (), overrides: dict | None = None) -> ProviderCalls:
+                   extras: Iterable[Mapping] = (), overrides: dict | None = None,
+                   sizes: Mapping[tuple[str, int, int], SizeRow] | None = None) -> ProviderCalls:
     """Classify ``calls`` (:func:`~.document.call_rows`, over ``rows``: the first result row's
     figures, arrival order; ``reqs``: the simulated requests in that order, for each call's
     model and reported cache writes, billed at the rules' write multiplier) under ``provider``'s rules;
     ``extras``: the requests' ``extra`` dicts (``prompt_cache_key``, ``prompt_cache_retention``);
-    ``overrides``: the ``--price-*`` options (:class:`~.provider.rules.ProviderRules` fields)."""
+    ``overrides``: the ``--price-*`` options (:class:`~.provider.rules.ProviderRules` fields);
+    ``sizes``: the prompt-size check's row of each checked call (module docstring)."""
     zero = {c: 0 for c in CLASSES}
     n_calls, tokens, cached, lost = dict(zero), dict(zero), dict(zero), dict(zero)
     dollars, lost_usd = {c: 0.0 for c in CLASSES}, {c: 0.0 for c in CLASSES}
@@ -122,9 +129,10 @@ def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures
             counted += 1
             held += call.inside_band
         if call.reported_prompt_tokens:
-            d = (call.prompt_tokens - call.reported_prompt_tokens) / call.reported_prompt_tokens
-            deltas.append(d)
-            off += abs(d) > TOLERANCE
+            row = compared(call.prompt_tokens, call.reported_prompt_tokens,
+                           (sizes or {}).get(request_key(r.source, r.record, r.index)))
+            deltas.append(row.fraction)
+            off += not row.within
     n = len(calls)
     anchor = "usage" if deltas and off * 2 > len(deltas) else "prompt"
     notes = _notes(anchor, off, deltas, list(extras), by_model)

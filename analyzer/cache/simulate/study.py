@@ -36,6 +36,7 @@ from prefixcache.analyzer.cache.workload import SimRequest, item_facts
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.ingest import IngestSummary
 from prefixcache.analyzer.ingest.tenancy import tenant_in
+from prefixcache.analyzer.prepare.size_check import SizeRow
 
 #: Every ``--policy`` name: block-cache policies, the offline optimum, the radix-only
 #: ``mru`` and the deprecated ``ttl`` (lru with a TTL).
@@ -160,12 +161,15 @@ class SimulateOptions:
 def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: SimulateOptions, shape: KVShape | None,
                     summary: IngestSummary, notes: Mapping[str | None, str],
                     drift_causes: Mapping[int, str] | None = None, *,
-                    trace_overlaps: Sequence[int] | None = None) -> SimulateReport:
+                    trace_overlaps: Sequence[int] | None = None,
+                    sizes: Mapping[tuple[str, int, int], SizeRow] | None = None) -> SimulateReport:
     """The report of ``options`` over prepared ``items`` (input order) and their
     simulator requests ``reqs`` (arrival order, :func:`~.workload.to_sim_requests`);
     ``notes``: tokenizer notes by model; ``drift_causes``: request order → rule code;
     ``trace_overlaps``: the block-trace requests' drift extents, when the caller's drift
-    linter has them (:func:`~.simulator.baseline`)."""
+    linter has them (:func:`~.simulator.baseline`); ``sizes``: the prompt-size check's row of each
+    checked call (:attr:`~prefixcache.analyzer.prepare.size_check.SizeCheck.by_request`), which
+    the provider-call note judges each call by."""
     facts = item_facts(items)  # one pass over the items (columns when kept as KeptItems)
     model = next((m for m in facts.models if m), None)
     spec = options.spec(model)
@@ -208,7 +212,7 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
     split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()) or [p.request.extra for p in items],
-                           spec.rule_overrides) if rules is not None and calls else None
+                           spec.rule_overrides, sizes) if rules is not None and calls else None
     if not options.analyses_asked:
         return report if split is None else with_analyses(report, Analyses(None, None, None, split))
     if not reqs:

@@ -24,13 +24,15 @@ layout of ``Content``/``Part`` objects is not public, so token counts are approx
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterator
 
 import orjson
 
-from prefixcache.analyzer.model import Message, Provenance, Request, Skipped, ToolCall, Usage
+from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, Skipped, ToolCall, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import head_fields, is_array, reader
+from prefixcache.analyzer.ingest.images import gemini_part
 from prefixcache.analyzer.ingest.jsonio import FieldError, expect, field, load_json, parse_time, type_name
 
 FORMAT = "gemini-cli"
@@ -46,6 +48,12 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and "text" in p)
     return ""
+
+
+def _images(parts: Any) -> tuple[ContentPart, ...]:
+    """The image parts (:func:`gemini_part`) of a ``content`` / ``result`` value: a Part or a list of them."""
+    items = parts if isinstance(parts, list) else [parts]
+    return tuple(p for p in map(gemini_part, items) if p is not None)
 
 
 def _usage(tokens: Any, path: str) -> Usage | None:
@@ -71,7 +79,10 @@ def _response(msg: dict[str, Any], path: str) -> list[Message]:
             if isinstance(fr, dict):
                 resp = fr.get("response")
                 results.append(Message("tool", resp if isinstance(resp, str) else orjson.dumps(resp).decode(),
-                                       tool_call_id=str(fr.get("id") or cid), name=name, path=f"{where}.result"))
+                                       tool_call_id=str(fr.get("id") or cid), name=name,
+                                       parts=_images(fr.get("parts") or []), path=f"{where}.result"))
+            elif results and (pics := _images(r)):  # a picture sent after its function response
+                results[-1] = dataclasses.replace(results[-1], parts=results[-1].parts + pics)
     return [Message("assistant", _text(msg.get("content")), tool_calls=tuple(calls), path=path), *results]
 
 
@@ -101,7 +112,8 @@ class GeminiCliReader:
                 expect(msg, dict, path)
                 mtype = field(msg, "type", str, path, required=True)
                 if mtype == "user":
-                    history.append(Message("user", _text(msg.get("content")), path=path))
+                    content = msg.get("content")
+                    history.append(Message("user", _text(content), parts=_images(content), path=path))
                     continue
                 if mtype != "gemini":
                     yield Skipped(source.name, i + 1, f"{mtype!r} message: shown to the user, not sent to the model",

@@ -46,7 +46,8 @@ import orjson
 from prefixcache.analyzer.model import ContentPart, Message, Provenance, Request, Skipped, ToolCall, Usage
 from prefixcache.analyzer.ingest.base import RecordsSeen, Source
 from prefixcache.analyzer.ingest.detect import first_object, reader
-from prefixcache.analyzer.ingest.jsonio import FieldError, digest, skip
+from prefixcache.analyzer.ingest.images import content_part
+from prefixcache.analyzer.ingest.jsonio import FieldError, skip
 from prefixcache.analyzer.ingest.readers.openai_chat import tool_of
 from prefixcache.analyzer.ingest.readers.otel_spans import Item, iter_items, looks_like_otel
 from prefixcache.analyzer.ingest.jsonio import loads as json_loads
@@ -113,7 +114,7 @@ def message_of(msg: Any, path: str, known: dict[str, str]) -> list[Message]:
         elif kind == "reasoning":
             reasoning.append(str(part.get("content") or ""))
         else:
-            other.append(ContentPart(str(kind or "unknown"), digest(part)))
+            other.append(content_part(str(kind or "unknown"), part))
     if tools and not (texts or calls or other):
         return tools
     out = tools + [Message(role, "\n".join(texts), tuple(texts) if len(texts) > 1 else None, tuple(calls),  # type: ignore[arg-type]

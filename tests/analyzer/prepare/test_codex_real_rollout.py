@@ -33,3 +33,41 @@ def test_every_call_of_a_real_rollout_is_within_two_percent_of_its_bill() -> Non
     assert max(abs(r.delta) / r.billed for r in rows) < 0.01
     # without the web-search results, calls from the first search on would be 4-11% short
     assert sum(abs(r.delta - r.server) <= 0.02 * r.billed for r in rows) == 30
+
+
+
+def _notes(items, reqs, options, sizes) -> list[str]:
+    """simulate's provider-call notes over ``items`` given the size check's rows ``sizes``."""
+    from prefixcache.analyzer.cache.simulate.study import simulate_report
+    from prefixcache.analyzer.ingest import IngestSummary
+
+    report = simulate_report(items, reqs, options, None, IngestSummary(1, 0, len(reqs), 1, []), {}, sizes=sizes)
+    return report.analyses.provider_calls.notes
+
+
+def test_simulates_provider_note_judges_each_call_as_the_size_check_does() -> None:
+    """simulate's provider-call note and the prompt-size check are one comparison. Before, the note
+    compared our tokens alone with the bill (no web-search results, no encrypted reasoning): 36 of
+    66 calls off, median -5.1%, bands anchored on usage, while the check put all 66 within 1%."""
+    import orjson
+
+    from prefixcache.analyzer.cache.simulate.study import SimulateOptions
+    from prefixcache.analyzer.html.content import ReportOptions
+    from prefixcache.analyzer.lint import simulated
+    from prefixcache.analyzer.lint.run import lint_paths
+
+    options = SimulateOptions(cache="openai")
+    split = orjson.loads(orjson.dumps(simulated.simulate([str(ROLLOUT)], options)))["analyses"]["provider_calls"]
+    assert split["calls"] == 66 and split["band_anchor"] == "prompt"
+    assert not any("not the billed one" in n for n in split["notes"]), split["notes"]
+    # report's pass (lint feeding simulate) hands simulate the same rows
+    tee = simulated.SimulatedTee(options)
+    run = lint_paths([str(ROLLOUT)], ReportOptions().lint, tee=tee)
+    assert orjson.loads(orjson.dumps(tee.report(run.ingest, run.notes)))["analyses"]["provider_calls"] == split
+    # the rows are what turns the old verdict around: without them (a caller with no size check)
+    # the plain comparison gives back the 36 calls and -5.1% this test exists for
+    _, _, items, reqs, _, sizes, _ = simulated._read([str(ROLLOUT)], options, None)
+    assert len(sizes.by_request) == 66 and sizes.within == 66
+    plain = [n for n in _notes(items, reqs, options, None) if "not the billed one" in n]
+    assert len(plain) == 1 and "on 36 of 66 calls" in plain[0] and "median -5.1%" in plain[0], plain
+    assert not [n for n in _notes(items, reqs, options, sizes.by_request) if "not the billed one" in n]

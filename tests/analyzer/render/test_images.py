@@ -74,3 +74,77 @@ def test_images_are_in_the_token_stream_at_the_published_count(tmp_path) -> None
     placeholder_tokens = 15  # about what the placeholder text tokenizes to, replaced by the 765 pseudo-ids
     assert 765 <= len(with_image.tokens.ids) - len(without.tokens.ids) <= 765 + placeholder_tokens
     assert sum(1 for i in with_image.tokens.ids if i < 0) == 765  # pseudo-ids from the image's digest
+
+
+def test_gemini_published_counts() -> None:
+    from prefixcache.analyzer.render.images import gemini_generation, gemini_image_tokens
+
+    # ai.google.dev "Understand and count tokens": both sides <= 384 px: 258; else 258 per 768x768 tile
+    assert gemini_image_tokens(384, 384) == 258 and gemini_image_tokens(300, 200) == 258
+    assert gemini_image_tokens(385, 100) == 258 and gemini_image_tokens(768, 768) == 258
+    assert gemini_image_tokens(769, 768) == 516 and gemini_image_tokens(1600, 900) == 258 * 3 * 2
+    assert gemini_image_tokens(4000, 3000, generation=1) == 258  # Gemini 1.x: fixed per image
+    # Gemini 3: by media_resolution (high is the images' default)
+    assert gemini_image_tokens(100, 100, 3) == 1120 and gemini_image_tokens(100, 100, 3, "low") == 280
+    assert [gemini_generation(m) for m in ("gemini-2.5-pro", "models/gemini-3-pro-preview",
+                                           "publishers/google/models/gemini-2.0-flash", "gpt-4o")] == [2, 3, 2, None]
+    p = ContentPart("image", "sha256:00112233445566ff", width=1600, height=900)
+    # the model's provider bills the image, whatever layout lays the prompt out
+    assert image_tokens(p, "chatml_tools", "gemini-2.5-pro") == 1548
+    assert image_tokens(p, "provider:openai", "gemini-2.5-flash") == 1548
+    assert image_tokens(p, "chatml_tools", "qwen3") is None
+
+
+def _gemini_session(model: str) -> dict:
+    """A Gemini CLI ConversationRecord: a pasted picture, then ``read_file`` of a screenshot."""
+    small, shot = _png(300, 200, 7), _png(1600, 900, 8)
+    inline = lambda url: {"inlineData": {"mimeType": "image/png", "data": url.split(",", 1)[1]}}  # noqa: E731
+    tokens = {"input": 0, "output": 0, "cached": 0, "thoughts": 0, "tool": 0, "total": 0}
+    return {"sessionId": "s-img", "projectHash": "abc", "startTime": "2026-01-01T00:00:00Z",
+            "messages": [
+                {"id": "u1", "timestamp": "2026-01-01T00:00:01Z", "type": "user",
+                 "content": [{"text": "What is in this picture?"}, inline(small)]},
+                {"id": "g1", "timestamp": "2026-01-01T00:00:02Z", "type": "gemini", "model": model,
+                 "content": "A grey rectangle. Let me look at the screenshot.", "tokens": tokens,
+                 "toolCalls": [{"id": "read_file-1", "name": "read_file", "args": {"absolute_path": "/s.png"},
+                                "status": "success",
+                                "result": [{"functionResponse": {"id": "read_file-1", "name": "read_file",
+                                                                 "response": {"output": "Binary content provided."}}},
+                                           inline(shot)]}]},
+                {"id": "g2", "timestamp": "2026-01-01T00:00:03Z", "type": "gemini", "model": model,
+                 "content": "The screenshot is grey too.", "tokens": tokens}]}
+
+
+def test_gemini_cli_images_are_in_the_token_stream_at_googles_count(tmp_path) -> None:
+    from prefixcache.analyzer.prepare.prepared import Preparer
+
+    log = tmp_path / "session-img.json"
+    log.write_text(json.dumps(_gemini_session("gemini-2.5-pro")))
+    first, second = reqs = list(Ingest([str(log)]))
+    (pasted,) = first.messages[0].parts
+    assert (pasted.type, pasted.width, pasted.height) == ("image", 300, 200) and pasted.digest.startswith("sha256:")
+    tool = second.messages[-1]
+    assert tool.role == "tool" and [(p.width, p.height) for p in tool.parts] == [(1600, 900)]
+    prep = Preparer()
+    a, b = (prep.prepare(r) for r in reqs)
+    assert "images at Google's published counts" in prep.notes["gemini-2.5-pro"]
+    assert not any("not rendered" in w for w in a.rendered.warnings + b.rendered.warnings)
+    assert a.tokens.image_tokens == 258 and b.tokens.image_tokens == 258 + 1548
+    assert sum(i < 0 for i in b.tokens.ids) == 258 + 1548  # pseudo-ids from the images' digests
+    # the pasted picture sent again is the same tokens: call 2 starts with all of call 1's prompt
+    # but its last few tokens (the generation prompt)
+    shared = next((k for k, (x, y) in enumerate(zip(a.tokens.ids, b.tokens.ids)) if x != y), len(a.tokens.ids))
+    assert shared >= len(a.tokens.ids) - 5 and sum(i < 0 for i in a.tokens.ids[:shared]) == 258
+    # Gemini 3 bills by media_resolution: 1,120 an image by default
+    log.write_text(json.dumps(_gemini_session("gemini-3-pro-preview")))
+    assert [Preparer().prepare(r).tokens.image_tokens for r in Ingest([str(log)])] == [1120, 2240]
+
+
+def test_opentelemetry_image_blobs_are_images() -> None:
+    from prefixcache.analyzer.ingest.images import content_part
+
+    data = _png(640, 480, 3).split(",", 1)[1]
+    p = content_part("blob", {"type": "blob", "modality": "image", "mime_type": "image/png", "content": data})
+    assert (p.type, p.width, p.height) == ("image", 640, 480) and p.digest.startswith("sha256:")
+    audio = content_part("blob", {"type": "blob", "modality": "audio", "mime_type": "audio/wav", "content": "AAAA"})
+    assert audio.type == "blob"
