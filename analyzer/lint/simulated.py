@@ -21,11 +21,12 @@ from prefixcache.analyzer.cache.fleet.document import FleetReport
 from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
 from prefixcache.analyzer.cache.fleet.timing import calibration_of
 from prefixcache.analyzer.cache.simulate.document import SimulateReport
-from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
+from prefixcache.analyzer.cache.simulate.study import SimulateOptions, columnar_trace, simulate_report, trace_report
 from prefixcache.analyzer.cache.workload import Kept, KeptItems, SimStream
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.lint.engine import DriftCauses
+from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 from prefixcache.analyzer.prepare import Preparer
 from prefixcache.analyzer.prepare.size_check import SessionSizes, SizeCheck
 from prefixcache.analyzer.lint.order import sorted_stream
@@ -45,10 +46,49 @@ def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = N
     """
     options = options or SimulateOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
+    if columnar_trace(options):
+        ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
+        report = _columnar(ingest, options, shape, on_prepared)
+        if report is not None:
+            return report
+        inputs = ingest
     ingest, preparer, items, reqs, causes, sizes, overlaps = _read(inputs, options, on_prepared)
     report = simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes,
                              trace_overlaps=overlaps)
     return dataclasses.replace(report, warnings=[*report.warnings, *sizes.warnings()])
+
+
+def _columnar(ingest: Ingest, options: SimulateOptions, shape, on_prepared: Callable[[], None] | None
+              ) -> SimulateReport | None:
+    """:func:`simulate` on the columnar block-trace path: the trace read into columns
+    (:func:`~prefixcache.analyzer.ingest.readers.trace_columns.read_columns`), sessions, baseline and
+    lint's PC002 drift in one pass (:func:`~prefixcache.analyzer.cache.index.trace_sessions.trace_drift`),
+    the grid on arrays (:func:`~prefixcache.analyzer.cache.simulate.study.trace_report`). None when the
+    input is not a trace this path reads (the caller takes the object path). The same report as the
+    object path: same requests, sessions, drift extents and causes (PC002, lint's
+    :data:`~prefixcache.analyzer.lint.rules.TRACE_DIVERGENCE`)."""
+    import numpy as np
+
+    from prefixcache.analyzer.cache.index.trace_sessions import trace_drift
+    from prefixcache.analyzer.ingest import IngestSummary
+    from prefixcache.analyzer.ingest.readers.trace_columns import read_columns
+
+    trace = read_columns(ingest, options.input_format)
+    if trace is None:
+        return None
+    n = len(trace)
+    summary = IngestSummary(1, n, n, 1, ())
+    ingest.remember(summary)
+    if on_prepared is not None:
+        for _ in range(n):
+            on_prepared()
+    trace = trace.in_arrival_order()
+    drift = trace_drift(trace.offsets, trace.ids, trace.tokens, trace.block_size, trace.session)
+    code = TRACE_DIVERGENCE.code
+    causes: list[str | None] = [None] * n
+    for i in np.flatnonzero(drift.lost > 0).tolist():
+        causes[i] = code
+    return trace_report(trace, drift, causes, options, shape, summary)
 
 
 def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None,

@@ -325,3 +325,80 @@ def _rows_wanted(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateO
     calls with a reported cached count (predicted vs reported), or a priced cache (cost and the
     provider-call split). Otherwise every result is only summed."""
     return options.per_request or spec.traits.priced or any(r.reported_cached is not None for r in reqs)
+
+
+def columnar_trace(options: SimulateOptions) -> bool:
+    """Whether ``options`` run on the columnar block-trace path (:func:`trace_report`) when the input
+    is one Mooncake trace: ``--cache blocks``, LRU and/or Belady at finite capacities, no TTL, one
+    request in flight, no sampling, no analyses, the local executor. Any other run takes the object
+    path (:func:`simulate_report`); both give the same report. ``PREFIXCACHE_COLUMNAR=0`` in the
+    environment turns the columnar path off (the tests compare the two)."""
+    import os
+
+    if os.environ.get("PREFIXCACHE_COLUMNAR", "").strip().lower() in ("0", "false", "no"):
+        return False
+    return (options.cache == "blocks" and bool(options.capacities) and options.ttl_s is None
+            and all(p in ("lru", "belady") for p in options.policies) and options.in_flight == 1
+            and options.sample is None and not options.analyses_asked and options.executor == "local")
+
+
+def trace_report(trace, drift, causes: Sequence[str | None], options: SimulateOptions,
+                 shape: KVShape | None, summary: IngestSummary) -> SimulateReport:
+    """:func:`simulate_report` of a columnar block trace under :func:`columnar_trace` options.
+
+    ``trace``: :class:`~prefixcache.analyzer.ingest.readers.trace_columns.TraceColumns` in arrival
+    order; ``drift``: its :class:`~.index.trace_sessions.TraceDrift`; ``causes``: lint's rule
+    code of each one's drift (None: no drift named). No object per request unless ``--per-request``
+    (then one :class:`~.document.RequestRow` each). ConfigError as :func:`simulate_report`."""
+    import numpy as np
+
+    from prefixcache.analyzer.cache.simulate.document import RequestRow, offline_bound, totals_row
+    from prefixcache.analyzer.cache.simulate.stack_profile import ChainColumns
+    from prefixcache.analyzer.cache.simulate.sweeps import trace_swept
+
+    spec = options.spec(None)
+    block_size = trace.block_size
+    if spec.block_size and spec.block_size != block_size:
+        raise ConfigError(f"block traces fix the block size ({block_size}); drop --block-size {spec.block_size}")
+    bpt = shape.bytes_per_token if shape else None
+    uniq = drift.distinct
+    caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities]
+    empty = next((text for text, b in caps if b == 0), None)
+    if empty is not None:
+        raise ConfigError(f"--capacity {empty}: 0 blocks of {block_size} tokens here ({uniq:,} distinct blocks"
+                          f"{f', {bpt:,} KV bytes per token' if bpt else ''}); a cache needs at least one")
+    blocks = [b for _, b in caps]
+    offsets, ids, prompt = trace.offsets, trace.ids, trace.tokens
+    lens = np.diff(offsets)
+    n = len(prompt)
+    bsz = np.full(n, block_size, dtype=np.int64)
+    ch = ChainColumns(offsets, ids, np.minimum(prompt, lens * block_size), bsz, lens, np.zeros(n, dtype=np.int64))
+    lcp, drift_end = drift.lcp, np.maximum(drift.lcp, drift.overlap)
+    results, first = [], None
+    for policy, ttl_s in options.runs():
+        pspec = replace(spec, policy=policy, ttl_s=ttl_s)
+        ttl_shown = pspec.model_class().ttl_of(pspec)
+        tots, got = trace_swept(ch, prompt, pspec, blocks, lcp, drift_end, causes,
+                                rows=options.per_request and first is None)
+        first = first or got
+        for (text, b), (t, run) in zip(caps, tots):
+            bound = None if run is None else offline_bound(t.prompt_tokens, t.blocks_total, run[1], run[2], run[0])
+            results.append(totals_row(options.cache, policy, ttl_shown, text, b, block_size, bpt, t, bound))
+    fields = dict(
+        cache=options.cache, block_size=block_size, unique_blocks=uniq, kv_bytes_per_token=bpt, results=results,
+        calls=[], agreement=None, cost=None, usage_only_requests=0, reported=None, tokenizers={},
+        warnings=capacity_warnings(options.cache, results, (), trace_blocks=lens),
+        summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)),
+        sampled=None, tenants=[])
+    if not options.per_request:
+        return SimulateReport(**fields)
+    cached, ideal, lost = first
+    hit_blocks = -(-cached // block_size)
+    names = list(lost)
+    lost_rows = zip(*(lost[k].tolist() for k in names))
+    session, source = trace.session, trace.source
+    rows = [RequestRow(i, session, source, line, p, c, d, nb, hb, 0, dict(zip(names, lr)), {}, cause, None)
+            for i, (line, p, c, d, nb, hb, lr, cause) in enumerate(zip(
+                trace.lines.tolist(), prompt.tolist(), cached.tolist(), ideal.tolist(), lens.tolist(),
+                hit_blocks.tolist(), lost_rows, causes))]
+    return SimulateReportWithRequests(**fields, requests=rows)
