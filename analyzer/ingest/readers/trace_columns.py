@@ -102,10 +102,12 @@ def read_columns(ingest, input_format: str = "auto") -> TraceColumns | None:
 
 
 def _parse(name: str, max_bytes: int) -> TraceColumns | None:
+    """The columns of the file ``name`` (see :func:`read_columns`); None at the first record the
+    columnar path does not read. Each chunk's ids become an int64 array before the next is read."""
     times: list = []
     tokens: list = []
     lens: list = []
-    flat: list = []
+    parts: list[np.ndarray] = []
     loads = orjson.loads
     keys = _KEYS
     rest = b""
@@ -113,12 +115,9 @@ def _parse(name: str, max_bytes: int) -> TraceColumns | None:
         while True:
             chunk = f.read(_CHUNK)
             data = rest + chunk
-            if not chunk:
-                lines = data.split(b"\n") if data else []
-                rest = b""
-            else:
-                lines = data.split(b"\n")
-                rest = lines.pop()
+            lines = data.split(b"\n") if data else []
+            rest = lines.pop() if chunk and lines else b""
+            flat: list = []
             for raw in lines:
                 if len(raw) > max_bytes:
                     return None
@@ -134,12 +133,17 @@ def _parse(name: str, max_bytes: int) -> TraceColumns | None:
                 tokens.append(n)
                 lens.append(len(ids))
                 flat.extend(ids)
+            if flat:
+                if set(map(type, flat)) != {int}:
+                    return None
+                parts.append(np.asarray(flat, dtype=np.int64))
             if not chunk:
                 break
-    if not tokens or set(map(type, flat)) != {int}:
+    if not tokens:
         return None
     offsets = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(np.asarray(lens, dtype=np.int64), out=offsets[1:])
-    return TraceColumns(offsets, np.asarray(flat, dtype=np.int64), np.asarray(times, dtype=np.float64) * 1e-3,
-                        np.asarray(tokens, dtype=np.int64), np.arange(1, len(tokens) + 1, dtype=np.int64), name,
-                        _stem(name), _block_size(name, MooncakeReader.block_size))
+    ids = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return TraceColumns(offsets, ids, np.asarray(times, dtype=np.float64) * 1e-3, np.asarray(tokens, dtype=np.int64),
+                        np.arange(1, len(tokens) + 1, dtype=np.int64), name, _stem(name),
+                        _block_size(name, MooncakeReader.block_size))
