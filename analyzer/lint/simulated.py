@@ -14,24 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from prefixcache.analyzer.cache.capacity import kv_shape
-from prefixcache.analyzer.cache.fleet.document import FleetReport
-from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
-from prefixcache.analyzer.cache.fleet.timing import calibration_of
 from prefixcache.analyzer.cache.simulate.document import SimulateReport
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions, columnar_trace, simulate_report, trace_report
-from prefixcache.analyzer.cache.workload import Kept, KeptItems, SimStream
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.lint.engine import DriftCauses
-from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
-from prefixcache.analyzer.prepare import Preparer
-from prefixcache.analyzer.prepare.size_check import SessionSizes, SizeCheck
-from prefixcache.analyzer.lint.order import sorted_stream
-from prefixcache.analyzer.sequence import arrival_order
 
+if TYPE_CHECKING:  # imported where used: simulate on a trace needs neither the fleet nor lint's engine
+    from prefixcache.analyzer.cache.fleet.document import FleetReport
+    from prefixcache.analyzer.cache.fleet.study import FleetOptions
+    from prefixcache.analyzer.lint.engine import DriftCauses
+    from prefixcache.analyzer.prepare.size_check import SizeCheck
 
 def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None, *,
              on_prepared: Callable[[], None] | None = None) -> SimulateReport:
@@ -72,6 +67,7 @@ def _columnar(ingest: Ingest, options: SimulateOptions, shape, on_prepared: Call
     from prefixcache.analyzer.cache.index.trace_sessions import trace_drift
     from prefixcache.analyzer.ingest import IngestSummary
     from prefixcache.analyzer.ingest.readers.trace_columns import read_columns
+    from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 
     trace = read_columns(ingest, options.input_format)
     if trace is None:
@@ -100,6 +96,9 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
     the cache, one policy and one per-replica capacity; ``inputs`` and
     ``on_prepared`` as :func:`simulate`. The KV shape and the calibration file are
     read before the logs."""
+    from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
+    from prefixcache.analyzer.cache.fleet.timing import calibration_of
+
     options = options or SimulateOptions()
     fleet = fleet or FleetOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
@@ -131,6 +130,13 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     requests read before their turn are held, never their prepared prompts; inputs that
     cannot be read twice, stdin or FIFOs, are held whole instead). A log lint cannot name causes for still has its drift counted, only
     not named."""
+    from prefixcache.analyzer.cache.workload import KeptItems, SimStream
+    from prefixcache.analyzer.lint.engine import DriftCauses
+    from prefixcache.analyzer.lint.order import sorted_stream
+    from prefixcache.analyzer.prepare import Preparer
+    from prefixcache.analyzer.prepare.size_check import SizeCheck
+    from prefixcache.analyzer.sequence import arrival_order
+
     ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
     preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
     hold = not _rereadable(ingest)
@@ -178,14 +184,21 @@ class SimulatedTee:
     so the report equals :func:`simulate`'s over the same inputs and ``options``."""
 
     def __init__(self, options: SimulateOptions) -> None:
+        from prefixcache.analyzer.cache.workload import Kept
+
+        self._kept_of = Kept.of
         self.options = options
         self.shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
         self.restart()
 
     def restart(self) -> None:
         """Drop what was staged (lint starts over in arrival order)."""
+        from prefixcache.analyzer.cache.workload import SimStream
+        from prefixcache.analyzer.lint.engine import DriftCauses
+        from prefixcache.analyzer.prepare.size_check import SizeCheck
+
         self.stream, self.sizes, self.causes = SimStream(), SizeCheck(), DriftCauses()
-        self.kept: list[tuple[int, Kept]] = []
+        self.kept: list[tuple[int, object]] = []  # (input position, its Kept part)
         self.checked: dict[str, list[int]] = {}  # session → input positions of its size-checked calls
 
     def add(self, pos: int, p, result) -> None:
@@ -193,13 +206,15 @@ class SimulatedTee:
         if self.sizes.add(p) is not None:
             self.checked.setdefault(p.request.session, []).append(pos)
         self.stream.add(p)
-        self.kept.append((pos, Kept.of(p)))
+        self.kept.append((pos, self._kept_of(p)))
         if p.tokens is not None or p.request.trace is not None:
             self.causes.record(p, result)
 
     def size_check(self) -> SizeCheck:
         """The prompt-size check as :func:`_simulated` makes it, in input order: sessions in the
         order of their first checked call, each session's calls in input order."""
+        from prefixcache.analyzer.prepare.size_check import SessionSizes, SizeCheck
+
         where, out = self.checked, SizeCheck()
         for name in sorted(self.sizes.sessions, key=lambda s: min(where[s])):
             s = self.sizes.sessions[name]

@@ -41,7 +41,6 @@ from prefixcache.analyzer.cache.provider.cost import billed_tokens
 from prefixcache.analyzer.cache.provider.rules import rules_for
 from prefixcache.analyzer.cache.simulate.figures import RequestFigures
 from prefixcache.analyzer.cache.workload import SimRequest
-from prefixcache.analyzer.prepare.size_check import TOLERANCE
 
 #: The classes, in the order they are tried (``no_usage`` last: requests without a reported count).
 CLASSES = ("exact", "in_band", "provider_side", "ttl", "drift", "above_band", "no_usage")
@@ -90,6 +89,8 @@ def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures
     model and reported cache writes, billed at the rules' write multiplier) under ``provider``'s rules;
     ``extras``: the requests' ``extra`` dicts (``prompt_cache_key``, ``prompt_cache_retention``);
     ``overrides``: the ``--price-*`` options (:class:`~.provider.rules.ProviderRules` fields)."""
+    from prefixcache.analyzer.prepare.size_check import TOLERANCE  # (prepare imports the renderer: only when priced)
+
     zero = {c: 0 for c in CLASSES}
     n_calls, tokens, cached, lost = dict(zero), dict(zero), dict(zero), dict(zero)
     dollars, lost_usd = {c: 0.0 for c in CLASSES}, {c: 0.0 for c in CLASSES}

@@ -26,7 +26,6 @@ from prefixcache.analyzer.cache.simulate.document import (
 from prefixcache.analyzer.cache.simulate.shards import SampledCurve, shards_curve
 from prefixcache.analyzer.cache.simulate.sweeps import chains, distinct_blocks
 from prefixcache.analyzer.cache.simulate.arms import GridArm, GridShared, map_arms, run_grid_arm
-from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
 from prefixcache.analyzer.cache.simulate.provider_calls import provider_calls
 from prefixcache.analyzer.cache.simulate.bands import retention_of
 from prefixcache.analyzer.cache.provider.prices import price_warning, provider_of
@@ -40,6 +39,14 @@ from prefixcache.analyzer.ingest.tenancy import tenant_in
 #: Every ``--policy`` name: block-cache policies, the offline optimum, the radix-only
 #: ``mru`` and the deprecated ``ttl`` (lru with a TTL).
 POLICY_NAMES = (*POLICIES, "belady", *(p for p in RADIX_POLICIES if p not in POLICIES), "ttl")
+
+
+def _reuse_kinds() -> tuple[str, ...]:
+    """:data:`~.analyses.REUSE_KINDS` (imported when a ``--reuse`` other than the default is named:
+    the analyses are not imported by a run that asks for none)."""
+    from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS
+
+    return REUSE_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +121,9 @@ class SimulateOptions:
             raise ConfigError(f"--slot-similarity must be between 0 and 1, got {self.slot_similarity}")
         if self.cache_ram_mib < 0 and self.cache_ram_mib != -1:
             raise ConfigError(f"--cache-ram must be at least 0 MiB (or -1: no limit), got {self.cache_ram_mib:g}")
-        bad = next((k for k in self.reuse if k not in REUSE_KINDS), None)
+        bad = next((k for k in self.reuse if k != "prefix" and k not in _reuse_kinds()), None)
         if bad is not None:
-            raise ConfigError(f"unknown --reuse {bad!r}; choose from {', '.join(REUSE_KINDS)}")
+            raise ConfigError(f"unknown --reuse {bad!r}; choose from {', '.join(_reuse_kinds())}")
         if not 0 <= self.recompute <= 1:
             raise ConfigError(f"--recompute must be between 0 and 1, got {self.recompute}")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
@@ -130,9 +137,10 @@ class SimulateOptions:
                     or self.ttl_s is not None or self.in_flight != 1 or self.analyses_asked:
                 raise ConfigError("--sample gives an LRU curve: it needs --cache vllm or blocks, --policy lru, "
                                   "a finite --capacity, and no --ttl, --in-flight, --survival, --ttl-whatif or --reuse chunks")
-        from prefixcache.analyzer.prepare.parallel import parse_executor
+        if self.executor != "local":  # (parse_executor imports the preparer: not for the default)
+            from prefixcache.analyzer.prepare.parallel import parse_executor
 
-        parse_executor(self.executor)
+            parse_executor(self.executor)
         in_bytes = next((c for c in self.capacities if c.unit == "bytes"), None)
         if in_bytes is not None and not (self.kv_model or self.model_config):
             raise ConfigError(f"capacity {in_bytes.text!r} is in bytes: pass --kv-model or --model-config")
@@ -207,6 +215,8 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         sampled=sampled, tenants=tenant_rows(first or [], tenants) if first else [])
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
+    from prefixcache.analyzer.cache.simulate.analyses import Analyses, run_analyses, with_analyses
+
     split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()) or [p.request.extra for p in items],
                            spec.rule_overrides) if rules is not None and calls else None
     if not options.analyses_asked:
@@ -337,7 +347,9 @@ def columnar_trace(options: SimulateOptions) -> bool:
 
     if os.environ.get("PREFIXCACHE_COLUMNAR", "").strip().lower() in ("0", "false", "no"):
         return False
-    return (options.cache == "blocks" and bool(options.capacities) and options.ttl_s is None
+    from prefixcache.analyzer.cache.models.vllm import BlocksModel  # its granular level of a trace request: the lcp
+
+    return (MODELS.get(options.cache) is BlocksModel and bool(options.capacities) and options.ttl_s is None
             and all(p in ("lru", "belady") for p in options.policies) and options.in_flight == 1
             and options.sample is None and not options.analyses_asked and options.executor == "local")
 
