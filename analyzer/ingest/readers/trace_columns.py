@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from itertools import chain, repeat
 
 import numpy as np
 import orjson
@@ -108,8 +109,6 @@ def _parse(name: str, max_bytes: int) -> TraceColumns | None:
     tokens: list = []
     lens: list = []
     parts: list[np.ndarray] = []
-    loads = orjson.loads
-    keys = _KEYS
     rest = b""
     with open(name, "rb") as f:
         while True:
@@ -117,26 +116,14 @@ def _parse(name: str, max_bytes: int) -> TraceColumns | None:
             data = rest + chunk
             lines = data.split(b"\n") if data else []
             rest = lines.pop() if chunk and lines else b""
-            flat: list = []
-            for raw in lines:
-                if len(raw) > max_bytes:
+            if lines:
+                got = _chunk_columns(lines, max_bytes)
+                if got is None:
                     return None
-                rec = loads(raw)  # a blank line raises: left to the object path
-                if type(rec) is not dict or rec.keys() - keys:
-                    return None
-                ts, n, out, ids = rec.get("timestamp"), rec.get("input_length"), rec.get("output_length"), \
-                    rec.get("hash_ids")
-                if (type(ts) not in (int, float) or type(n) is not int or n < 0 or type(ids) is not list or not ids
-                        or (out is not None and (type(out) is not int or out < 0))):
-                    return None
-                times.append(ts)
-                tokens.append(n)
-                lens.append(len(ids))
-                flat.extend(ids)
-            if flat:
-                if set(map(type, flat)) != {int}:
-                    return None
-                parts.append(np.asarray(flat, dtype=np.int64))
+                times += got[0]
+                tokens += got[1]
+                lens += got[2]
+                parts.append(got[3])
             if not chunk:
                 break
     if not tokens:
@@ -147,3 +134,29 @@ def _parse(name: str, max_bytes: int) -> TraceColumns | None:
     return TraceColumns(offsets, ids, np.asarray(times, dtype=np.float64) * 1e-3, np.asarray(tokens, dtype=np.int64),
                         np.arange(1, len(tokens) + 1, dtype=np.int64), name, _stem(name),
                         _block_size(name, MooncakeReader.block_size))
+
+
+def _chunk_columns(lines: list[bytes], max_bytes: int):
+    """``(times, input lengths, id counts, ids)`` of some whole lines (one orjson call for all of
+    them, checks over whole columns); None when a line is not a record the columnar path reads."""
+    if max(map(len, lines)) > max_bytes:
+        return None
+    stripped = [line.strip() for line in lines]  # each line one object: no two lines read as one record
+    if {x[:1] for x in stripped} != {b"{"} or {x[-1:] for x in stripped} != {b"}"}:
+        return None
+    recs = orjson.loads(b"[" + b",".join(lines) + b"]")  # a blank line or a bad one raises: the object path
+    if len(recs) != len(lines) or set(map(type, recs)) != {dict} or not set().union(*recs) <= _KEYS:
+        return None  # (two values on one line, a line that is not an object, a key the reader does not read)
+    col = lambda key: list(map(dict.get, recs, repeat(key, len(recs))))  # noqa: E731
+    times, tokens, outs, ids = col("timestamp"), col("input_length"), col("output_length"), col("hash_ids")
+    if not set(map(type, times)) <= {int, float} or set(map(type, tokens)) != {int} or min(tokens) < 0 \
+            or set(map(type, ids)) != {list} or not set(map(type, outs)) <= {int, type(None)} \
+            or min((o for o in outs if o is not None), default=0) < 0:
+        return None
+    lens = list(map(len, ids))
+    if min(lens) == 0:
+        return None
+    flat = list(chain.from_iterable(ids))
+    if set(map(type, flat)) != {int}:
+        return None
+    return times, tokens, lens, np.asarray(flat, dtype=np.int64)
