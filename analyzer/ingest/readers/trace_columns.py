@@ -5,7 +5,8 @@ its provenance, usage and :class:`~prefixcache.analyzer.model.BlockTrace`), whic
 lint and the simulator then each turn into objects of their own. For ``simulate --cache blocks``
 on a Mooncake trace none of that is read: :func:`read_columns` parses each line (orjson) into
 flat columns — request offsets and int64 block ids, times, input lengths, line numbers — and
-nothing else is kept.
+nothing else is kept. (Every module here is imported to register readers: numpy is imported only when
+the columns are read.)
 
 It reads only what :class:`~.traces.MooncakeReader` would read **whole and without a note**:
 one regular, uncompressed file detected (or named with ``--input-format``) as Mooncake, every
@@ -22,11 +23,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from itertools import chain, repeat
+from typing import TYPE_CHECKING
 
-import numpy as np
 import orjson
 
 from prefixcache.analyzer.ingest.readers.traces import MooncakeReader, _block_size, _stem
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: The keys of a record the columnar path reads; a record with any other is left to the object path.
 _KEYS = frozenset({"timestamp", "input_length", "output_length", "hash_ids"})
@@ -61,6 +65,7 @@ class TraceColumns:
         """The same requests sorted by time, stably (equal times keep input order): the one
         arrival order of :func:`~prefixcache.analyzer.sequence.arrival_order` (every Mooncake
         record has a time). ``self`` when that is the input order."""
+        import numpy as np
         order = np.argsort(self.times, kind="stable")
         if not len(order) or not (order[1:] < order[:-1]).any():
             return self
@@ -105,6 +110,7 @@ def read_columns(ingest, input_format: str = "auto") -> TraceColumns | None:
 def _parse(name: str, max_bytes: int) -> TraceColumns | None:
     """The columns of the file ``name`` (see :func:`read_columns`); None at the first record the
     columnar path does not read. Each chunk's ids become an int64 array before the next is read."""
+    import numpy as np
     times: list = []
     tokens: list = []
     lens: list = []
@@ -139,6 +145,7 @@ def _parse(name: str, max_bytes: int) -> TraceColumns | None:
 def _chunk_columns(lines: list[bytes], max_bytes: int):
     """``(times, input lengths, id counts, ids)`` of some whole lines (one orjson call for all of
     them, checks over whole columns); None when a line is not a record the columnar path reads."""
+    import numpy as np
     if max(map(len, lines)) > max_bytes:
         return None
     stripped = [line.strip() for line in lines]  # each line one object: no two lines read as one record
