@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from prefixcache.analyzer.cache.capacity import kv_shape
 from prefixcache.analyzer.cache.simulate.document import SimulateReport
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions, columnar_trace, simulate_report, trace_report
+from prefixcache.analyzer.cache.workload import Kept, KeptItems, SimStream
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 
@@ -27,6 +28,20 @@ if TYPE_CHECKING:  # imported where used: simulate on a trace needs neither the 
     from prefixcache.analyzer.cache.fleet.study import FleetOptions
     from prefixcache.analyzer.lint.engine import DriftCauses
     from prefixcache.analyzer.prepare.size_check import SizeCheck
+
+#: Names this module used to import at the top, given on first use (the preparer imports the renderer).
+_LAZY = {"SizeCheck": "prefixcache.analyzer.prepare.size_check", "SessionSizes": "prefixcache.analyzer.prepare.size_check",
+         "Preparer": "prefixcache.analyzer.prepare", "DriftCauses": "prefixcache.analyzer.lint.engine"}
+
+
+def __getattr__(name: str):
+    """The names of :data:`_LAZY`, imported from their module on first use."""
+    import importlib
+
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(where), name)
 
 def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None, *,
              on_prepared: Callable[[], None] | None = None) -> SimulateReport:
@@ -130,7 +145,6 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     requests read before their turn are held, never their prepared prompts; inputs that
     cannot be read twice, stdin or FIFOs, are held whole instead). A log lint cannot name causes for still has its drift counted, only
     not named."""
-    from prefixcache.analyzer.cache.workload import KeptItems, SimStream
     from prefixcache.analyzer.lint.engine import DriftCauses
     from prefixcache.analyzer.lint.order import sorted_stream
     from prefixcache.analyzer.prepare import Preparer
@@ -184,21 +198,17 @@ class SimulatedTee:
     so the report equals :func:`simulate`'s over the same inputs and ``options``."""
 
     def __init__(self, options: SimulateOptions) -> None:
-        from prefixcache.analyzer.cache.workload import Kept
-
-        self._kept_of = Kept.of
         self.options = options
         self.shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
         self.restart()
 
     def restart(self) -> None:
         """Drop what was staged (lint starts over in arrival order)."""
-        from prefixcache.analyzer.cache.workload import SimStream
         from prefixcache.analyzer.lint.engine import DriftCauses
         from prefixcache.analyzer.prepare.size_check import SizeCheck
 
         self.stream, self.sizes, self.causes = SimStream(), SizeCheck(), DriftCauses()
-        self.kept: list[tuple[int, object]] = []  # (input position, its Kept part)
+        self.kept: list[tuple[int, Kept]] = []
         self.checked: dict[str, list[int]] = {}  # session → input positions of its size-checked calls
 
     def add(self, pos: int, p, result) -> None:
@@ -206,7 +216,7 @@ class SimulatedTee:
         if self.sizes.add(p) is not None:
             self.checked.setdefault(p.request.session, []).append(pos)
         self.stream.add(p)
-        self.kept.append((pos, self._kept_of(p)))
+        self.kept.append((pos, Kept.of(p)))
         if p.tokens is not None or p.request.trace is not None:
             self.causes.record(p, result)
 
