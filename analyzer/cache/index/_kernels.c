@@ -300,12 +300,13 @@ static TEnt *tm_find(const TMap *m, i64 a, i64 b) {
     return NULL;
 }
 
-static int tm_grow(TMap *m, size_t cap) {
+/* Rebuild m with cap slots, keeping every entry, or (prune) only those with 16 * v >= seen. */
+static int tm_rebuild(TMap *m, size_t cap, int prune, i64 seen) {
     TMap g;
     if (!tm_init(&g, cap)) return 0;
     for (size_t k = 0; k < m->cap; k++) {
         TEnt *x = &m->e[k];
-        if (!x->used) continue;
+        if (!x->used || (prune && 16 * x->v < seen)) continue;
         size_t i = tmix(x->a, x->b) & (cap - 1);
         while (g.e[i].used) i = (i + 1) & (cap - 1);
         g.e[i] = *x;
@@ -315,6 +316,8 @@ static int tm_grow(TMap *m, size_t cap) {
     *m = g;
     return 1;
 }
+
+static int tm_grow(TMap *m, size_t cap) { return tm_rebuild(m, cap, 0, 0); }
 
 /* The entry of (a, b), added (values v = w = 0, f = 0, *created = 1) when absent; NULL when out of memory. */
 static TEnt *tm_put(TMap *m, i64 a, i64 b, int *created) {
@@ -371,23 +374,10 @@ static i64 id_get(IdMap *m, i64 key) {
 /* holders entries: v = requests holding (p, id) among their leading blocks, w = its first next block,
  * f bit 1: w is set, bit 2: it branched. */
 static int tm_prune(TMap *m, i64 seen) {
-    TMap g;
-    size_t cap = 16;
-    size_t keep = 0;
+    size_t cap = 16, keep = 0;
     for (size_t k = 0; k < m->cap; k++) if (m->e[k].used && 16 * m->e[k].v >= seen) keep++;
     while (cap < 2 * (keep + 1)) cap *= 2;
-    if (!tm_init(&g, cap)) return 0;
-    for (size_t k = 0; k < m->cap; k++) {
-        TEnt *x = &m->e[k];
-        if (!x->used || 16 * x->v < seen) continue;
-        size_t i = tmix(x->a, x->b) & (cap - 1);
-        while (g.e[i].used) i = (i + 1) & (cap - 1);
-        g.e[i] = *x;
-        g.n++;
-    }
-    free(m->e);
-    *m = g;
-    return 1;
+    return tm_rebuild(m, cap, 1, seen);
 }
 
 static inline i64 prefix_len(const i64 *a, i64 na, const i64 *b, i64 nb) {

@@ -136,17 +136,23 @@ def swept_totals(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequen
     otherwise: levels and loss causes are int64 arrays (:func:`~.figures.split_lost`). ``ch``: the
     :func:`chains` (the same for every policy of one spec), computed when None."""
     block_size = spec.block_size_for(reqs)
-    if spec.policy == "belady":
-        ideal, levels = _belady_levels(reqs, spec, capacities, block_size, ch=ch)
-        per_cap = [(lv[0], lv[1:]) for lv in levels]
-    else:
-        ideal, cached = _lru_levels(reqs, spec, capacities, block_size, ch)
-        per_cap = [(c, None) for c in cached]
+    ideal, per_cap = _swept_levels(reqs, spec, capacities, block_size, ch)
     model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
     a = _request_arrays(reqs, base, model, block_size, drift_causes or {})
     out = [(_array_totals(a, cached, ideal, block_size), bound) for cached, bound in per_cap]
     first = _rows(model, reqs, base, per_cap[0][0].tolist(), ideal.tolist(), drift_causes) if rows and per_cap else None
     return out, first
+
+
+def _swept_levels(reqs, spec: CacheSpec, capacities: Sequence[int], block_size: int, ch):
+    """(ideal tokens per request, per capacity ``(cached tokens per request, Belady's (bound, cached
+    tokens, hit blocks) or None)``) of the swept policy of ``spec`` (``reqs``: the requests, or their
+    prompt tokens as an int64 array)."""
+    if spec.policy == "belady":
+        ideal, levels = _belady_levels(reqs, spec, capacities, block_size, ch=ch)
+        return ideal, [(lv[0], lv[1:]) for lv in levels]
+    ideal, cached = _lru_levels(reqs, spec, capacities, block_size, ch)
+    return ideal, [(c, None) for c in cached]
 
 
 def _prompt_tokens(reqs) -> np.ndarray:
@@ -165,12 +171,7 @@ def trace_swept(ch: ChainColumns, prompt: np.ndarray, spec: CacheSpec, capacitie
     ``ch``: the chains (:class:`~.stack_profile.ChainColumns`), ``prompt``, ``lcp``, ``drift_end``
     (int64, tokens) and ``drift_causes`` (rule code or None) per request in arrival order."""
     block_size = int(ch.block_size[0]) if len(ch) else spec.block_size or 0
-    if spec.policy == "belady":
-        ideal, levels = _belady_levels(prompt, spec, capacities, block_size, ch=ch)
-        per_cap = [(lv[0], lv[1:]) for lv in levels]
-    else:
-        ideal, cached = _lru_levels(prompt, spec, capacities, block_size, ch)
-        per_cap = [(c, None) for c in cached]
+    ideal, per_cap = _swept_levels(prompt, spec, capacities, block_size, ch)
     a = _Arrays(prompt, lcp, drift_end, lcp, np.ones(len(prompt), dtype=bool), ch.lens, drift_causes, [])
     out = [(_array_totals(a, cached, ideal, block_size), bound) for cached, bound in per_cap]
     first = None
