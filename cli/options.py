@@ -26,7 +26,6 @@ import os
 import typer
 
 from prefixcache.analyzer.cache.models import CACHES
-from prefixcache.analyzer.html.content import DEFAULT_CAPACITY as REPORT_CAPACITY
 from prefixcache.analyzer.redact import KEY_ENV
 from prefixcache.cli.common import err
 from prefixcache.cli.usage import UsageError, get_current_context
@@ -68,9 +67,6 @@ def capacity_option(help: str):
 
 Capacity = capacity_option("Cache capacity: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
                            "comma-separated for a sweep. Default: unbounded.")
-ReportCapacity = capacity_option("Capacities of the curves: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
-                                 f"comma-separated; the first is the one the summary quotes. Default: {REPORT_CAPACITY} "
-                                 "on an engine cache (the summary quotes 100%), none on a provider's.")
 ReplayCapacity = capacity_option(
     "KV cache capacity: 256MiB (KV bytes, by the model's KV bytes per token), 4000blocks, 2Mtok, or 5% "
     "(of the distinct blocks of the original prompts as replayed). Default: unbounded.")

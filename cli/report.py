@@ -18,15 +18,20 @@ from rich.markup import escape
 from prefixcache.analyzer import api
 from prefixcache.analyzer.api import ReportOptions
 from prefixcache.analyzer.html import render_html
+from prefixcache.analyzer.html.content import DEFAULT_CAPACITY as REPORT_CAPACITY
 from prefixcache.analyzer.lint.config import load_config
 from prefixcache.cli.common import EXIT_ERROR, check_output, err, handle_errors, progress, report_skipped
 from prefixcache.cli.options import (
-    ReportCache, ReportCapacity,
+    ReportCache, capacity_option,
     BlockSize, Config, Force, InputFormat, KvModel, ModelAsTokenizer, Paths, RedactKey, RedactOrNot,
     SkipBad, Template, Tokenizer, deprecated_alias, implied_redact, out_option, policy_option,
 )
 from prefixcache.cli.output import atomic_output
 
+
+ReportCapacity = capacity_option("Capacities of the curves: 5% (of unique blocks), 4000blocks, 2Mtok, 16GiB (KV bytes); "
+                                 f"comma-separated; the first is the one the summary quotes. Default: {REPORT_CAPACITY} "
+                                 "on an engine cache (the summary quotes 100%), none on a provider's.")
 
 def register(app: typer.Typer) -> None:
     """Add the ``report`` command to ``app``."""

@@ -14,17 +14,13 @@ from typing import Annotated, Optional
 import orjson
 import typer
 
-from prefixcache.analyzer.api import FleetOptions, SimulateOptions, simulate, simulate_fleet
 from prefixcache.analyzer.cache.capacity import parse_capacities
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.cli.common import EXIT_ERROR, err, handle_errors, progress, report_skipped
-from prefixcache.cli.fleet import render_fleet
 from prefixcache.cli.options import (
     AsJson, BlockSize, Cache, Capacity, InputFormat, KvModel, ModelAsTokenizer, Paths, SkipBad, Template, Tokenizer, Ttl,
     deprecated_alias, format_option, output_format, policy_option, rate_option, seed_option,
 )
-from prefixcache.cli.simulate_analyses import render_analyses
-from prefixcache.cli.simulate_render import render
 
 FORMATS = ("rich", "json")
 
@@ -87,6 +83,8 @@ def register(app: typer.Typer) -> None:
         skip_bad: SkipBad = False,
     ) -> None:
         """Simulate a prefix cache: hit tokens, avoided prefill, what each lost token was lost to."""
+        from prefixcache.analyzer.api import SimulateOptions, simulate, simulate_fleet
+
         out = output_format(fmt, as_json, FORMATS, "rich")
         policies = tuple(p.strip() for p in policy.split(",") if p.strip())
         if "ttl" in policies:
@@ -106,6 +104,8 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("--survival, --ttl-whatif, --reuse chunks and --sizing apply without --replicas",
                                      param_hint="--replicas")
         if any(x is not None for x in (replicas, router, tiers, calibrate, rate)):
+            from prefixcache.analyzer.api import FleetOptions
+
             fleet = FleetOptions(replicas or 1, router or "round-robin", hardware, calibrate, tiers, rate, seed)
         ingest = Ingest(paths, format=input_format, stdin=sys.stdin.buffer if "-" in paths else None, require_requests=True)
         with progress("prepare", enabled=None if out == "rich" else False) as bar:
@@ -114,8 +114,13 @@ def register(app: typer.Typer) -> None:
         if out == "json":
             sys.stdout.write(orjson.dumps(report).decode() + "\n")
         elif fleet is not None:
+            from prefixcache.cli.fleet import render_fleet
+
             render_fleet(report)
-        else:
+        else:  # the renderers (rich tables) are imported only for the rich output
+            from prefixcache.cli.simulate_analyses import render_analyses
+            from prefixcache.cli.simulate_render import render
+
             render(report)
             render_analyses(report)
         raise typer.Exit(EXIT_ERROR if report_skipped(ingest.summary.skipped, skip_bad) else 0)

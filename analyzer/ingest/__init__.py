@@ -148,6 +148,11 @@ class Ingest:
         except RecursionError:  # a reader walking a value nested deeper than the depth limit caught
             yield Skipped(source.name, 0, "JSON nested too deep to read (PREFIXCACHE_MAX_JSON_DEPTH)", "", True)
 
+    def remember(self, summary: IngestSummary) -> None:
+        """Record ``summary`` as the last complete pass: a caller that read the inputs another way
+        (``simulate``'s columnar block-trace path) says what that pass read."""
+        self._summary = summary
+
     @property
     def summary(self) -> IngestSummary:
         """Counts and skipped records of the last complete pass."""

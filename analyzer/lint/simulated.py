@@ -14,23 +14,34 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from prefixcache.analyzer.cache.capacity import kv_shape
-from prefixcache.analyzer.cache.fleet.document import FleetReport
-from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
-from prefixcache.analyzer.cache.fleet.timing import calibration_of
 from prefixcache.analyzer.cache.simulate.document import SimulateReport
-from prefixcache.analyzer.cache.simulate.study import SimulateOptions, simulate_report
+from prefixcache.analyzer.cache.simulate.study import SimulateOptions, columnar_trace, simulate_report, trace_report
 from prefixcache.analyzer.cache.workload import Kept, KeptItems, SimStream
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
-from prefixcache.analyzer.lint.engine import DriftCauses
-from prefixcache.analyzer.prepare import Preparer
-from prefixcache.analyzer.prepare.size_check import SessionSizes, SizeCheck
-from prefixcache.analyzer.lint.order import sorted_stream
-from prefixcache.analyzer.sequence import arrival_order
 
+if TYPE_CHECKING:  # imported where used: simulate on a trace needs neither the fleet nor lint's engine
+    from prefixcache.analyzer.cache.fleet.document import FleetReport
+    from prefixcache.analyzer.cache.fleet.study import FleetOptions
+    from prefixcache.analyzer.lint.engine import DriftCauses
+    from prefixcache.analyzer.prepare.size_check import SizeCheck
+
+#: Names this module used to import at the top, given on first use (the preparer imports the renderer).
+_LAZY = {"SizeCheck": "prefixcache.analyzer.prepare.size_check", "SessionSizes": "prefixcache.analyzer.prepare.size_check",
+         "Preparer": "prefixcache.analyzer.prepare", "DriftCauses": "prefixcache.analyzer.lint.engine"}
+
+
+def __getattr__(name: str):
+    """The names of :data:`_LAZY`, imported from their module on first use."""
+    import importlib
+
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(where), name)
 
 def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None, *,
              on_prepared: Callable[[], None] | None = None) -> SimulateReport:
@@ -45,10 +56,50 @@ def simulate(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = N
     """
     options = options or SimulateOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
+    if columnar_trace(options):
+        ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
+        report = _columnar(ingest, options, shape, on_prepared)
+        if report is not None:
+            return report
+        inputs = ingest
     ingest, preparer, items, reqs, causes, sizes, overlaps = _read(inputs, options, on_prepared)
     report = simulate_report(items, reqs, options, shape, ingest.summary, preparer.notes, causes,
                              trace_overlaps=overlaps, sizes=sizes.by_request)
     return dataclasses.replace(report, warnings=[*report.warnings, *sizes.warnings()])
+
+
+def _columnar(ingest: Ingest, options: SimulateOptions, shape, on_prepared: Callable[[], None] | None
+              ) -> SimulateReport | None:
+    """:func:`simulate` on the columnar block-trace path: the trace read into columns
+    (:func:`~prefixcache.analyzer.ingest.readers.trace_columns.read_columns`), sessions, baseline and
+    lint's PC002 drift in one pass (:func:`~prefixcache.analyzer.cache.index.trace_sessions.trace_drift`),
+    the grid on arrays (:func:`~prefixcache.analyzer.cache.simulate.study.trace_report`). None when the
+    input is not a trace this path reads (the caller takes the object path). The same report as the
+    object path: same requests, sessions, drift extents and causes (PC002, lint's
+    :data:`~prefixcache.analyzer.lint.rules.TRACE_DIVERGENCE`)."""
+    import numpy as np
+
+    from prefixcache.analyzer.cache.index.trace_sessions import trace_drift
+    from prefixcache.analyzer.ingest import IngestSummary
+    from prefixcache.analyzer.ingest.readers.trace_columns import read_columns
+    from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
+
+    trace = read_columns(ingest, options.input_format)
+    if trace is None:
+        return None
+    n = len(trace)
+    summary = IngestSummary(1, n, n, 1, ())
+    ingest.remember(summary)
+    if on_prepared is not None:
+        for _ in range(n):
+            on_prepared()
+    trace = trace.in_arrival_order()
+    drift = trace_drift(trace.offsets, trace.ids, trace.tokens, trace.block_size, trace.session)
+    code = TRACE_DIVERGENCE.code
+    causes: list[str | None] = [None] * n
+    for i in np.flatnonzero(drift.lost > 0).tolist():
+        causes[i] = code
+    return trace_report(trace, drift, causes, options, shape, summary)
 
 
 def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | None = None,
@@ -60,6 +111,9 @@ def simulate_fleet(inputs: Sequence[str] | Ingest, options: SimulateOptions | No
     the cache, one policy and one per-replica capacity; ``inputs`` and
     ``on_prepared`` as :func:`simulate`. The KV shape and the calibration file are
     read before the logs."""
+    from prefixcache.analyzer.cache.fleet.study import FleetOptions, fleet_report
+    from prefixcache.analyzer.cache.fleet.timing import calibration_of
+
     options = options or SimulateOptions()
     fleet = fleet or FleetOptions()
     shape = kv_shape(options.kv_model, options.model_config, options.kv_dtype)
@@ -91,6 +145,12 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     requests read before their turn are held, never their prepared prompts; inputs that
     cannot be read twice, stdin or FIFOs, are held whole instead). A log lint cannot name causes for still has its drift counted, only
     not named."""
+    from prefixcache.analyzer.lint.engine import DriftCauses
+    from prefixcache.analyzer.lint.order import sorted_stream
+    from prefixcache.analyzer.prepare import Preparer
+    from prefixcache.analyzer.prepare.size_check import SizeCheck
+    from prefixcache.analyzer.sequence import arrival_order
+
     ingest = inputs if isinstance(inputs, Ingest) else Ingest(inputs, format=options.input_format)
     preparer = Preparer(template=options.template, tokenizer=options.tokenizer)
     hold = not _rereadable(ingest)
@@ -144,6 +204,9 @@ class SimulatedTee:
 
     def restart(self) -> None:
         """Drop what was staged (lint starts over in arrival order)."""
+        from prefixcache.analyzer.lint.engine import DriftCauses
+        from prefixcache.analyzer.prepare.size_check import SizeCheck
+
         self.stream, self.sizes, self.causes = SimStream(), SizeCheck(by_request=True), DriftCauses()
         self.kept: list[tuple[int, Kept]] = []
         self.checked: dict[str, list[int]] = {}  # session → input positions of its size-checked calls
@@ -160,6 +223,8 @@ class SimulatedTee:
     def size_check(self) -> SizeCheck:
         """The prompt-size check as :func:`_simulated` makes it, in input order: sessions in the
         order of their first checked call, each session's calls in input order."""
+        from prefixcache.analyzer.prepare.size_check import SessionSizes, SizeCheck
+
         where, out = self.checked, SizeCheck()
         for name in sorted(self.sizes.sessions, key=lambda s: min(where[s])):
             s = self.sizes.sessions[name]

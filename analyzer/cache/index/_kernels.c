@@ -5,6 +5,9 @@
  *   dominance_le(prev1, L, q1, out)  out[i] = #{t < L[i] : prev1[t] <= q1[i]}   (Fenwick sweep)
  *   belady_hits(capacity, pinned, req_off, bucket_dst, bucket_off, pos, never, distinct, limit,
  *               chain_off, first, out)                                           (bucketed MIN replay)
+ *   trace_drift(offsets, ids, tokens, block_size, lcp, overlap, lost) -> distinct ids
+ *               (a sessionless block trace: trace sessions, baseline and lint's PC002 in one pass;
+ *                the twin of trace_sessions._trace_drift_py)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -268,9 +271,332 @@ done:
     return ret;
 }
 
+
+/* ---- trace_drift: the twin of trace_sessions._trace_drift_py (TraceSessions, ChainIndex, chain_break) ---- */
+
+/* A hash map from a pair of int64 to two int64 values and flags (open addressing, linear probing, at most
+ * half full). No deletion: entries are dropped only by rebuilding the map (tm_prune). */
+typedef struct { i64 a, b, v, w; int32_t f; int32_t used; } TEnt;
+typedef struct { TEnt *e; size_t cap, n; } TMap;
+
+static inline uint64_t tmix(i64 a, i64 b) {
+    uint64_t x = (uint64_t)a * 0x9E3779B97F4A7C15ULL + (uint64_t)b;
+    x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ULL; x ^= x >> 27; x *= 0x94D049BB133111EBULL; x ^= x >> 31;
+    return x;
+}
+
+static int tm_init(TMap *m, size_t cap) {
+    m->e = calloc(cap, sizeof(TEnt));
+    m->cap = cap; m->n = 0;
+    return m->e != NULL;
+}
+
+static TEnt *tm_find(const TMap *m, i64 a, i64 b) {
+    size_t mask = m->cap - 1, i = tmix(a, b) & mask;
+    while (m->e[i].used) {
+        if (m->e[i].a == a && m->e[i].b == b) return &m->e[i];
+        i = (i + 1) & mask;
+    }
+    return NULL;
+}
+
+/* Rebuild m with cap slots, keeping every entry, or (prune) only those with 16 * v >= seen. */
+static int tm_rebuild(TMap *m, size_t cap, int prune, i64 seen) {
+    TMap g;
+    if (!tm_init(&g, cap)) return 0;
+    for (size_t k = 0; k < m->cap; k++) {
+        TEnt *x = &m->e[k];
+        if (!x->used || (prune && 16 * x->v < seen)) continue;
+        size_t i = tmix(x->a, x->b) & (cap - 1);
+        while (g.e[i].used) i = (i + 1) & (cap - 1);
+        g.e[i] = *x;
+        g.n++;
+    }
+    free(m->e);
+    *m = g;
+    return 1;
+}
+
+static int tm_grow(TMap *m, size_t cap) { return tm_rebuild(m, cap, 0, 0); }
+
+/* The entry of (a, b), added (values v = w = 0, f = 0, *created = 1) when absent; NULL when out of memory. */
+static TEnt *tm_put(TMap *m, i64 a, i64 b, int *created) {
+    if (2 * (m->n + 1) > m->cap && !tm_grow(m, m->cap * 2)) return NULL;
+    size_t mask = m->cap - 1, i = tmix(a, b) & mask;
+    while (m->e[i].used) {
+        if (m->e[i].a == a && m->e[i].b == b) { *created = 0; return &m->e[i]; }
+        i = (i + 1) & mask;
+    }
+    TEnt *x = &m->e[i];
+    x->a = a; x->b = b; x->v = 0; x->w = 0; x->f = 0; x->used = 1;
+    m->n++;
+    *created = 1;
+    return x;
+}
+
+/* int64 id -> dense number (first seen, 0, 1, 2...): 16 bytes an entry, at most half full. */
+typedef struct { i64 *k; i64 *v; size_t cap, n; } IdMap;
+
+static int id_init(IdMap *m, size_t cap) {
+    m->k = malloc(cap * sizeof(i64));
+    m->v = malloc(cap * sizeof(i64));
+    m->cap = cap; m->n = 0;
+    if (!m->k || !m->v) return 0;
+    for (size_t i = 0; i < cap; i++) m->v[i] = -1;
+    return 1;
+}
+
+static inline size_t id_slot(const IdMap *m, i64 key) {
+    size_t mask = m->cap - 1, i = tmix(key, 0) & mask;
+    while (m->v[i] >= 0 && m->k[i] != key) i = (i + 1) & mask;
+    return i;
+}
+
+/* The dense number of key (the next one when new); -1 when out of memory. */
+static i64 id_get(IdMap *m, i64 key) {
+    if (2 * (m->n + 1) > m->cap) {
+        IdMap g;
+        if (!id_init(&g, m->cap * 2)) { free(g.k); free(g.v); return -1; }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->v[i] >= 0) { size_t j = id_slot(&g, m->k[i]); g.k[j] = m->k[i]; g.v[j] = m->v[i]; g.n++; }
+        free(m->k); free(m->v);
+        *m = g;
+    }
+    size_t i = id_slot(m, key);
+    if (m->v[i] < 0) { m->k[i] = key; m->v[i] = (i64)m->n++; }
+    return m->v[i];
+}
+
+/* TraceSessions' constants (trace_sessions.py): CANDIDATES, HEAD_TOKENS, MIN_DEPTH, MAX_DEPTH, PRUNE_EVERY. */
+#define TS_CANDIDATES 64
+#define TS_PRUNE_EVERY 4096
+
+/* holders entries: v = requests holding (p, id) among their leading blocks, w = its first next block,
+ * f bit 1: w is set, bit 2: it branched. */
+static int tm_prune(TMap *m, i64 seen) {
+    size_t cap = 16, keep = 0;
+    for (size_t k = 0; k < m->cap; k++) if (m->e[k].used && 16 * m->e[k].v >= seen) keep++;
+    while (cap < 2 * (keep + 1)) cap *= 2;
+    return tm_rebuild(m, cap, 1, seen);
+}
+
+static inline i64 prefix_len(const i64 *a, i64 na, const i64 *b, i64 nb) {
+    i64 n = na < nb ? na : nb, k = 0;
+    while (k < n && a[k] == b[k]) k++;
+    return k;
+}
+
+typedef struct {
+    i64 depth, sessions, scap;
+    i64 *latest;           /* session -> its latest request */
+    i64 *nprev, *nnext;    /* list node (session s, position p) = s * depth + p */
+    TMap holders, lists;   /* lists: (p, block) -> v head node, w tail node (-1: none), most recent last */
+} TS;
+
+static void ts_unlink(TS *t, TEnt *l, i64 node) {
+    i64 pv = t->nprev[node], nx = t->nnext[node];
+    if (pv >= 0) t->nnext[pv] = nx; else l->v = nx;
+    if (nx >= 0) t->nprev[nx] = pv; else l->w = pv;
+}
+
+static void ts_append(TS *t, TEnt *l, i64 node) {
+    t->nprev[node] = l->w; t->nnext[node] = -1;
+    if (l->w >= 0) t->nnext[l->w] = node; else l->v = node;
+    l->w = node;
+}
+
+/* TraceSessions._index: session s moves from its latest chain old (nold ids; NULL for a new session) to new. */
+static int ts_index(TS *t, i64 s, const i64 *old, i64 nold, const i64 *nw, i64 n) {
+    i64 d = t->depth;
+    for (i64 p = 0; p < (nold < d ? nold : d); p++) {
+        if (p >= n || nw[p] != old[p]) {
+            TEnt *l = tm_find(&t->lists, p, old[p]);
+            if (l) ts_unlink(t, l, s * d + p);
+        }
+    }
+    for (i64 p = 0; p < (n < d ? n : d); p++) {
+        int created;
+        TEnt *l = tm_put(&t->lists, p, nw[p], &created);
+        if (!l) return 0;
+        if (created) { l->v = -1; l->w = -1; }
+        i64 node = s * d + p;
+        if (p < nold && nw[p] == old[p]) ts_unlink(t, l, node);  /* still a peer: to the end */
+        ts_append(t, l, node);
+    }
+    return 1;
+}
+
+/* TraceSessions.head */
+static i64 ts_head(TS *t, const i64 *ids, i64 n, i64 seen) {
+    i64 h = 0, d = n < t->depth ? n : t->depth;
+    for (i64 p = 0; p < d; p++) {
+        TEnt *x = tm_find(&t->holders, p, ids[p]);
+        i64 held = x ? x->v : 0;
+        if (2 * held <= seen) break;
+        if (x && (x->f & 2)) h = p + 1;
+    }
+    return h;
+}
+
+static PyObject *trace_drift(PyObject *self, PyObject *args) {
+    PyObject *o[6];
+    long long block_size;
+    if (!PyArg_ParseTuple(args, "OOOLOOO", &o[0], &o[1], &o[2], &block_size, &o[3], &o[4], &o[5])) return NULL;
+    static const char *names[6] = {"offsets", "ids", "tokens", "lcp", "overlap", "lost"};
+    Py_buffer b[6];
+    int got = 0;
+    for (; got < 6; got++)
+        if (!view(o[got], &b[got], got >= 3, names[got])) break;
+    PyObject *ret = NULL;
+    TS t;
+    memset(&t, 0, sizeof t);
+    TMap trie;             /* (parent node, dense id) -> node, for ids met under a second parent */
+    IdMap dense;
+    memset(&trie, 0, sizeof trie);
+    memset(&dense, 0, sizeof dense);
+    i64 *tparent = NULL, *tnode = NULL, *dn = NULL;   /* dense id -> its first parent node, that node */
+    if (got < 6) goto done;
+    const i64 *off = b[0].buf, *ids = b[1].buf, *tok = b[2].buf;
+    i64 *lcp = b[3].buf, *overlap = b[4].buf, *lost = b[5].buf;
+    i64 n = b[2].len / 8, B = block_size, total = b[1].len / 8;
+    if (b[0].len / 8 != n + 1 || b[3].len / 8 != n || b[4].len / 8 != n || b[5].len / 8 != n || B < 1 ||
+        (n && (off[0] != 0 || off[n] != total))) {
+        PyErr_SetString(PyExc_ValueError, "trace_drift: inconsistent arrays");
+        goto done;
+    }
+    i64 maxlen = 1;
+    for (i64 r = 0; r < n; r++) {
+        if (off[r + 1] < off[r]) { PyErr_SetString(PyExc_ValueError, "trace_drift: offsets go down"); goto done; }
+        if (off[r + 1] - off[r] > maxlen) maxlen = off[r + 1] - off[r];
+    }
+    {   /* _depth(block_size) */
+        i64 d = 8192 / B;
+        t.depth = d < 16 ? 16 : (d > 128 ? 128 : d);
+    }
+    t.scap = 1024;
+    t.latest = malloc((size_t)t.scap * sizeof(i64));
+    t.nprev = malloc((size_t)(t.scap * t.depth) * sizeof(i64));
+    t.nnext = malloc((size_t)(t.scap * t.depth) * sizeof(i64));
+    tparent = malloc(((size_t)total + 1) * sizeof(i64));
+    tnode = malloc(((size_t)total + 1) * sizeof(i64));
+    dn = malloc(((size_t)maxlen + 1) * sizeof(i64));
+    if (!t.latest || !t.nprev || !t.nnext || !tparent || !tnode || !dn || !tm_init(&t.holders, 1024) ||
+        !tm_init(&t.lists, 1024) || !tm_init(&trie, 1024) || !id_init(&dense, 1024)) {
+        PyErr_NoMemory(); goto done;
+    }
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    i64 nodes = 1;   /* trie node 0 is the root */
+    for (i64 i = 0; i < n && !oom; i++) {
+        const i64 *c = ids + off[i];
+        i64 len = off[i + 1] - off[i], tk = tok[i];
+        int created;
+        /* baseline: leading ids some earlier request held (dense numbers are given in order of first use) */
+        i64 before = (i64)dense.n;
+        for (i64 j = 0; j < len; j++) {
+            i64 d = id_get(&dense, c[j]);
+            if (d < 0) { oom = 1; break; }
+            if (d >= before) tparent[d] = -1;
+            dn[j] = d;
+        }
+        if (oom) break;
+        i64 k = 0;
+        while (k < len && dn[k] < before) k++;
+        lcp[i] = k * B < tk ? k * B : tk;
+        /* ChainIndex: the longest prefix shared with any earlier request (a trie over dense ids) */
+        i64 node = 0, m = 0;
+        for (i64 j = 0; j < len; j++) {
+            i64 d = dn[j], next;
+            if (tparent[d] == node) { next = tnode[d]; if (m == j) m = j + 1; }
+            else if (tparent[d] < 0) { tparent[d] = node; next = tnode[d] = nodes++; }
+            else {
+                TEnt *x = tm_put(&trie, node, d, &created);
+                if (!x) { oom = 1; break; }
+                if (created) x->v = nodes++;
+                else if (m == j) m = j + 1;
+                next = x->v;
+            }
+            node = next;   /* (below a node made here every node is new: m stops) */
+        }
+        if (oom) break;
+        i64 shared = m * B < tk ? m * B : tk;
+        /* TraceSessions.assign: _best, then _index, then _learn */
+        i64 s = -1, seen = i;
+        if (len) {
+            i64 h = ts_head(&t, c, len, seen);
+            if (h < len) {
+                i64 at = h < t.depth - 1 ? h : t.depth - 1;
+                TEnt *l = tm_find(&t.lists, at, c[at]);
+                if (l) {
+                    i64 most = h, cand = 0;
+                    for (i64 nd = l->w; nd >= 0 && cand < TS_CANDIDATES; nd = t.nprev[nd], cand++) {
+                        i64 q = nd / t.depth, r = t.latest[q];
+                        i64 kk = prefix_len(c, len, ids + off[r], off[r + 1] - off[r]);
+                        if (kk > most) { s = q; most = kk; }
+                    }
+                }
+            }
+        }
+        i64 prev = -1;
+        if (s < 0) {
+            if (t.sessions == t.scap) {
+                i64 cap = t.scap * 2;
+                i64 *a = realloc(t.latest, (size_t)cap * sizeof(i64));
+                if (a) t.latest = a;
+                i64 *pp = realloc(t.nprev, (size_t)(cap * t.depth) * sizeof(i64));
+                if (pp) t.nprev = pp;
+                i64 *nn = realloc(t.nnext, (size_t)(cap * t.depth) * sizeof(i64));
+                if (nn) t.nnext = nn;
+                if (!a || !pp || !nn) { oom = 1; break; }
+                t.scap = cap;
+            }
+            s = t.sessions++;
+            if (!ts_index(&t, s, NULL, 0, c, len)) { oom = 1; break; }
+        } else {
+            prev = t.latest[s];
+            if (!ts_index(&t, s, ids + off[prev], off[prev + 1] - off[prev], c, len)) { oom = 1; break; }
+        }
+        t.latest[s] = i;
+        /* _learn */
+        if ((seen + 1) % TS_PRUNE_EVERY == 0 && !tm_prune(&t.holders, seen + 1)) { oom = 1; break; }
+        i64 d = len < t.depth ? len : t.depth;
+        for (i64 p = 0; p < d; p++) {
+            TEnt *x = tm_put(&t.holders, p, c[p], &created);
+            if (!x) { oom = 1; break; }
+            x->v += 1;
+            if (p + 1 < len) {
+                if (!(x->f & 1)) { x->w = c[p + 1]; x->f |= 1; }
+                else if (x->w != c[p + 1]) x->f |= 2;
+            }
+        }
+        if (oom) break;
+        /* lint's PC002 against the session's previous request (chain_break) */
+        overlap[i] = 0; lost[i] = 0;
+        if (prev >= 0) {
+            const i64 *q = ids + off[prev];
+            i64 nq = off[prev + 1] - off[prev], tq = tok[prev];
+            i64 kk = prefix_len(c, len, q, nq);
+            int brk = kk < nq && !(kk == nq - 1 && nq * B > tq);
+            if (brk) {
+                overlap[i] = tk < tq ? tk : tq;
+                lost[i] = overlap[i] - shared > 0 ? overlap[i] - shared : 0;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) { PyErr_NoMemory(); goto done; }
+    ret = PyLong_FromSsize_t((Py_ssize_t)dense.n);
+done:
+    free(t.latest); free(t.nprev); free(t.nnext); free(t.holders.e); free(t.lists.e); free(trie.e);
+    free(dense.k); free(dense.v); free(tparent); free(tnode); free(dn);
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"dominance_le", dominance_le, METH_VARARGS, "out[i] = #{t < L[i] : prev1[t] <= q1[i]} (int64 arrays)."},
     {"belady_hits", belady_hits, METH_VARARGS, "Leading-block hits per request under bucketed MIN."},
+    {"trace_drift", trace_drift, METH_VARARGS, "Sessionless block trace: baseline lcp, drift overlap, PC002 loss."},
     {NULL, NULL, 0, NULL},
 };
 

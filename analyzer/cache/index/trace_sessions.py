@@ -217,3 +217,71 @@ class TraceSessions:
             if k > most:
                 best, most = s, k
         return best
+
+
+@dataclass(frozen=True, slots=True)
+class TraceDrift:
+    """What the simulator's baseline and lint's PC002 need of a sessionless block trace, per request
+    in arrival order (int64 arrays, tokens): ``lcp``, the leading tokens whose block ids some earlier
+    request held (:func:`~prefixcache.analyzer.cache.simulate.simulator.baseline`); ``overlap``, the
+    drift extent — the previous request's length, capped at this one's, when this request breaks the
+    chain of the previous request of its inferred session (:class:`TraceSessions`,
+    :func:`chain_break`), else 0; ``lost``, lint's PC002 loss — ``overlap`` minus the prefix shared
+    with any earlier request (the chain index's match, :class:`~.chains.ChainIndex`), at least 0;
+    ``distinct``, the distinct block ids."""
+
+    lcp: object
+    overlap: object
+    lost: object
+    distinct: int
+
+
+def trace_drift(offsets, ids, tokens, block_size: int, stem: str) -> TraceDrift:
+    """:class:`TraceDrift` of a sessionless block trace in arrival order: request ``i`` holds
+    ``ids[offsets[i]:offsets[i+1]]`` (int64) and ``tokens[i]`` prompt tokens; blocks of ``block_size``
+    tokens; ``stem`` names its sessions. One pass, the compiled one (``_kernels.trace_drift``) unless
+    :func:`~.kernels.compiled` is False; both give what lint's drift pass
+    (:meth:`~prefixcache.analyzer.lint.engine.Linter.feed`) and :func:`baseline` give for the same
+    requests."""
+    import numpy as np
+
+    from prefixcache.analyzer.cache.index.kernels import i64, native
+
+    n = len(tokens)
+    lib = native()
+    if lib is not None and hasattr(lib, "trace_drift"):
+        out = np.zeros((3, n), dtype=np.int64)
+        distinct = lib.trace_drift(i64(offsets), i64(ids), i64(tokens), int(block_size), out[0], out[1], out[2])
+        return TraceDrift(out[0], out[1], out[2], int(distinct))
+    return _trace_drift_py(offsets, ids, tokens, block_size, stem)
+
+
+def _trace_drift_py(offsets, ids, tokens, block_size: int, stem: str) -> TraceDrift:
+    """The pure twin of :func:`trace_drift`: the classes lint and the baseline use, one request at a time."""
+    import numpy as np
+
+    from prefixcache.analyzer.cache.index.chains import ChainIndex
+    from prefixcache.analyzer.model import compact_ids
+
+    n = len(tokens)
+    lcp, overlap, lost = (np.zeros(n, dtype=np.int64) for _ in range(3))
+    sessions, index, seen = TraceSessions(), ChainIndex(), set()
+    last: dict[str, tuple] = {}
+    off, toks, flat = offsets.tolist(), tokens.tolist(), ids.tolist()
+    B = block_size
+    for i in range(n):
+        chain = compact_ids(flat[off[i]:off[i + 1]])
+        t = toks[i]
+        k = 0
+        while k < len(chain) and chain[k] in seen:
+            k += 1
+        seen.update(chain)
+        lcp[i] = min(t, k * B)
+        name = sessions.assign(chain, stem, B)[0]
+        shared = min(index.insert(chain, i)[0] * B, t)
+        prev = last.get(name)
+        last[name] = (chain, t)
+        if prev is not None and chain_break(chain, prev[0], prev[1], B) is not None:
+            overlap[i] = min(t, prev[1])
+            lost[i] = max(0, overlap[i] - shared)
+    return TraceDrift(lcp, overlap, lost, len(seen))

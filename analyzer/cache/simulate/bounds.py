@@ -42,7 +42,7 @@ from typing import Sequence
 import numpy as np
 
 from prefixcache.analyzer.cache.index.kernels import i64, native
-from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, chain_values
+from prefixcache.analyzer.cache.simulate.stack_profile import ChainColumns, ChainRequest, chain_values
 
 #: A bucket of one next request: (that request's index, positions of its blocks there).
 Bucket = tuple[int, list[int]]
@@ -98,12 +98,16 @@ class MinPlan:
 def min_plan(requests: Sequence[ChainRequest]) -> MinPlan:
     """The :class:`MinPlan` of ``requests``: one stable sort of all hashes and a few
     array passes (numpy), no Python step per block."""
-    reqs = requests if isinstance(requests, list) else list(requests)
+    reqs = requests if isinstance(requests, (list, ChainColumns)) else list(requests)
     n = len(reqs)
-    lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, n)
+    if isinstance(reqs, ChainColumns):
+        lens = reqs.lens
+        limit = np.minimum(lens, reqs.max_blocks)
+    else:
+        lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, n)
+        limit = np.fromiter((len(r.hashes) if r.max_blocks is None else min(len(r.hashes), r.max_blocks)
+                             for r in reqs), np.int64, n)
     total = int(lens.sum())
-    limit = np.fromiter((len(r.hashes) if r.max_blocks is None else min(len(r.hashes), r.max_blocks)
-                         for r in reqs), np.int64, n)
     chain_off = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
     empty = np.zeros(0, dtype=np.int64)
     if not total:
@@ -112,7 +116,7 @@ def min_plan(requests: Sequence[ChainRequest]) -> MinPlan:
                        zeros.copy(), limit, chain_off, empty)
     req = np.repeat(np.arange(n, dtype=np.int64), lens)
     pos = np.arange(total, dtype=np.int64) - chain_off[req]
-    flat = chain_values(reqs, total)
+    flat = reqs.ids if isinstance(reqs, ChainColumns) else chain_values(reqs, total)
     order = np.argsort(flat, kind="stable")  # equal hashes together, in (request, position) order
     vals, ro = flat[order], req[order]
     same = np.concatenate(([False], vals[1:] == vals[:-1]))

@@ -421,17 +421,32 @@ def request_row(f: RequestFigures) -> RequestRow:
                       f.reported_cached_tokens)
 
 
-def capacity_warnings(cache: str, results: Sequence[ResultRow], reqs: Sequence[SimRequest]) -> list[str]:
+def capacity_warnings(cache: str, results: Sequence[ResultRow], reqs: Sequence[SimRequest],
+                      trace_blocks: Sequence[int] | None = None) -> list[str]:
     """One line per capacity (first row of each) that cannot hold one request of ``reqs``
-    (:func:`capacity_warning`); unbounded rows give none."""
+    (:func:`capacity_warning`); unbounded rows give none. ``trace_blocks``: instead of ``reqs``,
+    the blocks of each request of a columnar block trace (``vllm`` / ``blocks`` pools only)."""
     out, seen = [], set()
     for row in results:
         if row.capacity_blocks is None or row.capacity in seen:
             continue
         seen.add(row.capacity)
-        if line := capacity_warning(cache, row.capacity, row.capacity_blocks, row.block_size, reqs):
+        if trace_blocks is not None:
+            line = _trace_capacity_warning(cache, row.capacity, row.capacity_blocks, row.block_size, trace_blocks)
+        else:
+            line = capacity_warning(cache, row.capacity, row.capacity_blocks, row.block_size, reqs)
+        if line:
             out.append(line)
     return out
+
+
+def _trace_capacity_warning(cache: str, text: str, pool: int, bs: int, sizes) -> str | None:
+    """:func:`capacity_warning` of block-trace requests of ``sizes`` blocks each (an int64 array)."""
+    if traits_for(cache).pool != "blocks" or not len(sizes):
+        return None
+    over = int((sizes > pool).sum())
+    unit = f"{'block' if pool == 1 else 'blocks'} of {bs} tokens"
+    return _capacity_line(False, text, pool, unit, over, sizes.tolist()) if over else None
 
 
 def capacity_warning(cache: str, text: str, pool_blocks: int, block_size: int,

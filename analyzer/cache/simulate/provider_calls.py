@@ -40,13 +40,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import median_low
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from prefixcache.analyzer.cache.provider.cost import billed_tokens
 from prefixcache.analyzer.cache.provider.rules import rules_for
 from prefixcache.analyzer.cache.simulate.figures import RequestFigures
 from prefixcache.analyzer.cache.workload import SimRequest
-from prefixcache.analyzer.prepare.size_check import SizeRow, compared, request_key
+
+if TYPE_CHECKING:
+    from prefixcache.analyzer.prepare.size_check import SizeRow
 
 #: The classes, in the order they are tried (``no_usage`` last: requests without a reported count).
 CLASSES = ("exact", "in_band", "provider_side", "ttl", "drift", "above_band", "no_usage")
@@ -97,6 +99,9 @@ def provider_calls(provider: str, calls: Sequence, rows: Sequence[RequestFigures
     ``extras``: the requests' ``extra`` dicts (``prompt_cache_key``, ``prompt_cache_retention``);
     ``overrides``: the ``--price-*`` options (:class:`~.provider.rules.ProviderRules` fields);
     ``sizes``: the prompt-size check's row of each checked call (module docstring)."""
+    # (prepare imports the renderer: only when priced)
+    from prefixcache.analyzer.prepare.size_check import compared, request_key
+
     zero = {c: 0 for c in CLASSES}
     n_calls, tokens, cached, lost = dict(zero), dict(zero), dict(zero), dict(zero)
     dollars, lost_usd = {c: 0.0 for c in CLASSES}, {c: 0.0 for c in CLASSES}

@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from prefixcache.analyzer.cache.index.kernels import dominance_le
-from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, NEVER, _previous, columns
+from prefixcache.analyzer.cache.simulate.stack_profile import NEVER, ChainRequest, _previous, chain_values
 from prefixcache.analyzer.errors import ConfigError
 
 #: The hash space of the sampling test ``hash(id) mod P < R·P``.
@@ -98,31 +98,49 @@ def shards_curve(requests: Sequence[ChainRequest], capacities: Sequence[tuple[st
     if not 0 < rate <= 1:
         raise ConfigError(f"--sample must be a rate in (0, 1], got {rate:g}")
     reqs = requests if isinstance(requests, list) else list(requests)
-    c = columns(reqs, free_order)
-    keep = np.flatnonzero(sampled_ids(c.flat, rate, salt)) if c.total else np.zeros(0, dtype=np.int64)
-    o = np.argsort(c.spos[keep], kind="stable")           # the sample in recency order
-    s_blocks = keep[o]
-    S, s_req = c.flat[s_blocks], c.req[s_blocks]
+    nreq = len(reqs)
+    # the columns of the sampled lookups only (memory about R of the lookups, beyond the ids themselves):
+    # each kept block's request, position, tokens, cap and recency slot, as columns() gives them for all
+    lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, nreq)
+    total = int(lens.sum())
+    offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    bsz = np.fromiter((r.block_size for r in reqs), np.int64, nreq)
+    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, nreq)
+    maxb = np.fromiter((len(r.hashes) if r.max_blocks is None else r.max_blocks for r in reqs), np.int64, nreq)
+    flat = chain_values(reqs, total)
+    step = 1 << 20  # hashed a million ids at a time: the hash's temporaries stay small
+    keep = np.concatenate([np.flatnonzero(sampled_ids(flat[a:a + step], rate, salt)) + a
+                           for a in range(0, total, step)] or [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+    k_req = np.searchsorted(offsets, keep, side="right") - 1
+    k_idx = keep - offsets[k_req]
+    k_flat = flat[keep]
+    del flat
+    k_tok = np.clip(ntok[k_req] - k_idx * bsz[k_req], 0, bsz[k_req])
+    k_capped = k_idx < maxb[k_req]
+    k_spos = offsets[k_req] + lens[k_req] - 1 - k_idx if free_order == "tail-first" else keep
+    o = np.argsort(k_spos, kind="stable")                  # the sample in recency order
+    S, s_req = k_flat[o], k_req[o]
     prev, _ = _previous(S)
-    starts = np.searchsorted(s_req, np.arange(len(reqs)), side="left")
+    starts = np.searchsorted(s_req, np.arange(nreq), side="left")
     first = ~(prev >= starts[s_req]) if len(S) else np.zeros(0, dtype=bool)  # drop repeats inside a request
-    s_blocks, S, s_req = s_blocks[first], S[first], s_req[first]
+    o, S, s_req = o[first], S[first], s_req[first]
     prev, _ = _previous(S)
-    starts = np.searchsorted(s_req, np.arange(len(reqs)), side="left")
+    starts = np.searchsorted(s_req, np.arange(nreq), side="left")
     warm = prev >= 0
     rank = np.full(len(S), NEVER, dtype=np.int64)
     L = starts[s_req]
     rank[warm] = dominance_le(prev + 1, L[warm], prev[warm] + 1) - prev[warm] - 1
-    rank[~c.capped[s_blocks]] = NEVER
-    p = np.argsort(s_blocks, kind="stable")               # back to prompt order
-    blk, r, req = s_blocks[p], rank[p], s_req[p]
+    rank[~k_capped[o]] = NEVER
+    p = np.argsort(keep[o], kind="stable")                 # back to prompt order
+    loc, r, req = o[p], rank[p], s_req[p]
     m = _run_max(r, req)
-    tok = c.tokens[blk].astype(np.float64)
+    tok = k_tok[loc].astype(np.float64)
     ids = np.unique(S, return_inverse=True)[1][p] if len(S) else np.zeros(0, dtype=np.int64)
-    tokens, blocks = totals or (int(c.tokens.sum()), c.total)
-    share = (c.total / blocks if blocks else 0.0, float(c.tokens.sum()) / tokens if tokens else 0.0)
+    all_tokens = int(np.minimum(np.maximum(ntok, 0), lens * bsz).sum())  # = the sum of every block's tokens
+    tokens, blocks = totals or (all_tokens, total)
+    share = (total / blocks if blocks else 0.0, float(all_tokens) / tokens if tokens else 0.0)
     points = [_point(label, cap, m, tok, ids, rate, share) for label, cap in capacities]
-    return SampledCurve(rate, salt, c.total, len(S), int(ids.max()) + 1 if len(ids) else 0, points)
+    return SampledCurve(rate, salt, total, len(S), int(ids.max()) + 1 if len(ids) else 0, points)
 
 
 def _run_max(rank: np.ndarray, req: np.ndarray) -> np.ndarray:

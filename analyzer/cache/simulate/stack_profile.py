@@ -51,6 +51,31 @@ class ChainRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ChainColumns:
+    """The block chains of a request sequence already in columns (a columnar block trace,
+    :mod:`~prefixcache.analyzer.ingest.readers.trace_columns`): what a list of
+    :class:`ChainRequest` gives :func:`stack_profile` and :func:`~.bounds.min_plan`, with no
+    object per request. ``offsets`` (n+1) into ``ids`` (int64 block ids); per request (int64):
+    ``num_tokens`` (tokens the chain covers), ``block_size``, ``max_blocks`` (the hit cap in
+    blocks: the chain's length where there is none) and ``scratch``."""
+
+    offsets: np.ndarray
+    ids: np.ndarray
+    num_tokens: np.ndarray
+    block_size: np.ndarray
+    max_blocks: np.ndarray
+    scratch: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.num_tokens)
+
+    @property
+    def lens(self) -> np.ndarray:
+        """Blocks per request."""
+        return np.diff(self.offsets)
+
+
+@dataclass(frozen=True, slots=True)
 class StackProfile:
     """Per-block LRU thresholds: block j hits in an LRU cache of C blocks iff ``m[j] < C``.
 
@@ -107,9 +132,18 @@ class Columns:
     spos: np.ndarray
 
 
-def columns(reqs: list[ChainRequest], free_order: str) -> Columns:
+def columns(reqs: list[ChainRequest] | ChainColumns, free_order: str) -> Columns:
     """The :class:`Columns` of ``reqs`` (no Python step per block)."""
     nreq = len(reqs)
+    if isinstance(reqs, ChainColumns):
+        lens = reqs.lens
+        total = len(reqs.ids)
+        offsets = reqs.offsets
+        req = np.repeat(np.arange(nreq, dtype=np.int64), lens)
+        idx = np.arange(total, dtype=np.int64) - offsets[req]
+        toks = np.clip(reqs.num_tokens[req] - idx * reqs.block_size[req], 0, reqs.block_size[req])
+        spos = offsets[req] + lens[req] - 1 - idx if free_order == "tail-first" else np.arange(total, dtype=np.int64)
+        return Columns(lens, total, offsets, req, toks, idx < reqs.max_blocks[req], reqs.ids, spos)
     lens = np.fromiter((len(r.hashes) for r in reqs), np.int64, nreq)
     total = int(lens.sum())
     offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
@@ -135,7 +169,7 @@ def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-firs
     """
     if free_order not in ("tail-first", "head-first"):
         raise ConfigError(f"free_order must be tail-first or head-first, got {free_order!r}")
-    reqs = requests if isinstance(requests, list) else list(requests)
+    reqs = requests if isinstance(requests, (list, ChainColumns)) else list(requests)
     nreq = len(reqs)
     c = columns(reqs, free_order)
     total, offsets, req, toks, capped, flat, spos = c.total, c.offsets, c.req, c.tokens, c.capped, c.flat, c.spos
@@ -146,7 +180,7 @@ def stack_profile(requests: Iterable[ChainRequest], free_order: str = "tail-firs
     if total and (prev >= starts[req]).any():  # a hash repeats inside a request
         S, s_req, starts, spos = _dedup(reqs, flat, offsets, free_order)
         prev, unique = _previous(S)
-    scratch = np.fromiter((r.scratch for r in reqs), np.int64, nreq)
+    scratch = reqs.scratch if isinstance(reqs, ChainColumns) else np.fromiter((r.scratch for r in reqs), np.int64, nreq)
     return _profile(prev, s_req, starts, spos, req, toks, capped, offsets, unique, scratch)
 
 

@@ -26,7 +26,6 @@ from prefixcache.analyzer.cache.simulate.document import (
 from prefixcache.analyzer.cache.simulate.shards import SampledCurve, shards_curve
 from prefixcache.analyzer.cache.simulate.sweeps import chains, distinct_blocks
 from prefixcache.analyzer.cache.simulate.arms import GridArm, GridShared, map_arms, run_grid_arm
-from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS, Analyses, run_analyses, with_analyses
 from prefixcache.analyzer.cache.simulate.provider_calls import provider_calls
 from prefixcache.analyzer.cache.simulate.bands import retention_of
 from prefixcache.analyzer.cache.provider.prices import price_warning, provider_of
@@ -41,6 +40,14 @@ from prefixcache.analyzer.prepare.size_check import SizeRow
 #: Every ``--policy`` name: block-cache policies, the offline optimum, the radix-only
 #: ``mru`` and the deprecated ``ttl`` (lru with a TTL).
 POLICY_NAMES = (*POLICIES, "belady", *(p for p in RADIX_POLICIES if p not in POLICIES), "ttl")
+
+
+def _reuse_kinds() -> tuple[str, ...]:
+    """:data:`~.analyses.REUSE_KINDS` (imported when a ``--reuse`` other than the default is named:
+    the analyses are not imported by a run that asks for none)."""
+    from prefixcache.analyzer.cache.simulate.analyses import REUSE_KINDS
+
+    return REUSE_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +122,9 @@ class SimulateOptions:
             raise ConfigError(f"--slot-similarity must be between 0 and 1, got {self.slot_similarity}")
         if self.cache_ram_mib < 0 and self.cache_ram_mib != -1:
             raise ConfigError(f"--cache-ram must be at least 0 MiB (or -1: no limit), got {self.cache_ram_mib:g}")
-        bad = next((k for k in self.reuse if k not in REUSE_KINDS), None)
+        bad = next((k for k in self.reuse if k != "prefix" and k not in _reuse_kinds()), None)
         if bad is not None:
-            raise ConfigError(f"unknown --reuse {bad!r}; choose from {', '.join(REUSE_KINDS)}")
+            raise ConfigError(f"unknown --reuse {bad!r}; choose from {', '.join(_reuse_kinds())}")
         if not 0 <= self.recompute <= 1:
             raise ConfigError(f"--recompute must be between 0 and 1, got {self.recompute}")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
@@ -131,9 +138,10 @@ class SimulateOptions:
                     or self.ttl_s is not None or self.in_flight != 1 or self.analyses_asked:
                 raise ConfigError("--sample gives an LRU curve: it needs --cache vllm or blocks, --policy lru, "
                                   "a finite --capacity, and no --ttl, --in-flight, --survival, --ttl-whatif or --reuse chunks")
-        from prefixcache.analyzer.prepare.parallel import parse_executor
+        if self.executor != "local":  # (parse_executor imports the preparer: not for the default)
+            from prefixcache.analyzer.prepare.parallel import parse_executor
 
-        parse_executor(self.executor)
+            parse_executor(self.executor)
         in_bytes = next((c for c in self.capacities if c.unit == "bytes"), None)
         if in_bytes is not None and not (self.kv_model or self.model_config):
             raise ConfigError(f"capacity {in_bytes.text!r} is in bytes: pass --kv-model or --model-config")
@@ -211,6 +219,8 @@ def simulate_report(items: Sequence, reqs: Sequence[SimRequest], options: Simula
         sampled=sampled, tenants=tenant_rows(first or [], tenants) if first else [])
     report = SimulateReportWithRequests(**fields, requests=[request_row(f) for f in first or []]) \
         if options.per_request else SimulateReport(**fields)
+    from prefixcache.analyzer.cache.simulate.analyses import Analyses, run_analyses, with_analyses
+
     split = provider_calls(options.cache, calls, first or [], reqs, list(extra.values()) or [p.request.extra for p in items],
                            spec.rule_overrides, sizes) if rules is not None and calls else None
     if not options.analyses_asked:
@@ -329,3 +339,82 @@ def _rows_wanted(reqs: Sequence[SimRequest], spec: CacheSpec, options: SimulateO
     calls with a reported cached count (predicted vs reported), or a priced cache (cost and the
     provider-call split). Otherwise every result is only summed."""
     return options.per_request or spec.traits.priced or any(r.reported_cached is not None for r in reqs)
+
+
+def columnar_trace(options: SimulateOptions) -> bool:
+    """Whether ``options`` run on the columnar block-trace path (:func:`trace_report`) when the input
+    is one Mooncake trace: ``--cache blocks``, LRU and/or Belady at finite capacities, no TTL, one
+    request in flight, no sampling, no analyses, the local executor. Any other run takes the object
+    path (:func:`simulate_report`); both give the same report. ``PREFIXCACHE_COLUMNAR=0`` in the
+    environment turns the columnar path off (the tests compare the two)."""
+    import os
+
+    if os.environ.get("PREFIXCACHE_COLUMNAR", "").strip().lower() in ("0", "false", "no"):
+        return False
+    from prefixcache.analyzer.cache.models.vllm import BlocksModel  # its granular level of a trace request: the lcp
+
+    return (MODELS.get(options.cache) is BlocksModel and bool(options.capacities) and options.ttl_s is None
+            and all(p in ("lru", "belady") for p in options.policies) and options.in_flight == 1
+            and options.sample is None and not options.analyses_asked and options.executor == "local")
+
+
+def trace_report(trace, drift, causes: Sequence[str | None], options: SimulateOptions,
+                 shape: KVShape | None, summary: IngestSummary) -> SimulateReport:
+    """:func:`simulate_report` of a columnar block trace under :func:`columnar_trace` options.
+
+    ``trace``: :class:`~prefixcache.analyzer.ingest.readers.trace_columns.TraceColumns` in arrival
+    order; ``drift``: its :class:`~.index.trace_sessions.TraceDrift`; ``causes``: lint's rule
+    code of each one's drift (None: no drift named). No object per request unless ``--per-request``
+    (then one :class:`~.document.RequestRow` each). ConfigError as :func:`simulate_report`."""
+    import numpy as np
+
+    from prefixcache.analyzer.cache.simulate.document import RequestRow, offline_bound, totals_row
+    from prefixcache.analyzer.cache.simulate.stack_profile import ChainColumns
+    from prefixcache.analyzer.cache.simulate.sweeps import trace_swept
+
+    spec = options.spec(None)
+    block_size = trace.block_size
+    if spec.block_size and spec.block_size != block_size:
+        raise ConfigError(f"block traces fix the block size ({block_size}); drop --block-size {spec.block_size}")
+    bpt = shape.bytes_per_token if shape else None
+    uniq = drift.distinct
+    caps = [(c.text, c.blocks(block_size, uniq, bpt)) for c in options.capacities]
+    empty = next((text for text, b in caps if b == 0), None)
+    if empty is not None:
+        raise ConfigError(f"--capacity {empty}: 0 blocks of {block_size} tokens here ({uniq:,} distinct blocks"
+                          f"{f', {bpt:,} KV bytes per token' if bpt else ''}); a cache needs at least one")
+    blocks = [b for _, b in caps]
+    offsets, ids, prompt = trace.offsets, trace.ids, trace.tokens
+    lens = np.diff(offsets)
+    n = len(prompt)
+    bsz = np.full(n, block_size, dtype=np.int64)
+    ch = ChainColumns(offsets, ids, np.minimum(prompt, lens * block_size), bsz, lens, np.zeros(n, dtype=np.int64))
+    lcp, drift_end = drift.lcp, np.maximum(drift.lcp, drift.overlap)
+    results, first = [], None
+    for policy, ttl_s in options.runs():
+        pspec = replace(spec, policy=policy, ttl_s=ttl_s)
+        ttl_shown = pspec.model_class().ttl_of(pspec)
+        tots, got = trace_swept(ch, prompt, pspec, blocks, lcp, drift_end, causes,
+                                rows=options.per_request and first is None)
+        first = first or got
+        for (text, b), (t, run) in zip(caps, tots):
+            bound = None if run is None else offline_bound(t.prompt_tokens, t.blocks_total, run[1], run[2], run[0])
+            results.append(totals_row(options.cache, policy, ttl_shown, text, b, block_size, bpt, t, bound))
+    fields = dict(
+        cache=options.cache, block_size=block_size, unique_blocks=uniq, kv_bytes_per_token=bpt, results=results,
+        calls=[], agreement=None, cost=None, usage_only_requests=0, reported=None, tokenizers={},
+        warnings=capacity_warnings(options.cache, results, (), trace_blocks=lens),
+        summary=Summary(summary.files, summary.records, summary.requests, summary.sessions, len(summary.skipped)),
+        sampled=None, tenants=[])
+    if not options.per_request:
+        return SimulateReport(**fields)
+    cached, ideal, lost = first
+    hit_blocks = -(-cached // block_size)
+    names = list(lost)
+    lost_rows = zip(*(lost[k].tolist() for k in names))
+    session, source = trace.session, trace.source
+    rows = [RequestRow(i, session, source, line, p, c, d, nb, hb, 0, dict(zip(names, lr)), {}, cause, None)
+            for i, (line, p, c, d, nb, hb, lr, cause) in enumerate(zip(
+                trace.lines.tolist(), prompt.tolist(), cached.tolist(), ideal.tolist(), lens.tolist(),
+                hit_blocks.tolist(), lost_rows, causes))]
+    return SimulateReportWithRequests(**fields, requests=rows)

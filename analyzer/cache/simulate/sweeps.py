@@ -21,7 +21,7 @@ from prefixcache.analyzer.cache.simulate.figures import (
 )
 from prefixcache.analyzer.cache.models import CacheSpec, Hit, lru_stack_order, make_model, pool_blocks
 from prefixcache.analyzer.cache.simulate.simulator import Baseline, baseline, request_figures, simulate_stream
-from prefixcache.analyzer.cache.simulate.stack_profile import ChainRequest, stack_profile
+from prefixcache.analyzer.cache.simulate.stack_profile import ChainColumns, ChainRequest, stack_profile
 from prefixcache.analyzer.cache.workload import SimRequest
 from prefixcache.analyzer.errors import ConfigError
 
@@ -73,7 +73,7 @@ def _lru_levels(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequenc
     """(ideal, cached at each capacity) per request (tokens) from one LRU stack sweep (``ch``: the
     :func:`chains`, when the caller has them)."""
     prof = stack_profile(ch if ch is not None else chains(reqs, spec, block_size), lru_stack_order(spec))
-    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
+    ntok = _prompt_tokens(reqs)
     return np.minimum(ntok, prof.per_request(prof.INF)[1]), [np.minimum(ntok, prof.per_request(c)[1])
                                                              for c in capacities]
 
@@ -113,7 +113,7 @@ def _belady_levels(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequ
         raise ConfigError("--policy belady works with --cache vllm or blocks")
     ch = ch if ch is not None else chains(reqs, spec, block_size)
     plan = min_plan(ch)
-    ntok = np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
+    ntok = _prompt_tokens(reqs)
     ideal = np.minimum(ntok, belady_hits(ch, int(plan.distinct.sum()), False, plan) * block_size)  # no eviction
     out = []
     for c in capacities:
@@ -136,16 +136,48 @@ def swept_totals(reqs: Sequence[SimRequest], spec: CacheSpec, capacities: Sequen
     otherwise: levels and loss causes are int64 arrays (:func:`~.figures.split_lost`). ``ch``: the
     :func:`chains` (the same for every policy of one spec), computed when None."""
     block_size = spec.block_size_for(reqs)
-    if spec.policy == "belady":
-        ideal, levels = _belady_levels(reqs, spec, capacities, block_size, ch=ch)
-        per_cap = [(lv[0], lv[1:]) for lv in levels]
-    else:
-        ideal, cached = _lru_levels(reqs, spec, capacities, block_size, ch)
-        per_cap = [(c, None) for c in cached]
+    ideal, per_cap = _swept_levels(reqs, spec, capacities, block_size, ch)
     model = make_model(replace(spec, policy="lru"), block_size)  # only its granular level is used
     a = _request_arrays(reqs, base, model, block_size, drift_causes or {})
     out = [(_array_totals(a, cached, ideal, block_size), bound) for cached, bound in per_cap]
     first = _rows(model, reqs, base, per_cap[0][0].tolist(), ideal.tolist(), drift_causes) if rows and per_cap else None
+    return out, first
+
+
+def _swept_levels(reqs, spec: CacheSpec, capacities: Sequence[int], block_size: int, ch):
+    """(ideal tokens per request, per capacity ``(cached tokens per request, Belady's (bound, cached
+    tokens, hit blocks) or None)``) of the swept policy of ``spec`` (``reqs``: the requests, or their
+    prompt tokens as an int64 array)."""
+    if spec.policy == "belady":
+        ideal, levels = _belady_levels(reqs, spec, capacities, block_size, ch=ch)
+        return ideal, [(lv[0], lv[1:]) for lv in levels]
+    ideal, cached = _lru_levels(reqs, spec, capacities, block_size, ch)
+    return ideal, [(c, None) for c in cached]
+
+
+def _prompt_tokens(reqs) -> np.ndarray:
+    """Prompt tokens per request (int64): ``reqs`` as they are when already an array (a columnar trace)."""
+    if isinstance(reqs, np.ndarray):
+        return reqs
+    return np.fromiter((r.num_tokens for r in reqs), np.int64, len(reqs))
+
+
+def trace_swept(ch: ChainColumns, prompt: np.ndarray, spec: CacheSpec, capacities: Sequence[int], lcp: np.ndarray,
+                drift_end: np.ndarray, drift_causes: Sequence[str | None], rows: bool = False):
+    """:func:`swept_totals` of a columnar block trace under ``--cache blocks`` (every request a block
+    trace: its granular level is its ``lcp``, its blocks its ids; no spans): per capacity ``(Totals,
+    (bound, cached tokens, hit blocks) or None)``, and, when ``rows``, the first capacity's per-request
+    levels as ``(cached, ideal, lost)`` arrays (``lost``: :func:`~.figures.split_lost`'s) — else None.
+    ``ch``: the chains (:class:`~.stack_profile.ChainColumns`), ``prompt``, ``lcp``, ``drift_end``
+    (int64, tokens) and ``drift_causes`` (rule code or None) per request in arrival order."""
+    block_size = int(ch.block_size[0]) if len(ch) else spec.block_size or 0
+    ideal, per_cap = _swept_levels(prompt, spec, capacities, block_size, ch)
+    a = _Arrays(prompt, lcp, drift_end, lcp, np.ones(len(prompt), dtype=bool), ch.lens, drift_causes, [])
+    out = [(_array_totals(a, cached, ideal, block_size), bound) for cached, bound in per_cap]
+    first = None
+    if rows and per_cap:
+        cached = per_cap[0][0]
+        first = (cached, ideal, split_lost(prompt, lcp, drift_end, lcp, ideal, cached, cached, np.minimum, np.maximum))
     return out, first
 
 
