@@ -155,19 +155,22 @@ class SessionTokenizer:
         self.stats = {"full": 0, "incremental": 0, "reused_tokens": 0, "encoded_tokens": 0}
 
     def tokenize(self, rendered: RenderedPrompt, session: str, key: str = "",
-                 images: Mapping[str, tuple[str, int]] | None = None) -> TokenizedPrompt:
+                 images: Mapping[str, tuple[str, int]] | None = None, opaque: int | None = None) -> TokenizedPrompt:
         """Token ids of ``rendered.text`` (== ``tokenizer.encode``) with segment spans in tokens,
         image placeholders named in ``images`` replaced by their pseudo-ids (:func:`with_images`).
 
         Segment spans: a token belongs to the segment in which its first character
-        lies; ``opaque`` (hidden prefix) comes first when present.
+        lies; ``opaque`` (hidden prefix) comes first when present. ``opaque`` (tokens), when
+        given, is a hidden prefix sized from usage (named ``key``) in place of the rendering's:
+        the result equals ``with_opaque_prefix(tokenize(...), opaque, key)``, built in one pass.
         """
         text = rendered.text
         ids, starts = self._encode(text, session)
         n_img = 0
         if images:
             ids, starts, n_img = with_images(ids, starts, text, images)
-        n_op = max(0, int(rendered.opaque_prefix_tokens or 0))
+        n_op = max(0, int(rendered.opaque_prefix_tokens or 0) if opaque is None else opaque)
+        exact = bool(self.tokenizer.exact and rendered.exact) and not (opaque and opaque > 0)
         segs = map_segments(rendered.segments, starts, len(text), offset=n_op)
         if n_op:
             segs = (Segment("opaque", "opaque_prefix", 0, n_op),) + segs
@@ -176,7 +179,7 @@ class SessionTokenizer:
             all_ids = ids
         return TokenizedPrompt(
             ids=all_ids, segments=segs, tokenizer=self.tokenizer.name,
-            exact=bool(self.tokenizer.exact and rendered.exact), opaque_prefix_tokens=n_op, image_tokens=n_img,
+            exact=exact, opaque_prefix_tokens=n_op, image_tokens=n_img,
         )
 
     def _encode(self, text: str, session: str) -> tuple[array, np.ndarray]:
