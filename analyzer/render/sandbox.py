@@ -224,7 +224,7 @@ def render_bounded(template: Any, variables: dict[str, Any]) -> str:
     except OverflowError as exc:
         raise RenderLimitError(f"template went past a bound: {exc}") from None
     text = "".join(out)
-    bad = _SURROGATE.search(text)
+    bad = None if text.isascii() else _SURROGATE.search(text)
     if bad is not None:
         raise RenderLimitError(f"rendered output is not valid Unicode (a lone surrogate at character {bad.start():,})")
     return text
