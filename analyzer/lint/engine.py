@@ -76,6 +76,7 @@ from prefixcache.analyzer.lint.rules.control import advice, control_of, control_
 from prefixcache.analyzer.lint.rules.provider import provider_ttl, static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 from prefixcache.analyzer.cache.index.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, chain_break
+from prefixcache.analyzer.lint.held import HeldLast
 from prefixcache.analyzer.model import RenderedPrompt, Request, compact_ids
 
 
@@ -306,7 +307,8 @@ class Linter:
         #: Every earlier request that may still own a prefix → (end of its system prompt and tools,
         #: prompt length), in tokens: enough to judge a first request whose match goes past them.
         self._ends: dict[tuple[str, int], tuple[int, int]] = {}
-        self._last: dict[str, Prepared] = {}
+        #: Each session's latest request (the most recent sessions in memory, the rest on disk: :class:`HeldLast`).
+        self._last: HeldLast = HeldLast()
         self._state: dict = {"redact": redact}
         self.total = Waterfall()
         self.sessions: dict[str, Waterfall] = {}
@@ -531,10 +533,13 @@ class Linter:
 
 class DriftCauses:
     """:func:`drift_causes` one prepared request at a time, so the caller need not hold them:
-    :meth:`feed` each in arrival order, then :meth:`of` the simulator's requests."""
+    :meth:`feed` each in arrival order, then :meth:`of` the simulator's requests. ``render``
+    (a request's rendering, as its preparer makes it) lets the requests held for later
+    comparisons drop their renderings (:class:`Linter`'s ``render``)."""
 
-    def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
-        self._linter = Linter(block_size=block_size)
+    def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE, render: Callable[[Request], RenderedPrompt] | None = None
+                 ) -> None:
+        self._linter = Linter(block_size=block_size, render=render)
         self._linter.trace_overlaps = array("q")
         self._linter.tally = False
         self._codes: dict[tuple[str, int], str] = {}
