@@ -22,7 +22,6 @@ into one bad ``Skipped`` for the file.
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -78,6 +77,9 @@ def expect(value: Any, kinds: type | tuple[type, ...], path: str) -> Any:
     ``bool`` is never accepted as ``int`` and ``int`` is accepted as ``float``,
     as in JSON. Message: ``expected string or list, got int``.
     """
+    t = type(value)
+    if t is kinds or (t in kinds if type(kinds) is tuple else False):  # the exact type named: the common case
+        return value
     kinds = kinds if isinstance(kinds, tuple) else (kinds,)
     ok = isinstance(value, kinds)
     if isinstance(value, bool) and bool not in kinds:
@@ -100,13 +102,14 @@ def field(obj: Mapping[str, Any], key: str, kinds: type | tuple[type, ...], path
     error names ``path.key``. Raises :class:`FieldError` when the value has the
     wrong type, or when it is missing and ``required``.
     """
-    where = f"{path}.{key}" if path else key
     value = obj.get(key)
     if value is None:
         if required:
-            raise FieldError(where, "missing required field")
+            raise FieldError(f"{path}.{key}" if path else key, "missing required field")
         return default
-    return expect(value, kinds, where)
+    if type(value) is kinds:  # the exact type named (no path built unless it is needed)
+        return value
+    return expect(value, kinds, f"{path}.{key}" if path else key)
 
 
 def skip(source: str, record: int, err: FieldError | str, *, field: str = "", bad: bool = True) -> Skipped:
@@ -199,7 +202,7 @@ def loads(data: str | bytes, *, lenient: bool = False, max_depth: int | None = N
             value = json.loads(data)
         except (ValueError, RecursionError):
             raise e from None
-    deep = too_deep(value, _nesting(data, depth_limit), depth_limit)
+    deep = too_deep(value, _brackets(data), depth_limit)
     if deep is not None:
         raise JSONDepthError(deep.field, deep.reason)
     return value
@@ -225,32 +228,6 @@ def document_bytes(f: Any, name: str) -> bytes:
 def _brackets(raw: bytes | str) -> int:
     """Upper bound of the containers in a JSON text: its ``[`` and ``{`` count."""
     return raw.count(b"[" if isinstance(raw, bytes) else "[") + raw.count(b"{" if isinstance(raw, bytes) else "{")
-
-
-#: A JSON string (RFC 8259: quote, unescaped characters or escapes, quote), in bytes.
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-#: Every byte but the four brackets (what :func:`_nesting` deletes once strings are gone).
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-def _nesting(raw: bytes | str, depth_limit: int) -> int:
-    """An upper bound of the nesting depth of a JSON text that decoded (the ``raw_len`` of
-    :func:`too_deep`, which walks the decoded value only when this is over the limit): the
-    ``[``/``{`` count when that is within ``depth_limit``, else the deepest bracket nesting
-    outside strings, found in C (regular expression, ``bytes.translate``, a cumulative sum), not by
-    walking every container of the decoded value. Exact for valid JSON; text that is not valid
-    JSON gives at least its depth (an unterminated string's brackets count), never less."""
-    n = _brackets(raw)
-    if n <= depth_limit:
-        return n
-    import numpy as np
-
-    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    marks = np.frombuffer(_STRING.sub(b"", data).translate(None, _NOT_BRACKETS), dtype=np.uint8)
-    if not len(marks):
-        return 0
-    steps = np.where((marks == 0x5B) | (marks == 0x7B), 1, -1).astype(np.int64)
-    return int(np.cumsum(steps).max())
 
 
 def check_head(data: bytes, name: str) -> str:
@@ -287,7 +264,7 @@ def iter_jsonl(source: Source) -> Iterator[tuple[int, Any] | Skipped]:
     :data:`MAX_RECORD_BYTES` yields a bad :class:`Skipped` for that line (truncated
     JSON is named as such); the file goes on. Only one line is in memory at a time.
     """
-    max_bytes = limits.value("MAX_RECORD_BYTES")
+    max_bytes, depth_limit = limits.value("MAX_RECORD_BYTES"), limits.value("MAX_JSON_DEPTH")  # once a file
     with source.open() as f:
         for line_no, raw in enumerate(_lines(f, max_bytes), 1):
             if raw is None:
@@ -302,7 +279,7 @@ def iter_jsonl(source: Source) -> Iterator[tuple[int, Any] | Skipped]:
                 length = len(raw.rstrip().decode("utf-8", errors="replace"))
                 yield Skipped(source.name, line_no, decode_error(e, length), "", True)
                 continue
-            deep = too_deep(value, _nesting(raw, limits.value("MAX_JSON_DEPTH")))
+            deep = too_deep(value, _brackets(raw), depth_limit)
             if deep is not None:
                 yield skip(source.name, line_no, deep)
                 continue
@@ -352,7 +329,7 @@ def load_json(source: Source) -> Any:
     with source.open() as f:
         data = document_bytes(f, source.name)
     value = _decode_document(data, source.name)
-    deep = too_deep(value, _nesting(data, limits.value("MAX_JSON_DEPTH")))
+    deep = too_deep(value, _brackets(data))
     if deep is not None:
         raise InputError(deep.reason, source.name, 1, deep.field)
     return value
@@ -395,9 +372,8 @@ def salvage_document(source: Source) -> Iterator[tuple[int, str, Any] | Skipped]
 
 def _whole(name: str, doc: Any, data: bytes) -> Iterator[tuple[int, str, Any] | Skipped]:
     items = list(enumerate(doc)) if isinstance(doc, list) else [(None, doc)]
-    bound = _nesting(data, limits.value("MAX_JSON_DEPTH"))  # of the whole document: bounds each item's too
     for i, item in items:
-        deep = too_deep(item, bound)
+        deep = too_deep(item, _brackets(data))
         record, pointer = (1, "") if i is None else (i + 1, f"[{i}]")
         if deep is not None:
             yield skip(name, record, FieldError(f"{pointer}.{deep.field}".strip(".") if pointer else deep.field,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
 from prefixcache.analyzer.errors import InputError
@@ -118,17 +117,3 @@ def test_first_object_and_single_document() -> None:
     assert not single_document('{"a": 1}\n{"a": 2', complete=False)
     assert not single_document("[1, 2]", complete=True)
 
-
-def test_depth_bound_is_exact_outside_strings_and_never_low():
-    """Issue 25 item 3: the depth of a record is found on its text (strings dropped, brackets
-    summed in C); the decoded value is walked only when that is over the limit."""
-    from prefixcache.analyzer.ingest.jsonio import _nesting, too_deep
-
-    text = b'{"a":"[[[{{{\\\\","b":[1,{"c":"]]]\\"[["}],"d":[[[]]]}'
-    assert _nesting(text, 100) == 14  # the bracket count: within the limit, no closer look
-    assert _nesting(text, 2) == _nesting(text.decode(), 2) == 4  # {"d": [[[ ]]]}: object + 3 lists
-    deep = b'[' * 40 + b'"' + b'[' * 300 + b'"' + b']' * 40
-    assert _nesting(deep, 64) == 40
-    assert too_deep(orjson.loads(deep), _nesting(deep, 64), 64) is None
-    assert too_deep(orjson.loads(deep), _nesting(deep, 30), 30).field == "[0][0][0][0][0][0]..."
-    assert _nesting(b'["[' + b'[' * 200, 64) > 64  # not JSON (unterminated string): its brackets count
