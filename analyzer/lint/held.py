@@ -20,7 +20,7 @@ import pickle
 import tempfile
 from array import array
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Iterator
 
 #: Sessions whose latest request stays in memory (the most recently stored ones).
 IN_MEMORY = 256
@@ -54,6 +54,12 @@ class HeldLast:
         if i is None:
             return default
         return pickle.loads(os.pread(self._file.fileno(), self._off[i + 1] - self._off[i], self._off[i]))
+
+    def values(self) -> Iterator[Any]:
+        """Every session's latest request: those in memory, then those read back from the file."""
+        yield from list(self._mem.values())
+        for session in list(self._disk):
+            yield self.get(session)
 
     def __setitem__(self, session: str, p: Any) -> None:
         self._disk.pop(session, None)  # its bytes stay in the file (appended, never rewritten)
