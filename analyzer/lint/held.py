@@ -70,12 +70,16 @@ class HeldLast:
             self._write(old, q)
 
     def _write(self, session: str, p: Any) -> None:
-        if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="prefixcache-held-")
         blob = pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL)
-        self._file.seek(0, os.SEEK_END)
-        self._file.write(blob)
-        self._file.flush()
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="prefixcache-held-")
+            self._file.seek(0, os.SEEK_END)
+            self._file.write(blob)
+            self._file.flush()
+        except OSError as exc:  # a full or read-only temporary folder: name it (the CLI prints one line, exit 2)
+            raise OSError(exc.errno, f"cannot write lint's held sessions there: {exc.strerror or exc} "
+                          "(TMPDIR sets the folder)", tempfile.gettempdir()) from None
         self._disk[session] = len(self._off) - 1
         self._off.append(self._off[-1] + len(blob))
 

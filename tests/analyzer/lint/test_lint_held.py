@@ -48,3 +48,24 @@ def test_results_equal_with_every_session_written_out(monkeypatch, command):
     assert got == want
     if command == "lint":
         assert sum(len(r.findings) for r in want[1]) > 0 and any(r.lost_tokens for r in want[1])
+
+
+def test_a_temporary_folder_that_cannot_be_written_is_named(monkeypatch, tmp_path):
+    import errno
+    import tempfile
+
+    class Full:
+        def seek(self, *a):
+            return 0
+
+        def write(self, blob):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", lambda **kw: Full())
+    last = HeldLast(in_memory=0)
+    with pytest.raises(OSError) as exc:
+        last["s"] = {"any": "request"}
+    assert exc.value.filename == tempfile.gettempdir() and "No space left on device" in exc.value.strerror
