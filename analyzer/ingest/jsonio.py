@@ -77,6 +77,9 @@ def expect(value: Any, kinds: type | tuple[type, ...], path: str) -> Any:
     ``bool`` is never accepted as ``int`` and ``int`` is accepted as ``float``,
     as in JSON. Message: ``expected string or list, got int``.
     """
+    t = type(value)
+    if t is kinds or (t in kinds if type(kinds) is tuple else False):  # the exact type named: the common case
+        return value
     kinds = kinds if isinstance(kinds, tuple) else (kinds,)
     ok = isinstance(value, kinds)
     if isinstance(value, bool) and bool not in kinds:
@@ -99,13 +102,14 @@ def field(obj: Mapping[str, Any], key: str, kinds: type | tuple[type, ...], path
     error names ``path.key``. Raises :class:`FieldError` when the value has the
     wrong type, or when it is missing and ``required``.
     """
-    where = f"{path}.{key}" if path else key
     value = obj.get(key)
     if value is None:
         if required:
-            raise FieldError(where, "missing required field")
+            raise FieldError(f"{path}.{key}" if path else key, "missing required field")
         return default
-    return expect(value, kinds, where)
+    if type(value) is kinds:  # the exact type named (no path built unless it is needed)
+        return value
+    return expect(value, kinds, f"{path}.{key}" if path else key)
 
 
 def skip(source: str, record: int, err: FieldError | str, *, field: str = "", bad: bool = True) -> Skipped:
@@ -260,7 +264,7 @@ def iter_jsonl(source: Source) -> Iterator[tuple[int, Any] | Skipped]:
     :data:`MAX_RECORD_BYTES` yields a bad :class:`Skipped` for that line (truncated
     JSON is named as such); the file goes on. Only one line is in memory at a time.
     """
-    max_bytes = limits.value("MAX_RECORD_BYTES")
+    max_bytes, depth_limit = limits.value("MAX_RECORD_BYTES"), limits.value("MAX_JSON_DEPTH")  # once a file
     with source.open() as f:
         for line_no, raw in enumerate(_lines(f, max_bytes), 1):
             if raw is None:
@@ -275,7 +279,7 @@ def iter_jsonl(source: Source) -> Iterator[tuple[int, Any] | Skipped]:
                 length = len(raw.rstrip().decode("utf-8", errors="replace"))
                 yield Skipped(source.name, line_no, decode_error(e, length), "", True)
                 continue
-            deep = too_deep(value, _brackets(raw))
+            deep = too_deep(value, _brackets(raw), depth_limit)
             if deep is not None:
                 yield skip(source.name, line_no, deep)
                 continue

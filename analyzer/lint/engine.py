@@ -76,12 +76,16 @@ from prefixcache.analyzer.lint.rules.control import advice, control_of, control_
 from prefixcache.analyzer.lint.rules.provider import provider_ttl, static_end_tokens
 from prefixcache.analyzer.lint.rules.trace import TRACE_DIVERGENCE
 from prefixcache.analyzer.cache.index.trace_sessions import SESSIONLESS_FORMATS, TraceSessions, chain_break
+from prefixcache.analyzer.lint.held import HeldLast
 from prefixcache.analyzer.model import RenderedPrompt, Request, compact_ids
 
 
 #: How many earlier requests (besides each session's last) lint keeps to judge a session's first
 #: request against its best match (PC602); an older best match is not compared.
 OWNERS = 1024
+#: Renderings kept of the latest slimmed requests (a break is explained against one without rendering it
+#: again; older ones are rendered again, :meth:`Linter._explain`).
+RECENT = 16
 
 
 
@@ -293,6 +297,9 @@ class Linter:
         self._last_index, self._last_tokens, self._last_block = array("i"), array("q"), array("q")
         self.owners = owners
         self._render = render
+        #: The renderings of the most recent slimmed requests (:data:`RECENT` at most, by (session, index)):
+        #: a break is most often explained against its session's previous request, rendered just before.
+        self._recent: OrderedDict[tuple[str, int], RenderedPrompt] = OrderedDict()
         #: Earlier token requests, not their session's last, that may still own a radix node
         #: (what a session's first request is judged against): the ``owners`` most recent.
         self._older: OrderedDict[tuple[str, int], Prepared] = OrderedDict()
@@ -300,7 +307,8 @@ class Linter:
         #: Every earlier request that may still own a prefix → (end of its system prompt and tools,
         #: prompt length), in tokens: enough to judge a first request whose match goes past them.
         self._ends: dict[tuple[str, int], tuple[int, int]] = {}
-        self._last: dict[str, Prepared] = {}
+        #: Each session's latest request (the most recent sessions in memory, the rest on disk: :class:`HeldLast`).
+        self._last: HeldLast = HeldLast()
         self._state: dict = {"redact": redact}
         self.total = Waterfall()
         self.sessions: dict[str, Waterfall] = {}
@@ -487,11 +495,15 @@ class Linter:
         redo it (the rendering is a pure function of the request)."""
         if self._render is None or p.tokens is None or p.rendered is None:
             return p
+        self._recent[(p.request.session, p.request.index)] = p.rendered
+        if len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
         return dataclasses.replace(p, rendered=None)
 
     def _explain(self, p: Prepared, other: Prepared, token: int) -> list[Finding]:
         if other.rendered is None and other.tokens is not None and self._render is not None:
-            other = dataclasses.replace(other, rendered=self._render(other.request))
+            kept = self._recent.get((other.request.session, other.request.index))
+            other = dataclasses.replace(other, rendered=kept if kept is not None else self._render(other.request))
         div = locate(p.request, p.rendered, p.tokens, other.rendered, other.tokens, token, redact=self.redact)
         return classify(PairContext(p, other, div, redact=self.redact), self._pair_rules)
 
@@ -521,10 +533,13 @@ class Linter:
 
 class DriftCauses:
     """:func:`drift_causes` one prepared request at a time, so the caller need not hold them:
-    :meth:`feed` each in arrival order, then :meth:`of` the simulator's requests."""
+    :meth:`feed` each in arrival order, then :meth:`of` the simulator's requests. ``render``
+    (a request's rendering, as its preparer makes it) lets the requests held for later
+    comparisons drop their renderings (:class:`Linter`'s ``render``)."""
 
-    def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
-        self._linter = Linter(block_size=block_size)
+    def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE, render: Callable[[Request], RenderedPrompt] | None = None
+                 ) -> None:
+        self._linter = Linter(block_size=block_size, render=render)
         self._linter.trace_overlaps = array("q")
         self._linter.tally = False
         self._codes: dict[tuple[str, int], str] = {}

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # imported where used: simulate on a trace needs neither the 
     from prefixcache.analyzer.cache.fleet.document import FleetReport
     from prefixcache.analyzer.cache.fleet.study import FleetOptions
     from prefixcache.analyzer.lint.engine import DriftCauses
+    from prefixcache.analyzer.prepare import Preparer
     from prefixcache.analyzer.prepare.size_check import SizeCheck
 
 #: Names this module used to import at the top, given on first use (the preparer imports the renderer).
@@ -156,7 +157,7 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     hold = not _rereadable(ingest)
     stream, held = SimStream(), []
     items = [] if hold else KeptItems()
-    lint: DriftCauses | None = DriftCauses()
+    lint: DriftCauses | None = DriftCauses(render=_renderer(preparer))
     sizes = SizeCheck(by_request=True)
     for request in ingest:
         p = preparer.prepare(request)
@@ -173,10 +174,10 @@ def _read(inputs: Sequence[str] | Ingest, options: SimulateOptions, on_prepared:
     if not reqs:
         return ingest, preparer, items, reqs, {}, sizes, None
     if hold or not stream.in_input_order:  # a second pass in arrival order, prepared prompts never held
-        lint = DriftCauses()
+        second = preparer if hold else Preparer(template=options.template, tokenizer=options.tokenizer)
+        lint = DriftCauses(render=_renderer(second))
         again = (p for _, p in arrival_order(held, lambda p: p.request.timestamp)) if hold else map(
-            Preparer(template=options.template, tokenizer=options.tokenizer).prepare,
-            (r for _, r in sorted_stream(ingest, lambda r: r.timestamp)))
+            second.prepare, (r for _, r in sorted_stream(ingest, lambda r: r.timestamp)))
         for p in again:
             if (lint := _fed(lint, p)) is None:
                 break
@@ -244,6 +245,12 @@ class SimulatedTee:
         report = simulate_report(items, reqs, options or self.options, self.shape, summary, notes, self.causes.of(reqs),
                                  sizes=self.sizes.by_request)
         return dataclasses.replace(report, warnings=[*report.warnings, *self.size_check().warnings()])
+
+
+def _renderer(preparer: Preparer) -> Callable:
+    """A request's rendering as ``preparer`` makes it: what lets :class:`DriftCauses` hold its
+    earlier requests without their renderings (rendered again only to explain a break)."""
+    return lambda r: preparer.pipeline(r.model).renderer.render(r)
 
 
 def _fed(lint: DriftCauses, p) -> DriftCauses | None:

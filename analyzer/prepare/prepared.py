@@ -86,6 +86,9 @@ class Preparer:
         """Render and tokenize one request (incrementally within its session)."""
         if request.trace is not None or usage_only(request):
             return Prepared(request, None, None)
+        key = str(request.extra.get("opaque_prefix_key", ""))
+        if key and not request.opaque_prefix_tokens and key in self._opaque:  # its size is known: one pass
+            return Prepared(request, *self._render_tokenize(request, self._opaque[key]))
         rendered, tokens = self.render_tokenize(request)
         return self.finish(request, rendered, tokens)
 
@@ -93,6 +96,11 @@ class Preparer:
         """The rendering and tokens of one request with text, before any hidden prefix sized from
         usage: what depends only on the request's own session (so sessions can be prepared apart,
         :mod:`.parallel`); :meth:`finish` adds the rest, in input order."""
+        return self._render_tokenize(request, None)
+
+    def _render_tokenize(self, request: Request, opaque: int | None) -> tuple[RenderedPrompt, TokenizedPrompt]:
+        """:meth:`render_tokenize`, with the hidden prefix of ``opaque`` tokens (sized from usage by an
+        earlier call of its key) put in front as :meth:`finish` would (``None``: none added)."""
         pipe = self.pipeline(request.model)
         rendered = pipe.renderer.render(request)
         session_tok = self._sessions.get(id(pipe))
@@ -100,7 +108,7 @@ class Preparer:
             session_tok = self._sessions[id(pipe)] = SessionTokenizer(pipe.tokenizer)
         key = str(request.extra.get("opaque_prefix_key", ""))
         images = image_costs((p for m in request.messages for p in m.parts), rendered.renderer, request.model)
-        return rendered, session_tok.tokenize(rendered, request.session, key=key, images=images)
+        return rendered, session_tok.tokenize(rendered, request.session, key=key, images=images, opaque=opaque)
 
     def finish(self, request: Request, rendered: RenderedPrompt, tokens: TokenizedPrompt) -> Prepared:
         """:meth:`render_tokenize`'s result with the hidden prefix sized from usage: the size is that of

@@ -169,8 +169,9 @@ class JinjaChat:
         self.extra = dict(extra or {})
         self.content_format = content_format(source)
 
-    def _variables(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool) -> dict[str, Any]:
-        return dict(messages=[alias_reasoning(m) for m in messages], tools=tools, documents=None,
+    def _variables(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool,
+                   aliased: bool = False) -> dict[str, Any]:
+        return dict(messages=messages if aliased else [alias_reasoning(m) for m in messages], tools=tools, documents=None,
                     add_generation_prompt=add_generation_prompt, **self.special, **self.extra)
 
     def render(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool, now: float | None = None) -> str:
@@ -186,7 +187,9 @@ class JinjaChat:
         """
         if not calls:
             return []
-        variables = [self._variables(ms, ts, gen) for ms, ts, gen in calls]
+        aliased: dict[int, dict[str, Any]] = {}  # the calls share message dicts (``msgs[:j]``): alias each once
+        variables = [self._variables([aliased[id(m)] if id(m) in aliased else aliased.setdefault(id(m), alias_reasoning(m))
+                                      for m in ms], ts, gen, aliased=True) for ms, ts, gen in calls]
         return self._run(_render_batch, self.source, self.name, variables, now)
 
 

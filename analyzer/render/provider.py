@@ -57,44 +57,60 @@ class ProviderLayout:
         self.name = f"provider:{style}"
         self._names: dict[str, str] = {}  # tool call id -> tool name, for harmony tool results
         self.exact = False
-        #: Per session (the 256 most recent), the previous request's messages and their texts: a
-        #: message equal to the one at its place last time is not laid out again.
-        self._last: OrderedDict[str, tuple[tuple[Message, ...], list[str]]] = OrderedDict()
+        #: Per session (the 256 most recent), the latest request's index, its messages and their texts, its
+        #: tools and their texts, and its spans: a part equal to the one at its place last time is
+        #: not laid out again.
+        self._last: OrderedDict[str, tuple] = OrderedDict()
 
     def render(self, request: Request) -> RenderedPrompt:
-        """The layout text of ``request`` with exact segment spans (by construction)."""
-        pieces: list[tuple[str, str, int, str]] = []  # kind, label, ref, text
+        """The layout text of ``request`` with exact segment spans (by construction).
+
+        Incremental within a session: a message equal to the one at its place in the session's
+        previous request (or the same tool list) is not laid out again, and a part at the same place with the
+        same text keeps its segment (the earlier object), so an agent's turn costs its new parts."""
         harmony = self.style == "openai-harmony"
-        if request.tools:
-            head, tail = ("<|start|>developer<|message|># Tools\n\n", "<|end|>") if harmony else ("tools:\n", "\n")
-            pieces.append(("template", "template", -1, head))
-            for i, t in enumerate(request.tools):
-                pieces.append(("tool", f"tools[{i}]", i, self._tool(t) + "\n"))
-            pieces.append(("template", "template", -1, tail))
         msgs = request.messages
         self._names = {c.id: c.name for m in msgs for c in m.tool_calls} if harmony else {}
-        prev_msgs, prev_texts = self._last.pop(request.session, ((), []))
-        texts = [prev_texts[j] if j < len(prev_msgs) and prev_msgs[j] == m else self._message(m)
+        prev_index, prev_msgs, prev_texts, prev_tools, prev_tool_texts, prev_spans = self._last.get(
+            request.session, (-1, (), [], None, [], []))
+        n_prev = len(prev_msgs)
+        texts = [prev_texts[j] if j < n_prev and (prev_msgs[j] is m or prev_msgs[j] == m) else self._message(m)
                  for j, m in enumerate(msgs)]
-        self._last[request.session] = (msgs, texts)
-        if len(self._last) > 256:
-            self._last.popitem(last=False)
-        order = [j for j, m in enumerate(msgs) if m.role in ("system", "developer")]
-        order += [j for j, m in enumerate(msgs) if m.role not in ("system", "developer")]
-        for j in order:
-            kind = "system" if msgs[j].role in ("system", "developer") else "message"
-            pieces.append((kind, f"messages[{j}]", j, texts[j]))
+        tools = request.tools
+        if tools and prev_tools is tools:  # the same objects only: equal dicts may differ in key order
+            tool_texts = prev_tool_texts
+        else:
+            tool_texts = [self._tool(t) + "\n" for t in tools] if tools else []
+        pieces: list[tuple[str, str, int, str]] = []  # kind, label, ref, text
+        if tools:
+            head, tail = ("<|start|>developer<|message|># Tools\n\n", "<|end|>") if harmony else ("tools:\n", "\n")
+            pieces.append(("template", "template", -1, head))
+            pieces += [("tool", f"tools[{i}]", i, t) for i, t in enumerate(tool_texts)]
+            pieces.append(("template", "template", -1, tail))
+        system = [m.role in ("system", "developer") for m in msgs]
+        pieces += [("system", f"messages[{j}]", j, texts[j]) for j, sys in enumerate(system) if sys]
+        pieces += [("message", f"messages[{j}]", j, texts[j]) for j, sys in enumerate(system) if not sys]
         pieces.append(("generation_prompt", "generation_prompt", -1, "<|start|>assistant" if harmony else "assistant:\n"))
-        text, spans, pos = [], [], 0
-        for kind, label, ref, piece in pieces:
-            spans.append(Segment(kind, label, pos, pos + len(piece), ref))
-            text.append(piece)
-            pos += len(piece)
+        spans, pos, n_spans = [], 0, len(prev_spans)
+        for i, (kind, label, ref, piece) in enumerate(pieces):
+            end = pos + len(piece)
+            old = prev_spans[i] if i < n_spans else None
+            if old is not None and old.start == pos and old.end == end and old.ref == ref and old.label == label \
+                    and old.kind == kind:
+                spans.append(old)
+            else:
+                spans.append(Segment(kind, label, pos, end, ref))
+            pos = end
+        if request.index >= prev_index:  # an earlier request laid out again (lint explaining a break) is not kept
+            self._last[request.session] = (request.index, msgs, texts, tools, tool_texts, spans)
+            self._last.move_to_end(request.session)
+            if len(self._last) > 256:
+                self._last.popitem(last=False)
         warnings = []
         if any(m.reasoning_opaque for m in request.messages):
             warnings.append("encrypted/redacted reasoning cannot be rendered; its tokens are not counted")
         return RenderedPrompt(
-            text="".join(text), segments=paint(pos, spans), renderer=self.name, exact=False,
+            text="".join([p[3] for p in pieces]), segments=paint(pos, spans), renderer=self.name, exact=False,
             warnings=tuple(warnings), opaque_prefix_tokens=int(request.opaque_prefix_tokens or 0),
         )
 

@@ -49,17 +49,18 @@ def _digest(text: str) -> int:
 
 
 class _Session:
-    """What a session's previous request left for the next one: its text without the generation
+    """What a session's latest request (its ``index``) left for the next one: its text without the generation
     prompt (``base``), the key of every message prefix (``keys[j]``: ``messages[:j]``, ``j`` up to
     all of them), the prefix bounds known exact, and the tools block and tool-call verdicts, each with
     the message prefix it was located in (``(m, keys[m], ...)``). ``loose`` holds the bounds of
     prefixes whose render is not a prefix of ``base`` (where the two depart)."""
 
-    __slots__ = ("base", "keys", "exact", "loose", "tools", "calls")
+    __slots__ = ("base", "keys", "exact", "loose", "tools", "calls", "index")
 
     def __init__(self, base: str, keys: list[int], exact: dict[int, int], loose: dict[int, int],
-                 tools: tuple | None, calls: tuple | None):
+                 tools: tuple | None, calls: tuple | None, index: int = 0):
         self.base, self.keys, self.exact, self.loose, self.tools, self.calls = base, keys, exact, loose, tools, calls
+        self.index = index
 
 
 def _same_prefix(rec: tuple | None, keys: list[int]) -> bool:
@@ -147,7 +148,10 @@ class JinjaRenderer:
         calls_rec = prev.calls if prev is not None and _same_prefix(prev.calls, keys) else None
         dropped, calls_rec = self._dropped(request, msgs, tools, base, bounds, keys, calls_rec, r)
         warnings += dropped
-        self._remember(self._sessions, request.session, _Session(base, keys, exact, loose, tool_rec, calls_rec))
+        if prev is None or request.index >= prev.index:  # an earlier request rendered again (lint explaining a
+            # break) leaves the session's latest in place: the next request is compared with that one
+            self._remember(self._sessions, request.session,
+                           _Session(base, keys, exact, loose, tool_rec, calls_rec, request.index))
         return RenderedPrompt(
             text=full, segments=paint(len(full), spans), renderer=self.name, exact=self.exact,
             warnings=tuple(warnings), opaque_prefix_tokens=int(request.opaque_prefix_tokens or 0),

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from jinja2 import FileSystemLoader, TemplateNotFound
 from jinja2.loaders import split_template_path
+from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
@@ -43,6 +44,11 @@ from prefixcache.analyzer import limits
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.limits import LIMITS
 
+#: Attribute names of a plain ``dict`` (its methods): ``message.items`` is the method, as in jinja2.
+_DICT_ATTRS = frozenset(dir(dict))
+#: ``loop`` attributes a template reads on every iteration (jinja2's sandbox allows them all).
+_LOOP_ATTRS = frozenset({"first", "last", "index", "index0", "revindex", "revindex0", "length", "depth",
+                         "previtem", "nextitem"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Seconds one render may take.
@@ -136,6 +142,16 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         self.tick()
+        if type(obj) is dict and attribute not in _DICT_ATTRS:
+            # What jinja2's sandbox returns for a plain dict, without its failed ``getattr`` first (a plain
+            # dict has no attribute beyond its class's): the item, else undefined. Most attribute reads
+            # of a chat template are ``message.role`` / ``message.content`` on the request's dicts.
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        if type(obj) is LoopContext and attribute in _LOOP_ATTRS:  # ``loop.first``: public, read-only
+            return getattr(obj, attribute)
         return super().getattr(obj, attribute)
 
 
@@ -208,7 +224,7 @@ def render_bounded(template: Any, variables: dict[str, Any]) -> str:
     except OverflowError as exc:
         raise RenderLimitError(f"template went past a bound: {exc}") from None
     text = "".join(out)
-    bad = _SURROGATE.search(text)
+    bad = None if text.isascii() else _SURROGATE.search(text)
     if bad is not None:
         raise RenderLimitError(f"rendered output is not valid Unicode (a lone surrogate at character {bad.start():,})")
     return text

@@ -56,7 +56,11 @@ def paint(n_chars: int, spans: list[Segment]) -> tuple[Segment, ...]:
             if s.start < s.end:
                 if s.start > pos:
                     _put(out, "template", "template", pos, s.start, -1)
-                _put(out, s.kind, s.label, s.start, s.end, s.ref)
+                last = out[-1] if out else None
+                if last is not None and last.kind == s.kind and last.label == s.label and last.end == s.start:
+                    out[-1] = Segment(s.kind, s.label, last.start, s.end, s.ref)
+                else:
+                    out.append(s)  # the span itself (frozen): equal to a copy, and cheaper
                 pos = s.end
         if pos < n_chars:
             _put(out, "template", "template", pos, n_chars, -1)

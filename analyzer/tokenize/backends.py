@@ -113,6 +113,15 @@ class TiktokenTokenizer:
         if self._lens is None:
             n = self.enc.n_vocab
             lens = np.zeros(n, dtype=np.int64)
+            ranks, specials = getattr(self.enc, "_mergeable_ranks", None), getattr(self.enc, "_special_tokens", None)
+            if isinstance(ranks, dict) and isinstance(specials, dict):  # the tables decode reads, in one sweep
+                for table, size in ((ranks, len), (specials, lambda t: len(t.encode("utf-8")))):
+                    if table:
+                        ids = np.fromiter(table.values(), dtype=np.int64, count=len(table))
+                        keep = (ids >= 0) & (ids < n)
+                        lens[ids[keep]] = np.fromiter(map(size, table), dtype=np.int64, count=len(table))[keep]
+                self._lens = lens
+                return lens
             for i in range(n):
                 try:
                     lens[i] = len(self.enc.decode_single_token_bytes(i))

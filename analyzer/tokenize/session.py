@@ -41,6 +41,11 @@ class _State:
     text: str
     ids: array  # compact ids (:func:`compact_ids`), shared with the TokenizedPrompt returned
     starts: np.ndarray  # int64, start char of each token
+    #: the char segments of the text, and their token spans (offset ``n_op``, no hidden prefix segment);
+    #: None when image pseudo-ids moved the tokens
+    segs: tuple[Segment, ...] | None = None
+    tsegs: tuple[Segment, ...] = ()
+    n_op: int = 0
 
     @property
     def arr(self) -> np.ndarray:
@@ -155,20 +160,36 @@ class SessionTokenizer:
         self.stats = {"full": 0, "incremental": 0, "reused_tokens": 0, "encoded_tokens": 0}
 
     def tokenize(self, rendered: RenderedPrompt, session: str, key: str = "",
-                 images: Mapping[str, tuple[str, int]] | None = None) -> TokenizedPrompt:
+                 images: Mapping[str, tuple[str, int]] | None = None, opaque: int | None = None) -> TokenizedPrompt:
         """Token ids of ``rendered.text`` (== ``tokenizer.encode``) with segment spans in tokens,
         image placeholders named in ``images`` replaced by their pseudo-ids (:func:`with_images`).
 
         Segment spans: a token belongs to the segment in which its first character
-        lies; ``opaque`` (hidden prefix) comes first when present.
+        lies; ``opaque`` (hidden prefix) comes first when present. ``opaque`` (tokens), when
+        given, is a hidden prefix sized from usage (named ``key``) in place of the rendering's:
+        the result equals ``with_opaque_prefix(tokenize(...), opaque, key)``, built in one pass.
         """
         text = rendered.text
-        ids, starts = self._encode(text, session)
+        prev = self._states.get(session) if self.incremental else None
+        ids, starts, keep = self._encode(text, session)
         n_img = 0
         if images:
             ids, starts, n_img = with_images(ids, starts, text, images)
-        n_op = max(0, int(rendered.opaque_prefix_tokens or 0))
-        segs = map_segments(rendered.segments, starts, len(text), offset=n_op)
+        n_op = max(0, int(rendered.opaque_prefix_tokens or 0) if opaque is None else opaque)
+        exact = bool(self.tokenizer.exact and rendered.exact) and not (opaque and opaque > 0)
+        chars = rendered.segments
+        k = 0
+        if prev is not None and prev.segs is not None and keep and not n_img and prev.n_op == n_op:
+            # A segment that is the previous request's own object and ends before the reused tokens end
+            # spans the same tokens as then (the token starts up to there are the same).
+            old, most = prev.segs, min(len(prev.segs), len(chars))
+            while k < most and chars[k] is old[k] and chars[k].end <= keep:
+                k += 1
+        segs = (prev.tsegs[:k] + map_segments(chars[k:], starts, len(text), offset=n_op)) if k else \
+            map_segments(chars, starts, len(text), offset=n_op)
+        state = self._states.get(session) if self.incremental else None
+        if state is not None:
+            state.segs, state.tsegs, state.n_op = (None if n_img else chars), segs, n_op
         if n_op:
             segs = (Segment("opaque", "opaque_prefix", 0, n_op),) + segs
             all_ids = _with_pseudo(key or session, n_op, ids)
@@ -176,11 +197,12 @@ class SessionTokenizer:
             all_ids = ids
         return TokenizedPrompt(
             ids=all_ids, segments=segs, tokenizer=self.tokenizer.name,
-            exact=bool(self.tokenizer.exact and rendered.exact), opaque_prefix_tokens=n_op, image_tokens=n_img,
+            exact=exact, opaque_prefix_tokens=n_op, image_tokens=n_img,
         )
 
-    def _encode(self, text: str, session: str) -> tuple[array, np.ndarray]:
-        """Compact ids (:func:`compact_ids`) and int64 start chars of ``text``."""
+    def _encode(self, text: str, session: str) -> tuple[array, np.ndarray, int]:
+        """Compact ids (:func:`compact_ids`) and int64 start chars of ``text``, and the char before
+        which the session's previous ids were reused (0: encoded in full)."""
         tok = self.tokenizer
         prev = self._states.get(session) if self.incremental else None
         seam = None
@@ -201,12 +223,13 @@ class SessionTokenizer:
             starts = np.asarray(starts, dtype=np.int64)
             self.stats["full"] += 1
             self.stats["encoded_tokens"] += len(ids)
+        keep = seam.char if seam is not None else 0
         if self.incremental:
             self._states[session] = _State(text, ids, starts)
             self._states.move_to_end(session)
             while len(self._states) > self.max_sessions:
                 self._states.popitem(last=False)
-        return ids, starts
+        return ids, starts, keep
 
     def forget(self, session: str) -> None:
         """Drop a session's state (e.g. when it ends)."""

@@ -48,6 +48,7 @@ these rules are in :mod:`.caches`, the cost arithmetic in :mod:`.cost`.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 
@@ -205,6 +206,15 @@ def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderR
     ConfigError for an unknown provider."""
     if provider not in PROVIDERS:
         raise ConfigError(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
+    rules = _model_rules(provider, model)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return replace(rules, **given) if given else rules
+
+
+@functools.lru_cache(maxsize=1024)
+def _model_rules(provider: str, model: str | None) -> ProviderRules:
+    """:func:`rules_for` without overrides, once per (provider, model): lint asks for every
+    request (``provider_minimum``, ``provider_ttl``). The rules are frozen, so one object serves all."""
     rules = PROVIDERS[provider]
     row = price_for(provider, model)
     rules = replace(rules, price_input=row.input, read_multiplier=row.read, write_multiplier=row.write,
@@ -224,7 +234,7 @@ def rules_for(provider: str, model: str | None = None, **overrides) -> ProviderR
                         considered_breakpoints=OPENAI_BREAKPOINTS_CONSIDERED, rule_set="openai-breakpoints")
     if provider == "deepseek" and _deepseek_stores_output(model):
         rules = replace(rules, stores_output=True, rule_set="deepseek-prompt+output")
-    return replace(rules, **{k: v for k, v in overrides.items() if v is not None})
+    return rules
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,3 +116,4 @@ def test_first_object_and_single_document() -> None:
     assert single_document('{\n  "messages": [', complete=False)
     assert not single_document('{"a": 1}\n{"a": 2', complete=False)
     assert not single_document("[1, 2]", complete=True)
+

@@ -116,6 +116,26 @@ def test_held_requests_are_bounded(tmp_path):
     assert all(p.rendered is None for p in linter._last.values())  # re-rendered only when a break is explained
 
 
+def test_only_the_latest_sessions_stay_in_memory(tmp_path, monkeypatch):
+    """Issue 25 item 4: the last request of the most recently active sessions stays in memory, the
+    others are written to a temporary file and read back equal (same results as all in memory)."""
+    from prefixcache.analyzer.lint import held
+
+    lines = [_chat(f"s{s}", k) for k in range(1, 4) for s in range(12)]  # 12 sessions, interleaved
+    path = _log(tmp_path / "many.jsonl", lines)
+
+    def run():
+        linter, preparer = Linter(), Preparer()
+        return linter, [linter.feed(preparer.prepare(r)) for r in Ingest([path])]
+
+    linter, want = run()
+    monkeypatch.setattr(held, "IN_MEMORY", 4)
+    held_linter, got = run()
+    assert got == want and len(held_linter._last) == 12 and len(held_linter._last._mem) == 4
+    assert sorted(p.request.session for p in held_linter._last.values()) == sorted(
+        p.request.session for p in linter._last.values())
+
+
 def test_json_is_written_in_chunks_byte_for_byte(tmp_path, monkeypatch):
     import orjson
 
