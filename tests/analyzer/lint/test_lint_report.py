@@ -95,7 +95,7 @@ def test_canonicalize_json_is_the_typed_report(monkeypatch, tmp_path) -> None:
     case = str(CASES / "timestamp_in_system.jsonl")
     run = canonicalize_paths([case])
     res = _cli("canonicalize", case, "--out", "-", "--json")
-    report = run.report("-", len(res.stdout.splitlines()))
+    report = run.report("-", len(res.stdout.splitlines()), res.stdout.encode())  # the written bytes, as the CLI
     assert res.stderr == orjson.dumps(report).decode() + "\n"
     validate(orjson.loads(res.stderr), "canonicalize")
     assert report.total.after.reusable_tokens > report.total.before.reusable_tokens
