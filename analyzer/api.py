@@ -66,7 +66,8 @@ def inspect(paths: Sequence[str], options: InspectOptions = InspectOptions(), *,
     read its ``summary``. Raises ConfigError for a bad reader or spec, InputError for a
     missing path."""
     redact.use(options.redact, options.redact_key)
-    return Inspection(paths, options.input_format, options.tokenizer, options.template, stdin, options.redact)
+    return Inspection(paths, options.input_format, options.tokenizer, options.template, stdin, options.redact,
+                      options.executor)
 
 
 def lint(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin: IO[bytes] | None = None,

@@ -11,6 +11,10 @@ What may run apart and what may not:
 * **the hidden prefix sized from usage** is shared by the sessions of one key (the first call
   with usage decides), so :meth:`Preparer.finish` runs here, in input order.
 
+What comes back is compact: each request as the change from its session's previous rendering
+(:mod:`.wire`), rebuilt here; it grows with the log, not with the sum of the prompts (sending every
+full rendering back cost the driver more in unpickling than the workers took off it).
+
 The result is the serial stream, request for request: the ids equal ``tokenizer.encode`` of the
 same text whatever the worker (the incremental tokenizer's guarantee), and the order is the input
 order. With Ray, each worker is an actor holding one :class:`Preparer` (the package is imported
