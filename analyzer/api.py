@@ -115,7 +115,8 @@ def inspect(paths: Sequence[str], options: InspectOptions | None = None, *,
 
     options = options or InspectOptions()
     redact.use(options.redact, options.redact_key)
-    return Inspection(paths, options.input_format, options.tokenizer, options.template, stdin, options.redact)
+    return Inspection(paths, options.input_format, options.tokenizer, options.template, stdin, options.redact,
+                      options.executor)
 
 
 def lint(paths: Sequence[str], options: LintOptions | None = None, *, stdin: IO[bytes] | None = None,

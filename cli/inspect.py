@@ -28,7 +28,7 @@ from prefixcache.analyzer.prepare.inspect import InspectRecord
 
 from prefixcache.cli.common import EXIT_ERROR, EXIT_OK, console, handle_errors, progress, report_skipped
 from prefixcache.cli.options import (
-    AsJson, InputFormat, ModelAsTokenizer, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, deprecated_alias,
+    AsJson, Executor, InputFormat, ModelAsTokenizer, Paths, Redact, RedactKey, SkipBad, Template, Tokenizer, deprecated_alias,
     format_option, implied_redact, output_format,
 )
 from prefixcache.cli.tables import print_table
@@ -118,6 +118,7 @@ def register(app: typer.Typer) -> None:
         skip_bad: SkipBad = False,
         redact: Redact = False,
         redact_key: RedactKey = None,
+        executor: Executor = "local",
     ) -> None:
         """Show each request's prompt tokens, tokens per segment, and reported usage."""
         if fmt is not None and (fmt == "auto" or fmt in formats()):  # the old meaning: the log reader
@@ -126,5 +127,5 @@ def register(app: typer.Typer) -> None:
         out = output_format(fmt, as_json, OUTPUTS, "rich")
         tokenizer = deprecated_alias("--model", "--tokenizer", model, tokenizer)
         options = InspectOptions(input_format, tokenizer, template, bool(implied_redact(redact or None, redact_key)),
-                                 redact_key)
+                                 redact_key, executor)
         raise typer.Exit(run_inspect(paths, options, out, skip_bad))

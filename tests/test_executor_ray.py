@@ -90,6 +90,22 @@ def test_lint_on_ray_equals_the_serial_run_on_every_sample(ray_cluster, tmp_path
     assert _lint(*every, "--executor", f"ray:{ray_cluster}") == _lint(*every)
 
 
+def _inspect(*args: str) -> str:
+    res = CliRunner().invoke(cli_app(), ["inspect", *args, "--json"])
+    assert res.exit_code == 0, (args, res.stderr, res.exception)
+    return res.stdout
+
+
+def test_inspect_on_ray_equals_the_serial_run(ray_cluster) -> None:
+    """``inspect --executor ray`` prepares on the workers through the same compact wire as lint (each request
+    as the change from its session's previous rendering): every record and the summary, byte for byte."""
+    samples = sorted(p for p in existing(SAMPLES).iterdir() if p.is_file() and p.suffix != ".md")
+    every = [str(p) for p in samples]
+    serial = _inspect(*every)
+    assert serial.count("\n") > 100
+    assert _inspect(*every, "--executor", f"ray:{ray_cluster}") == serial
+
+
 def test_a_trace_written_on_ray_equals_the_serial_one(ray_cluster, tmp_path) -> None:
     import pyarrow.parquet as pq
 

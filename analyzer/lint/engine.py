@@ -83,9 +83,9 @@ from prefixcache.analyzer.model import RenderedPrompt, Request, compact_ids
 #: How many earlier requests (besides each session's last) lint keeps to judge a session's first
 #: request against its best match (PC602); an older best match is not compared.
 OWNERS = 1024
-#: Renderings kept of the latest slimmed requests (a break is explained against one without rendering it
-#: again; older ones are rendered again, :meth:`Linter._explain`).
-RECENT = 16
+#: How many of the latest requests lint keeps the rendering of (a held request's rendering is
+#: otherwise dropped, and rendered again when a break is explained against it).
+RENDERINGS = 256
 
 
 
@@ -258,7 +258,9 @@ class Linter:
     replaces excerpts with lengths and hashes; ``severity`` overrides severities
     by code (``{"PC502": "warning"}``). ``owners`` bounds the earlier requests held for
     first-of-session comparisons (:data:`OWNERS`); ``render`` (the request's renderer, as
-    the preparer used it) lets held requests drop their rendering and redo it when compared.
+    the preparer used it) lets held requests drop their rendering and redo it when compared (the
+    renderings of the :data:`RENDERINGS` latest requests are kept: a break is mostly explained against
+    its session's previous request).
     ``ttl``: the idle TTL (seconds; ``"provider"``: each request's hosted provider's default,
     none for engines; None: off) past which a prefix is lost to :data:`TTL` (module docstring).
     """
@@ -297,9 +299,9 @@ class Linter:
         self._last_index, self._last_tokens, self._last_block = array("i"), array("q"), array("q")
         self.owners = owners
         self._render = render
-        #: The renderings of the most recent slimmed requests (:data:`RECENT` at most, by (session, index)):
-        #: a break is most often explained against its session's previous request, rendered just before.
-        self._recent: OrderedDict[tuple[str, int], RenderedPrompt] = OrderedDict()
+        #: The renderings of the :data:`RENDERINGS` latest requests, by (session, index): a break is
+        #: mostly explained against its session's previous request, so it is seldom rendered again.
+        self._renderings: OrderedDict[tuple[str, int], RenderedPrompt] = OrderedDict()
         #: Earlier token requests, not their session's last, that may still own a radix node
         #: (what a session's first request is judged against): the ``owners`` most recent.
         self._older: OrderedDict[tuple[str, int], Prepared] = OrderedDict()
@@ -495,15 +497,17 @@ class Linter:
         redo it (the rendering is a pure function of the request)."""
         if self._render is None or p.tokens is None or p.rendered is None:
             return p
-        self._recent[(p.request.session, p.request.index)] = p.rendered
-        if len(self._recent) > RECENT:
-            self._recent.popitem(last=False)
+        kept = self._renderings
+        kept[(p.request.session, p.request.index)] = p.rendered
+        if len(kept) > RENDERINGS:
+            kept.popitem(last=False)
         return dataclasses.replace(p, rendered=None)
 
     def _explain(self, p: Prepared, other: Prepared, token: int) -> list[Finding]:
         if other.rendered is None and other.tokens is not None and self._render is not None:
-            kept = self._recent.get((other.request.session, other.request.index))
-            other = dataclasses.replace(other, rendered=kept if kept is not None else self._render(other.request))
+            key = (other.request.session, other.request.index)
+            rendered = self._renderings.get(key)
+            other = dataclasses.replace(other, rendered=rendered if rendered is not None else self._render(other.request))
         div = locate(p.request, p.rendered, p.tokens, other.rendered, other.tokens, token, redact=self.redact)
         return classify(PairContext(p, other, div, redact=self.redact), self._pair_rules)
 

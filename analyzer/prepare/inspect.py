@@ -9,11 +9,13 @@ what ``auto`` chose per model) are defined here, the first layer that knows both
 from __future__ import annotations
 
 import dataclasses
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator, Mapping, Sequence
 
 from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.model import Skipped
+from prefixcache.analyzer.prepare.parallel import open_pool, parse_executor, prepare_stream
 from prefixcache.analyzer.prepare.prepared import Prepared, Preparer
 from prefixcache.analyzer.prepare.resolve import resolve
 from prefixcache.analyzer.prepare.size_check import SizeCheck
@@ -149,13 +151,15 @@ class InspectOptions:
     file), the ``tokenizer`` and ``template`` specs of :class:`Preparer`, and ``redact``:
     quoted input in notes, warnings and skip reasons as lengths and keyed hashes
     (:func:`~prefixcache.analyzer.redact.redact_message`, keyed by ``redact_key``; inspect
-    prints counts, never prompt text)."""
+    prints counts, never prompt text). ``executor``: where render and tokenize run (``local``, ``ray``,
+    ``ray:ADDRESS``; :mod:`~prefixcache.analyzer.prepare.parallel`): the records are the same."""
 
     input_format: str = "auto"
     tokenizer: str = "auto"
     template: str = "auto"
     redact: bool = False
     redact_key: str | None = None
+    executor: str = "local"
 
 
 class Inspection:
@@ -166,13 +170,18 @@ class Inspection:
     ``template`` the specs of :class:`Preparer` (explicit ones checked at once,
     :func:`check_specs`); ``stdin`` is what ``-`` reads; with ``redact`` the records'
     notes and warnings, the tokenizer notes and the skip reasons have their quoted input
-    redacted (:func:`~prefixcache.analyzer.redact.redact_message`). Raises ConfigError
-    (unknown reader, bad tokenizer or template) and InputError (missing path).
+    redacted (:func:`~prefixcache.analyzer.redact.redact_message`); ``executor`` (``local``, ``ray``,
+    ``ray:ADDRESS``) renders and tokenizes on Ray workers, in input order all the same
+    (:func:`~prefixcache.analyzer.prepare.parallel.prepare_stream`). Raises ConfigError
+    (unknown reader, bad tokenizer or template, bad executor) and InputError (missing path).
     """
 
     def __init__(self, paths: Sequence[str], input_format: str = "auto", tokenizer: str = "auto",
-                 template: str = "auto", stdin: IO[bytes] | None = None, redact: bool = False) -> None:
+                 template: str = "auto", stdin: IO[bytes] | None = None, redact: bool = False,
+                 executor: str = "local") -> None:
         check_specs(template, tokenizer)
+        self._executor = parse_executor(executor)
+        self._specs = (template, tokenizer)
         self._ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
         self._preparer = Preparer(template=template, tokenizer=tokenizer)
         self._redact = redact
@@ -180,12 +189,12 @@ class Inspection:
 
     def __iter__(self) -> Iterator[InspectRecord]:
         self._sizes = SizeCheck()
-        for request in self._ingest:
-            p = self._preparer.prepare(request)
-            self._sizes.add(p)
-            rec = inspect_record(p)
-            yield dataclasses.replace(rec, notes=[redact_message(n) for n in rec.notes],
-                                      warnings=[redact_message(w) for w in rec.warnings]) if self._redact else rec
+        with open_pool(self._executor, *self._specs) or nullcontext() as pool:
+            for _, p in prepare_stream(((None, r) for r in self._ingest), lambda: self._preparer, pool):
+                self._sizes.add(p)
+                rec = inspect_record(p)
+                yield dataclasses.replace(rec, notes=[redact_message(n) for n in rec.notes],
+                                          warnings=[redact_message(w) for w in rec.warnings]) if self._redact else rec
 
     @property
     def skipped(self) -> tuple[Skipped, ...]:

@@ -11,6 +11,10 @@ What may run apart and what may not:
 * **the hidden prefix sized from usage** is shared by the sessions of one key (the first call
   with usage decides), so :meth:`Preparer.finish` runs here, in input order.
 
+What comes back is compact: each request as the change from its session's previous rendering
+(:mod:`.wire`), rebuilt here; it grows with the log, not with the sum of the prompts (sending every
+full rendering back cost the driver more in unpickling than the workers took off it).
+
 The result is the serial stream, request for request: the ids equal ``tokenizer.encode`` of the
 same text whatever the worker (the incremental tokenizer's guarantee), and the order is the input
 order. With Ray, each worker is an actor holding one :class:`Preparer` (the package is imported
@@ -30,6 +34,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 from prefixcache.analyzer.errors import ConfigError
 from prefixcache.analyzer.model import Request
 from prefixcache.analyzer.prepare.prepared import Prepared, Preparer, usage_only
+from prefixcache.analyzer.prepare.wire import Decoder, Encoder
 
 T = TypeVar("T")
 
@@ -81,17 +86,19 @@ class _Actor:
             else:
                 os.environ[key] = value
         self.preparer = Preparer(template, tokenizer)
+        self.encoder = Encoder()
 
     def run(self, requests: list[Request]) -> list[Any]:
-        """``(rendered, tokens)`` per request, or the exception its render raised (an input error
-        belongs to that request, and is raised here, in order, as the serial run would)."""
+        """``(rendered, tokens)`` per request as :class:`~.wire.Encoder` items (what changed since the
+        session's previous request), or the exception its render raised (an input error belongs to that
+        request, and is raised here, in order, as the serial run would)."""
         out: list[Any] = []
         for r in requests:
             try:
                 out.append(self.preparer.render_tokenize(r))
             except Exception as exc:  # noqa: BLE001 - raised again by the caller at this request
                 out.append(exc)
-        return out
+        return self.encoder.encode(requests, out)
 
 
 def _worker_env() -> dict[str, str | None]:
@@ -133,6 +140,7 @@ class RayPool:
         remote = ray.remote(num_cpus=1)(_Actor)
         env = _worker_env()
         self.actors = [remote.remote(template, tokenizer, env) for _ in range(n)]
+        self.decoder = Decoder()  # the actors' sessions are disjoint: one decoder for all of them
 
     def submit(self, chunk: list[Request]) -> list[tuple[list[int], Any]]:
         """Send ``render_tokenize`` of every request of ``chunk`` to the actors, each session to its
@@ -149,7 +157,7 @@ class RayPool:
 
         out: list[Any] = [None] * sum(len(idx) for idx, _ in futures)
         for idx, fut in futures:
-            for i, res in zip(idx, ray.get(fut)):
+            for i, res in zip(idx, self.decoder.decode(ray.get(fut))):
                 out[i] = res
         return out
 

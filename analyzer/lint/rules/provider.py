@@ -17,6 +17,8 @@ simulator's own (:func:`~prefixcache.analyzer.cache.workload.request_marks`,
 
 from __future__ import annotations
 
+import functools
+
 import re
 from typing import TYPE_CHECKING, Iterable
 
@@ -53,9 +55,11 @@ HOSTED_FAMILIES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
 MIN_SHARED = 64
 
 
+@functools.lru_cache(maxsize=1024)
 def provider_minimum(model: str | None) -> tuple[int, str] | None:
     """(minimum cacheable prompt tokens, provider) for a model name, or None when
-    the model is not a known hosted model (self-hosted engines have no minimum)."""
+    the model is not a known hosted model (self-hosted engines have no minimum). Remembered
+    per name (the tables are constants; lint asks once a request per rule)."""
     if not model:
         return None
     name = model.rsplit("/", 1)[-1]

@@ -106,7 +106,10 @@ def test_streamed_lint_equals_holding_every_request(tmp_path):
         assert run.total == old.total and run.sessions == old.sessions
 
 
-def test_held_requests_are_bounded(tmp_path):
+def test_held_requests_are_bounded(tmp_path, monkeypatch):
+    import prefixcache.analyzer.lint.engine as engine
+
+    monkeypatch.setattr(engine, "RENDERINGS", 4)
     lines = [_chat(f"s{s}", k) for s in range(30) for k in range(1, 6)]
     path = _log(tmp_path / "many.jsonl", lines)
     linter, preparer = Linter(owners=8, render=lambda r: preparer.pipeline(r.model).renderer.render(r)), Preparer()
@@ -114,6 +117,7 @@ def test_held_requests_are_bounded(tmp_path):
         linter.feed(preparer.prepare(r))
     assert len(linter._older) <= 8 and len(linter._last) == 30
     assert all(p.rendered is None for p in linter._last.values())  # re-rendered only when a break is explained
+    assert len(linter._renderings) == 4  # but for the latest few (a break is mostly explained against them)
 
 
 def test_only_the_latest_sessions_stay_in_memory(tmp_path, monkeypatch):
