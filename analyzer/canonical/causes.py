@@ -12,13 +12,15 @@ reports is one ``prefixcache lint`` of the written log reports too.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
+
+from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse, reuse_with_probes
 
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions, Canonicalized, Transformation, canonicalize_all
 from prefixcache.analyzer.lint.engine import Linter, RequestResult
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding
 from prefixcache.analyzer.model import Request
-from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.prepare import Prepared, Preparer
 from prefixcache.analyzer.sequence import arrival_order
 
 
@@ -28,12 +30,39 @@ def lint_results(requests: Iterable[Request], template: str = "auto", tokenizer:
     order): (session, index) → lint's :class:`RequestResult` (figures in tokens, findings).
     Raises ConfigError for unusable template / tokenizer specs."""
     preparer = Preparer(template=template, tokenizer=tokenizer)
+    feed, out = _linting(preparer)
+    for _, r in arrival_order(list(requests), lambda r: r.timestamp):
+        feed(preparer.prepare(r))
+    return out
+
+
+def _linting(preparer: Preparer) -> tuple[Callable[[Prepared], Prepared], dict[tuple[str, int], RequestResult]]:
+    """A linter over ``preparer``'s requests: (feed one prepared request, returning it;
+    the results so far by (session, index))."""
     linter = Linter(render=lambda r: preparer.pipeline(r.model).renderer.render(r))
     out: dict[tuple[str, int], RequestResult] = {}
-    for _, r in arrival_order(list(requests), lambda r: r.timestamp):
-        res = linter.feed(preparer.prepare(r))
+
+    def feed(p: Prepared) -> Prepared:
+        res = linter.feed(p)
         out[(res.session, res.index)] = res
-    return out
+        return p
+
+    return feed, out
+
+
+def lint_and_reuse(requests: Sequence[Request], template: str = "auto", tokenizer: str = "auto"
+                   ) -> tuple[dict[tuple[str, int], RequestResult], list[Reuse]]:
+    """:func:`lint_results` and :func:`~prefixcache.analyzer.cache.simulate.reuse.reuse` of the
+    same ``requests``, each request prepared once when their arrival order is their input order
+    (the order both walk; otherwise each prepares them, as alone). Same figures as the two
+    calls; raises ConfigError as they do."""
+    requests = list(requests)
+    if any(r is not q for (_, r), q in zip(arrival_order(requests, lambda r: r.timestamp), requests)):
+        return lint_results(requests, template, tokenizer), reuse(requests, template, tokenizer)
+    preparer = Preparer(template=template, tokenizer=tokenizer)
+    feed, out = _linting(preparer)
+    figures, _ = reuse_with_probes(requests, {}, template, tokenizer, prepare=lambda r: feed(preparer.prepare(r)))
+    return out, figures
 
 
 def break_findings(result: RequestResult | None) -> list[Finding]:
