@@ -82,3 +82,20 @@ def test_shared_out_keeps_the_request_total() -> None:
     assert _shared_out(100, {"PC201": 30, "PC203": 10}) == {"PC201": 75, "PC203": 25}
     assert _shared_out(7, {"PC101": 0, "PC102": -5}) == {"PC101": 4, "PC102": 3}
     assert sum(_shared_out(-13, {"a": 2, "b": 1}).values()) == -13
+
+
+def test_the_cross_session_prefix_loss_is_on_the_first_screen() -> None:
+    """session_id_in_system: a per-session id in the system prompt breaks the prefix the sessions share.
+    lint names it PC602 (cross-session prefix) with its lost tokens; simulate judges drift within a session,
+    so panel 2 shows lint's figure on a row of its own, its source lint's summary."""
+    from tests.helpers import CASES
+
+    log = str(existing(CASES / "session_id_in_system.jsonl"))
+    docs = gather([log], ReportOptions())
+    lint = run_json(["lint", log, "--json"])
+    lost = lint["summary"]["lost_tokens_by_code"]["PC602"]
+    assert lost > 0 and docs.lint["summary"]["lost_tokens_by_code"]["PC602"] == lost
+    rows = [row for row in docs.answers["losses"] if "PC602" in row["cause"]]
+    assert rows == [{"cause": "cross-session prefix · PC602 (lint)", "tokens": lost, "usd": rows[0]["usd"],
+                     "source": "lint summary.lost_tokens_by_code.PC602", "note": rows[0]["note"]}]
+    assert not any(row["cause"] == "drift · PC602" for row in docs.answers["losses"])
