@@ -33,7 +33,7 @@ import shlex  # noqa: E402
 
 from prefixcache.analyzer.html.content import ReportOptions, commands  # noqa: E402
 from prefixcache.analyzer.ingest import Ingest  # noqa: E402
-from tests.test_scale import agent_log, mooncake_trace  # noqa: E402
+from tests.test_scale import AGENT_STAGGER_S, agent_log, mooncake_trace  # noqa: E402
 
 CLI = [sys.executable, "-m", "prefixcache"]
 
@@ -66,6 +66,8 @@ def main() -> None:
     ap.add_argument("--trace-mb", type=float, default=5)
     ap.add_argument("--agent-mb", type=float, default=20)
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--stagger", type=float, default=AGENT_STAGGER_S,
+                    help="seconds between the agent log's copies (test-scale's; 0: every copy at the same times)")
     ap.add_argument("--sample", action="append", default=[], help="a log to bench as it is (repeatable)")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,7 +78,7 @@ def main() -> None:
             inputs.append((f"trace {opts.trace_mb:g} MB", path))
         if opts.agent_mb:
             path = Path(tmp) / "agent.jsonl"
-            agent_log(path, int(opts.agent_mb * 1e6))
+            agent_log(path, int(opts.agent_mb * 1e6), opts.stagger)
             inputs.append((f"agent log {opts.agent_mb:g} MB", path))
         inputs += [(Path(p).name[:18], Path(p)) for p in opts.sample]
         page = Path(tmp) / "report.html"

@@ -152,6 +152,13 @@ def test_big_inputs_give_small_reports_that_say_what_they_left_out(tmp_path, bro
         agent_log(log, AGENT_LOG_BYTES, AGENT_STAGGER_S)
     out = tmp_path / "report.html"
     _report(log, out)
+    check_page(browser, out, requests)
+
+
+def check_page(browser, out: Path, requests: int | None = None) -> dict:
+    """The checks of a big input's page: at most 5 MB, and in Chromium its first screen shows the request
+    count of every request (``requests`` when known) and the prompt-token p50 of the bounded note; the
+    figures read. Usable on a page built outside the test (a measured run's)."""
     assert out.stat().st_size <= MAX_PAGE_BYTES, out.stat().st_size
     seen = _first_screen(browser, out)
     bounded = seen["doc"]
@@ -162,3 +169,4 @@ def test_big_inputs_give_small_reports_that_say_what_they_left_out(tmp_path, bro
     assert f"{bounded['requests']['total']:,} requests" in seen["note"]
     assert seen["p50"] == f"{round(bounded['prompt_tokens']['p50']):,}"
     assert seen["noteTop"] < 900  # on the first screen
+    return seen
