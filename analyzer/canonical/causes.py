@@ -53,15 +53,27 @@ def _linting(preparer: Preparer) -> tuple[Callable[[Prepared], Prepared], dict[t
 def lint_and_reuse(requests: Sequence[Request], template: str = "auto", tokenizer: str = "auto"
                    ) -> tuple[dict[tuple[str, int], RequestResult], list[Reuse]]:
     """:func:`lint_results` and :func:`~prefixcache.analyzer.cache.simulate.reuse.reuse` of the
-    same ``requests``, each request prepared once when their arrival order is their input order
-    (the order both walk; otherwise each prepares them, as alone). Same figures as the two
-    calls; raises ConfigError as they do."""
+    same ``requests`` with each request prepared once: the reuse pass prepares them in input
+    order and the linter takes each in the one arrival order, holding only those prepared before
+    their turn (none when the two orders agree). Same figures as the two calls (a preparer gives
+    the same ids in either order); raises ConfigError as they do."""
     requests = list(requests)
-    if any(r is not q for (_, r), q in zip(arrival_order(requests, lambda r: r.timestamp), requests)):
-        return lint_results(requests, template, tokenizer), reuse(requests, template, tokenizer)
+    order = [pos for _, (pos, _) in arrival_order(list(enumerate(requests)), lambda pr: pr[1].timestamp)]
     preparer = Preparer(template=template, tokenizer=tokenizer)
     feed, out = _linting(preparer)
-    figures, _ = reuse_with_probes(requests, {}, template, tokenizer, prepare=lambda r: feed(preparer.prepare(r)))
+    held: dict[int, Prepared] = {}
+    turn = 0
+
+    def prepare(r: Request) -> Prepared:
+        nonlocal turn
+        p = preparer.prepare(r)
+        held[len(held) + turn] = p  # input position: those fed so far plus those held
+        while turn < len(order) and order[turn] in held:
+            feed(held.pop(order[turn]))
+            turn += 1
+        return p
+
+    figures, _ = reuse_with_probes(requests, {}, template, tokenizer, prepare=prepare)
     return out, figures
 
 

@@ -189,12 +189,23 @@ def test_canonicalize_in_the_report_takes_lints_prepared_requests(logs, name, mo
 
 @pytest.mark.parametrize("name", ["untimed", "claude"])
 def test_lint_and_reuse_equal_the_two_passes(logs, name) -> None:
-    """One preparation for lint and the reuse figures where the arrival order is the input order
-    (``untimed``), two where it is not (``claude``: its sidechains interleave): the same figures."""
+    """One preparation a request for lint and the reuse figures, whether the arrival order is the input
+    order (``untimed``) or not (``claude``: its sidechains interleave; lint takes each in its turn):
+    the same figures as the two passes."""
     from prefixcache.analyzer.cache.simulate.reuse import reuse
     from prefixcache.analyzer.canonical.causes import lint_and_reuse, lint_results
 
     requests = list(Ingest([logs[name]]))
-    linted, figures = lint_and_reuse(requests)
+    calls = []
+    real = Preparer.prepare
+
+    def counting(self, request):
+        calls.append(request)
+        return real(self, request)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Preparer, "prepare", counting)
+        linted, figures = lint_and_reuse(requests)
+    assert len(calls) == len(requests) and {id(r) for r in calls} == {id(r) for r in requests}
     assert figures == reuse(requests) and sum(f.reusable_tokens for f in figures) > 0
     assert {k: _json(v) for k, v in linted.items()} == {k: _json(v) for k, v in lint_results(requests).items()}
