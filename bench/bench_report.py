@@ -7,9 +7,13 @@ Mooncake-shaped trace, a Claude Code log repeated as sessions of its own), runs 
 CPU seconds (user + system, of the child) and peak RSS of each, the page size and the
 ratio report / simulate (median of the pairs)::
 
-    .venv/bin/python bench/bench_report.py [--trace-mb 5] [--agent-mb 20] [--pairs 3]
+    .venv/bin/python bench/bench_report.py [--trace-mb 5] [--agent-mb 20] [--pairs 3] [--sample PATH]
 
-``--trace-mb 0`` or ``--agent-mb 0`` leaves that input out.
+``--trace-mb 0`` or ``--agent-mb 0`` leaves that input out; ``--sample`` adds a log as it is (the
+Claude Code sample: a small input, where start-up and the page weigh most). The simulate command
+is the one the page names (:func:`~prefixcache.analyzer.html.content.commands`): ``--cache auto``
+picks ``vllm`` for the trace and the provider of the logged models for an agent log (``anthropic``
+for the Claude Code sample and its copies).
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from prefixcache.analyzer.html.content import DEFAULT_CAPACITY, DEFAULT_POLICIES  # noqa: E402
-from tests.test_scale import agent_log, mooncake_trace  # noqa: E402
+import shlex  # noqa: E402
+
+from prefixcache.analyzer.html.content import ReportOptions, commands  # noqa: E402
+from prefixcache.analyzer.ingest import Ingest  # noqa: E402
+from tests.test_scale import AGENT_STAGGER_S, agent_log, mooncake_trace  # noqa: E402
 
 CLI = [sys.executable, "-m", "prefixcache"]
 
@@ -42,11 +49,26 @@ def run(args: list[str]) -> tuple[float, float]:
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def simulate_args(path: Path) -> list[str]:
+    """The ``simulate`` arguments the report of ``path`` names (the cache ``--cache auto`` picks)."""
+    options = ReportOptions()
+    requests = Ingest([str(path)])
+    models, traced = [], True
+    for r in requests:
+        models.append(r.model)
+        traced = traced and r.trace is not None
+    cache, _ = options.cache_for(models, traced)
+    return shlex.split(commands([str(path)], options, cache)["simulate"])[1:]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace-mb", type=float, default=5)
     ap.add_argument("--agent-mb", type=float, default=20)
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--stagger", type=float, default=AGENT_STAGGER_S,
+                    help="seconds between the agent log's copies (test-scale's; 0: every copy at the same times)")
+    ap.add_argument("--sample", action="append", default=[], help="a log to bench as it is (repeatable)")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         inputs = []
@@ -56,13 +78,13 @@ def main() -> None:
             inputs.append((f"trace {opts.trace_mb:g} MB", path))
         if opts.agent_mb:
             path = Path(tmp) / "agent.jsonl"
-            agent_log(path, int(opts.agent_mb * 1e6))
+            agent_log(path, int(opts.agent_mb * 1e6), opts.stagger)
             inputs.append((f"agent log {opts.agent_mb:g} MB", path))
+        inputs += [(Path(p).name[:18], Path(p)) for p in opts.sample]
         page = Path(tmp) / "report.html"
         print(f"{'input':18} {'simulate s':>10} {'MB':>6} {'report s':>9} {'MB':>6} {'page MB':>8} {'ratio':>6}")
         for name, path in inputs:
-            sim = ["simulate", str(path), "--json", "--policy", ",".join(DEFAULT_POLICIES), "--capacity",
-                   DEFAULT_CAPACITY, "--survival"]
+            sim = simulate_args(path)
             rep = ["report", str(path), "-o", str(page), "--force"]
             pairs = []
             for _ in range(opts.pairs):

@@ -27,6 +27,8 @@ from types import MappingProxyType
 from collections.abc import Sequence as SequenceABC
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from prefixcache.analyzer.ingest.tenancy import TENANT_KEYS
 from prefixcache.analyzer.cache.base import BlockHash
 from prefixcache.analyzer.cache.index.block_hash import hash_blocks
@@ -534,6 +536,25 @@ class KeptItems(SequenceABC):
 
     def __iter__(self):
         return (self[i] for i in range(self._n))
+
+    def permuted(self, order: Sequence[int]) -> "KeptItems":
+        """These parts in ``order`` (positions in this sequence, each once): a new
+        :class:`KeptItems` whose item ``k`` is this one's ``order[k]``; columns gathered with
+        numpy, the interned strings shared."""
+        idx = np.asarray(order, dtype=np.int64)
+        if len(idx) != self._n:
+            raise ValueError(f"an order of {len(idx)} positions for {self._n} kept parts")
+        back = np.empty(self._n, dtype=np.int64)
+        back[idx] = np.arange(self._n, dtype=np.int64)  # old position -> new
+        out = KeptItems()
+        out._strings, out._names, out._n = self._strings, self._names, self._n
+        out._str = array("i", np.frombuffer(self._str, dtype=np.int32).reshape(-1, 5)[idx].tobytes())
+        out._int = array("q", np.frombuffer(self._int, dtype=np.int64).reshape(-1, 9)[idx].tobytes())
+        out._time = array("d", np.frombuffer(self._time, dtype=np.float64)[idx].tobytes())
+        out._timed = array("b", np.frombuffer(self._timed, dtype=np.int8)[idx].tobytes())
+        out._extra = {int(back[i]): v for i, v in self._extra.items()}
+        out._whole = {int(back[i]): v for i, v in self._whole.items()}
+        return out
 
     def facts(self) -> "ItemFacts":
         """:func:`item_facts` from the columns (no request rebuilt)."""

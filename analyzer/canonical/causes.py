@@ -12,13 +12,15 @@ reports is one ``prefixcache lint`` of the written log reports too.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
+
+from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse_with_probes
 
 from prefixcache.analyzer.canonical.rewrite import CanonicalOptions, Canonicalized, Transformation, canonicalize_all
 from prefixcache.analyzer.lint.engine import Linter, RequestResult
 from prefixcache.analyzer.lint.rules import REGISTRY, Finding
 from prefixcache.analyzer.model import Request
-from prefixcache.analyzer.prepare import Preparer
+from prefixcache.analyzer.prepare import Prepared, Preparer
 from prefixcache.analyzer.sequence import arrival_order
 
 
@@ -28,12 +30,51 @@ def lint_results(requests: Iterable[Request], template: str = "auto", tokenizer:
     order): (session, index) → lint's :class:`RequestResult` (figures in tokens, findings).
     Raises ConfigError for unusable template / tokenizer specs."""
     preparer = Preparer(template=template, tokenizer=tokenizer)
+    feed, out = _linting(preparer)
+    for _, r in arrival_order(list(requests), lambda r: r.timestamp):
+        feed(preparer.prepare(r))
+    return out
+
+
+def _linting(preparer: Preparer) -> tuple[Callable[[Prepared], Prepared], dict[tuple[str, int], RequestResult]]:
+    """A linter over ``preparer``'s requests: (feed one prepared request, returning it;
+    the results so far by (session, index))."""
     linter = Linter(render=lambda r: preparer.pipeline(r.model).renderer.render(r))
     out: dict[tuple[str, int], RequestResult] = {}
-    for _, r in arrival_order(list(requests), lambda r: r.timestamp):
-        res = linter.feed(preparer.prepare(r))
+
+    def feed(p: Prepared) -> Prepared:
+        res = linter.feed(p)
         out[(res.session, res.index)] = res
-    return out
+        return p
+
+    return feed, out
+
+
+def lint_and_reuse(requests: Sequence[Request], template: str = "auto", tokenizer: str = "auto"
+                   ) -> tuple[dict[tuple[str, int], RequestResult], list[Reuse]]:
+    """:func:`lint_results` and :func:`~prefixcache.analyzer.cache.simulate.reuse.reuse` of the
+    same ``requests`` with each request prepared once: the reuse pass prepares them in input
+    order and the linter takes each in the one arrival order, holding only those prepared before
+    their turn (none when the two orders agree). Same figures as the two calls (a preparer gives
+    the same ids in either order); raises ConfigError as they do."""
+    requests = list(requests)
+    order = [pos for _, (pos, _) in arrival_order(list(enumerate(requests)), lambda pr: pr[1].timestamp)]
+    preparer = Preparer(template=template, tokenizer=tokenizer)
+    feed, out = _linting(preparer)
+    held: dict[int, Prepared] = {}
+    turn = 0
+
+    def prepare(r: Request) -> Prepared:
+        nonlocal turn
+        p = preparer.prepare(r)
+        held[len(held) + turn] = p  # input position: those fed so far plus those held
+        while turn < len(order) and order[turn] in held:
+            feed(held.pop(order[turn]))
+            turn += 1
+        return p
+
+    figures, _ = reuse_with_probes(requests, {}, template, tokenizer, prepare=prepare)
+    return out, figures
 
 
 def break_findings(result: RequestResult | None) -> list[Finding]:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from io import BytesIO
-from typing import IO, Sequence
+from typing import IO, Callable, Sequence
 
 from prefixcache.analyzer.cache.simulate.reuse import Reuse, reuse, reuse_with_probes
 from prefixcache.analyzer.canonical.document import (
     BeforeAfter, CanonicalizeReport, MinimumEffect, ReuseFigures, SessionReuse, TransformationRow,
 )
-from prefixcache.analyzer.canonical.causes import VOLATILE_MOVES, canonicalize_explained, lint_codes, lint_results
+from prefixcache.analyzer.canonical.causes import (
+    VOLATILE_MOVES, canonicalize_explained, lint_and_reuse, lint_codes, lint_results,
+)
 from prefixcache.analyzer.canonical.review import ChangeSet, change_sets, rewritten
 from prefixcache.analyzer.canonical.rewrite import APPLIED_CODES, CanonicalOptions, Canonicalized
 from prefixcache.analyzer.canonical.writers import write_requests
@@ -163,7 +165,10 @@ def redact_change_set(ch: ChangeSet) -> ChangeSet:
 class CanonicalRun:
     """An input read and canonicalized: the logged requests, each one's result, the
     skipped input records (reasons redacted with ``redact``), the template / tokenizer specs
-    of the reuse figures, and whether the report is redacted."""
+    of the reuse figures, whether the report is redacted, and ``before``: the requests' own
+    reuse figures (:func:`~prefixcache.analyzer.cache.simulate.reuse.reuse`, one per request)
+    when a pass that prepared them already has them (``prefixcache report``'s lint pass), else
+    None (computed here)."""
 
     requests: tuple[Request, ...]
     results: tuple[Canonicalized, ...]
@@ -171,6 +176,7 @@ class CanonicalRun:
     template: str = "auto"
     tokenizer: str = "auto"
     redact: bool = False
+    before: tuple[Reuse, ...] | None = None
 
     def write(self, out: IO[bytes], to: str | None = None) -> int:
         """Write the canonical requests (input format, or OpenAI Chat with ``to="openai"``);
@@ -192,15 +198,17 @@ class CanonicalRun:
         Without ``data`` the three are the in-memory figure. ``verified_by`` (the report's label of
         ``verified``): ``none`` without ``data``, ``unwritten`` when nothing was ``written`` (the
         bytes were linted in memory: ``--review``, ``report``), else ``written``."""
-        before = reuse(self.requests, self.template, self.tokenizer)
+        before = self.before if self.before is not None else reuse(self.requests, self.template, self.tokenizer)
         memory, probes = reuse_with_probes([c.request for c in self.results], rewritten(self.results),
                                            self.template, self.tokenizer)
         after, verified = memory, _figures(sum(memory, Reuse(0, 0, 0)))
         if data is not None:
             back = list(Ingest(["-"], stdin=BytesIO(data)))
             if len(back) == len(self.results):
-                after = reuse(back, self.template, self.tokenizer)
-            lint = lint_results(back, self.template, self.tokenizer).values()
+                linted, after = lint_and_reuse(back, self.template, self.tokenizer)
+            else:
+                linted = lint_results(back, self.template, self.tokenizer)
+            lint = linted.values()
             verified = ReuseFigures(len(lint), sum(r.prompt_tokens or 0 for r in lint),
                                     sum(r.reusable_tokens or 0 for r in lint))
         sessions, total = session_rows(self.results, before, after)
@@ -221,7 +229,8 @@ class CanonicalRun:
 
 def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = CanonicalOptions(),
                        input_format: str = "auto", template: str = "auto", tokenizer: str = "auto",
-                       stdin: IO[bytes] | None = None, redact: bool = False) -> CanonicalRun:
+                       stdin: IO[bytes] | None = None, redact: bool = False,
+                       before: Callable[[Sequence[Request]], Sequence[Reuse] | None] | None = None) -> CanonicalRun:
     """Read ``paths`` (``-`` reads ``stdin``) and canonicalize every request (``redact``: the
     run's skip reasons and report redacted, see :attr:`CanonicalRun.redact`).
 
@@ -229,7 +238,8 @@ def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = Canonic
     anything is written. What the rewrite does not repair is reported with lint's own
     code (:func:`~prefixcache.analyzer.canonical.causes.with_lint_causes`). Raises ConfigError (bad spec or reader; an input whose prompts
     were not logged, :func:`~prefixcache.analyzer.prepare.usage_only`, as block traces are
-    refused when written) and InputError (missing path).
+    refused when written) and InputError (missing path). ``before``: given the requests read,
+    their reuse figures if the caller already has them (:attr:`CanonicalRun.before`), or None.
     """
     check_specs(template, tokenizer)
     ingest = Ingest(paths, format=input_format, stdin=stdin, require_requests=True)
@@ -240,4 +250,6 @@ def canonicalize_paths(paths: Sequence[str], options: CanonicalOptions = Canonic
                           "were not logged, only the provider's token counts)")
     skipped = redact_skipped(ingest.summary.skipped) if redact else ingest.summary.skipped
     results = canonicalize_explained(requests, options, template, tokenizer)
-    return CanonicalRun(requests, tuple(results), skipped, template, tokenizer, redact)
+    known = before(requests) if before is not None else None
+    return CanonicalRun(requests, tuple(results), skipped, template, tokenizer, redact,
+                        tuple(known) if known is not None else None)

@@ -7,7 +7,9 @@
    calls above the rules' band); for an engine, the headline row's cached tokens (the user's
    first ``--capacity``, else the 100% row).
 2. **Losses** — what was lost and to what: drift by rule code (the headline row's
-   ``drift_by_rule``), provider-side and TTL misses (``analyses.provider_calls``, hosted logs
+   ``drift_by_rule``), the prefix sessions share broken by a per-session value (lint's PC602
+   lost tokens: simulate judges drift within a session and counts each session's copy as a
+   first use), provider-side and TTL misses (``analyses.provider_calls``, hosted logs
    with reported usage), capacity and TTL evictions (engines), below-minimum and granularity,
    routing (a fleet document's first router), each in tokens and, where a price applies, USD.
 3. **Fix** — what canonicalizing is worth: reusable tokens before and after (``canonicalize
@@ -72,10 +74,18 @@ def _loss(label: str, tokens: int | None, usd: float | None, source: str, note: 
     return {"cause": label, "tokens": tokens, "usd": usd, "source": source, "note": note}
 
 
+#: Lint's codes for a loss no single session sees (simulate judges drift within a session), shown
+#: from lint's ``summary.lost_tokens_by_code`` when simulate's drift has no row of them.
+CROSS_SESSION = (("PC602", "cross-session prefix · PC602 (lint)",
+                  "a prefix the sessions share breaks at a per-session value; simulate counts each session's "
+                  "copy as its own first use, not as drift"),)
+
+
 def losses(sim: dict[str, Any] | None, row: int | None, fleet: dict[str, Any] | None,
-           per_token: float | None) -> list[dict[str, Any]]:
+           per_token: float | None, lint_lost: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Question 2's rows (module docstring), in a fixed order; ``tokens`` None where the cause
-    does not apply (``note`` says why)."""
+    does not apply (``note`` says why). ``lint_lost``: lint's ``summary.lost_tokens_by_code``
+    (tokens), for the losses between sessions (:data:`CROSS_SESSION`) simulate does not name."""
     if sim is None or row is None:
         return []
     r = sim["results"][row]
@@ -85,6 +95,10 @@ def losses(sim: dict[str, Any] | None, row: int | None, fleet: dict[str, Any] | 
     out = [_loss(f"drift · {code}", tok, _usd(tok, per_token), f"{at}.drift_by_rule.{code}",
                  "our prompt changed: fix in the agent or with canonicalize")
            for code, tok in sorted(r["drift_by_rule"].items(), key=lambda kv: -kv[1]) if tok]
+    for code, label, note in CROSS_SESSION:
+        tok = (lint_lost or {}).get(code, 0)
+        if tok and not r["drift_by_rule"].get(code):
+            out.append(_loss(label, tok, _usd(tok, per_token), f"lint summary.lost_tokens_by_code.{code}", note))
     if pc is not None:
         for cls, label, note in (("provider_side", "provider-side (routing or eviction at the provider)",
                                   "our prompt was stable; the provider served less"),
@@ -234,7 +248,7 @@ def first_screen(lint: dict[str, Any], sim: dict[str, Any] | None, canon: dict[s
     analyses = (sim or {}).get("analyses") or {}
     size = analyses.get("sizing")
     return {"cache": cache, "chosen_by": chosen_by, "hosted": cost is not None, "row": row, "reuse": reuse,
-            "losses": losses(sim, row, fleet, per_token), "fix": fix(canon, s["lost_tokens_by_code"], per_token),
+            "losses": losses(sim, row, fleet, per_token, s["lost_tokens_by_code"]), "fix": fix(canon, s["lost_tokens_by_code"], per_token),
             "sizing": None if size is None else {**size, "line": _sizing_line(size, kv_name)},
             "warnings": warnings(lint, sim, notes), "usd_per_token": per_token}
 

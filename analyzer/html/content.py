@@ -221,13 +221,18 @@ def commands(paths: Sequence[str], options: ReportOptions, cache: str, fleet: bo
     return {"lint": lint, "simulate": saved or sim, "canonicalize": canon}
 
 
-def canonicalized(paths: Sequence[str], options: ReportOptions) -> tuple[dict[str, Any] | None, str | None]:
+def canonicalized(paths: Sequence[str], options: ReportOptions, tee: SimulatedTee | None = None
+                  ) -> tuple[dict[str, Any] | None, str | None]:
     """``canonicalize --review --to openai --json`` over ``paths`` as a JSON value, or None and
-    the reason (a log with no prompt text to rewrite: a block trace, usage-only records)."""
+    the reason (a log with no prompt text to rewrite: a block trace, usage-only records).
+    ``tee``: lint's pass over the same ``paths``, whose staged token ids give canonicalize's
+    ``before`` figures (:meth:`~prefixcache.analyzer.lint.simulated.SimulatedTee.reuse_of`)
+    instead of preparing the log once more."""
     cfg = options.lint
     try:
         run = canonicalize_paths(paths, input_format=options.input_format, template=cfg.template,
-                                 tokenizer=cfg.tokenizer, redact=cfg.redact)
+                                 tokenizer=cfg.tokenizer, redact=cfg.redact,
+                                 before=tee.reuse_of if tee is not None else None)
         buf = BytesIO()
         run.write(buf, CANONICALIZE_TO)
     except ConfigError as exc:
@@ -277,7 +282,7 @@ def gather(paths: Sequence[str], options: ReportOptions,
                       f"{CANONICALIZE_MAX_TOKENS:,}); run the canonicalize command shown for its figures")
     elif lint["summary"]["prompt_tokens"]:
         t0 = time.perf_counter()
-        canon, canon_note = canonicalized(paths, options)
+        canon, canon_note = canonicalized(paths, options, tee)
         seconds["canonicalize"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
     cfg = options.lint

@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from array import array
 from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
 
 from prefixcache.analyzer.cache.capacity import kv_shape
 from prefixcache.analyzer.cache.simulate.document import SimulateReport
+from prefixcache.analyzer.cache.index.compact import Shared
+from prefixcache.analyzer.cache.index.radix import PrefixIndex
+from prefixcache.analyzer.cache.simulate.reuse import Reuse
 from prefixcache.analyzer.cache.simulate.study import SimulateOptions, columnar_trace, simulate_report, trace_report
-from prefixcache.analyzer.cache.workload import Kept, KeptItems, SimStream
+from prefixcache.analyzer.cache.workload import KeptItems, SimStream
 from prefixcache.analyzer.errors import PrefixcacheError
 from prefixcache.analyzer.ingest import Ingest
 
@@ -195,7 +201,7 @@ class SimulatedTee:
     names (:meth:`~prefixcache.analyzer.lint.engine.DriftCauses.record`), and calls
     :meth:`restart` when the times went backwards and it starts over in sorted order. What is
     staged is what :func:`_simulated` stages (the simulator's requests, the
-    :class:`~.cache.workload.Kept` parts, the prompt-size check), put back in input order,
+    :class:`~.cache.workload.Kept` parts in columns, the prompt-size check), put back in input order,
     so the report equals :func:`simulate`'s over the same inputs and ``options``."""
 
     def __init__(self, options: SimulateOptions) -> None:
@@ -209,7 +215,7 @@ class SimulatedTee:
         from prefixcache.analyzer.prepare.size_check import SizeCheck
 
         self.stream, self.sizes, self.causes = SimStream(), SizeCheck(by_request=True), DriftCauses()
-        self.kept: list[tuple[int, Kept]] = []
+        self.kept, self.positions = KeptItems(), array("q")  # kept parts in the order fed, and their input positions
         self.checked: dict[str, list[int]] = {}  # session → input positions of its size-checked calls
 
     def add(self, pos: int, p, result) -> None:
@@ -217,9 +223,40 @@ class SimulatedTee:
         if self.sizes.add(p) is not None:
             self.checked.setdefault(p.request.session, []).append(pos)
         self.stream.add(p)
-        self.kept.append((pos, Kept.of(p)))
+        self.kept.append(p)
+        self.positions.append(pos)
         if p.tokens is not None or p.request.trace is not None:
             self.causes.record(p, result)
+
+    @property
+    def in_input_order(self) -> bool:
+        """True when lint fed the requests in input order (its arrival order was the input order)."""
+        pos = np.frombuffer(self.positions, dtype=np.int64)
+        return bool(np.all(pos[1:] > pos[:-1]))
+
+    def items(self) -> KeptItems:
+        """The kept parts (:class:`~.cache.workload.KeptItems`, ~80 bytes a request) in input order."""
+        if self.in_input_order:
+            return self.kept
+        return self.kept.permuted(np.argsort(np.frombuffer(self.positions, dtype=np.int64), kind="stable"))
+
+    def reuse_of(self, requests: Sequence) -> list[Reuse] | None:
+        """:func:`~prefixcache.analyzer.cache.simulate.reuse.reuse` of ``requests`` (the same input
+        read again, input order) from the token ids staged, without preparing them again: what
+        ``canonicalize`` reports as its ``before`` figures. The staged requests are taken in input
+        order (lint fed them in arrival order; their ids are the ones a preparer in input order
+        gives, as the simulate document of :meth:`report` relies on too). None where they are not
+        exactly ``requests`` with prompts (a block trace, a usage-only record, another input)."""
+        staged = self.stream.requests()  # arrival order: the order lint fed them in
+        if len(staged) != len(self.positions) or len(staged) != len(requests):
+            return None
+        reqs = [staged[i] for i in np.argsort(np.frombuffer(self.positions, dtype=np.int64), kind="stable")]
+        if any(s.tokens is None or (s.source, s.record, s.session, s.index) != (
+                r.provenance.source, r.provenance.record, r.session, r.index) for s, r in zip(reqs, requests)):
+            return None
+        index = PrefixIndex()
+        return [Reuse(1, s.num_tokens, index.insert(s.tokens.ids() if isinstance(s.tokens, Shared) else s.tokens,
+                                                    n).length) for n, s in enumerate(reqs)]
 
     def size_check(self) -> SizeCheck:
         """The prompt-size check as :func:`_simulated` makes it, in input order: sessions in the
@@ -240,7 +277,7 @@ class SimulatedTee:
         its preparer's tokenizer notes (model → note); ``options``: the options to simulate with
         when they were chosen after the pass (the cache ``report --cache auto`` picks from the
         logged models; staging does not depend on the cache), else those given at construction."""
-        items = [k for _, k in sorted(self.kept, key=lambda pk: pk[0])]
+        items = self.items()
         reqs = self.stream.requests()
         report = simulate_report(items, reqs, options or self.options, self.shape, summary, notes, self.causes.of(reqs),
                                  sizes=self.sizes.by_request)

@@ -9,7 +9,7 @@ cache (token granularity, across sessions) could serve.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from prefixcache.analyzer.model import Request
 
@@ -46,17 +46,22 @@ def reuse(requests: Iterable[Request], template: str = "auto", tokenizer: str = 
 
 
 def reuse_with_probes(requests: Iterable[Request], probes: Mapping[int, Sequence[Request]], template: str = "auto",
-                      tokenizer: str = "auto") -> tuple[list[Reuse], dict[int, list[Reuse]]]:
+                      tokenizer: str = "auto", prepare: Callable | None = None
+                      ) -> tuple[list[Reuse], dict[int, list[Reuse]]]:
     """:func:`reuse`, and for each ``probes[n]`` (other versions of request n, e.g. the
     per-rule steps of a rewrite) their figures against the same cache as request n: looked up
-    after requests 0..n−1, never inserted. Returns (per request, {n: per probe}); tokens."""
+    after requests 0..n−1, never inserted. Returns (per request, {n: per probe}); tokens.
+    ``prepare``: what prepares each of ``requests`` (a ``Preparer.prepare`` of ``template`` and
+    ``tokenizer`` a caller shares, so a request it lints too is prepared once; default this
+    call's own preparer, which prepares the probes either way)."""
     from prefixcache.analyzer.prepare import Preparer
     from prefixcache.analyzer.cache.index.radix import PrefixIndex
 
     preparer = Preparer(template, tokenizer)
+    prepare = prepare or preparer.prepare
     index, out, probed = PrefixIndex(), [], {}
     for n, r in enumerate(requests):
-        p = preparer.prepare(r)
+        p = prepare(r)
         if n in probes:
             probed[n] = []
             for q in map(preparer.prepare, probes[n]):

@@ -60,3 +60,26 @@ def test_facts_from_columns_equal_facts_from_objects(path):
     from prefixcache.analyzer.cache.workload import item_facts
     items, ref = _kept(path)
     assert item_facts(items) == item_facts(ref)
+
+
+def test_permuted_reads_back_in_the_new_order():
+    """``report``'s tee keeps the parts in the order lint fed them (arrival order) and puts them
+    back in input order: ``permuted(order)[k] == items[order[k]]``, odd (whole) parts and kept
+    ``extra`` included."""
+    odd = Request(session="s", index=0, format="openai", provenance=Provenance("f", 1, "/0", None),
+                  timestamp=3, usage=Usage(prompt_tokens=2 ** 70), extra={"prompt_cache_key": "k", "x": 1})
+    plain = Request(session="s", index=1, format="openai", provenance=Provenance("f", 2), model="m", timestamp=1.5,
+                    usage=Usage(10, None, 2, 3), extra={"prompt_cache_retention": "24h"})
+    bare = Request(session="t", index=0, format="openai", provenance=Provenance("g", 7), model="n", timestamp=None)
+    items = KeptItems()
+    for r in (odd, plain, bare):
+        items.append(_P(r))
+    order = [2, 0, 1]
+    moved = items.permuted(order)
+    assert list(moved) == [items[k] for k in order] and list(moved._whole) == [1]
+    assert moved[2].request.extra == {"prompt_cache_retention": "24h"} and moved[0].request.timestamp is None
+    from prefixcache.analyzer.cache.workload import item_facts
+    assert item_facts(moved) == item_facts([items[k] for k in order])
+    with pytest.raises(ValueError):
+        items.permuted([0, 1])
+    assert list(KeptItems().permuted([])) == []

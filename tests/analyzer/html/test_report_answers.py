@@ -110,3 +110,20 @@ def test_nothing_to_explain_without_reported_usage() -> None:
 
     assert served_beyond(None, 10, 20) is None
     assert served_beyond({"reported": {"cached_tokens": 5, "prompt_tokens": 20}, "calls": []}, 10, 20) is None
+
+
+def test_the_cross_session_prefix_loss_is_on_the_first_screen() -> None:
+    """session_id_in_system: a per-session id in the system prompt breaks the prefix the sessions share.
+    lint names it PC602 (cross-session prefix) with its lost tokens; simulate judges drift within a session,
+    so panel 2 shows lint's figure on a row of its own, its source lint's summary."""
+    from tests.helpers import CASES
+
+    log = str(existing(CASES / "session_id_in_system.jsonl"))
+    docs = gather([log], ReportOptions())
+    lint = run_json(["lint", log, "--json"])
+    lost = lint["summary"]["lost_tokens_by_code"]["PC602"]
+    assert lost > 0 and docs.lint["summary"]["lost_tokens_by_code"]["PC602"] == lost
+    rows = [row for row in docs.answers["losses"] if "PC602" in row["cause"]]
+    assert rows == [{"cause": "cross-session prefix · PC602 (lint)", "tokens": lost, "usd": rows[0]["usd"],
+                     "source": "lint summary.lost_tokens_by_code.PC602", "note": rows[0]["note"]}]
+    assert not any(row["cause"] == "drift · PC602" for row in docs.answers["losses"])

@@ -19,7 +19,9 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
+from prefixcache.analyzer.cache.workload import Kept
 from prefixcache.analyzer.html import content
+from prefixcache.analyzer.ingest import Ingest
 from prefixcache.analyzer.html.content import ReportOptions, gather
 from prefixcache.analyzer.lint import simulated
 from prefixcache.analyzer.lint.order import sorted_stream
@@ -84,7 +86,7 @@ def test_report_prepares_each_request_once(logs, monkeypatch) -> None:
 
     monkeypatch.setattr(Preparer, "prepare", counting)
     # canonicalize's before/after (what fixing is worth) reads the log on its own: counted apart
-    monkeypatch.setattr(content, "canonicalized", lambda paths, options: (None, None))
+    monkeypatch.setattr(content, "canonicalized", lambda *args: (None, None))
     docs = gather([logs["copies"]], ReportOptions())
     requests = docs.lint["summary"]["requests"]
     assert docs.simulate is not None and docs.simulate["summary"]["requests"] == requests > 100
@@ -136,8 +138,8 @@ def test_simulates_drift_pass_holds_no_prepared_prompt(logs, monkeypatch) -> Non
     monkeypatch.setattr(simulated, "_fed", lambda lint, box: lint)  # the boxes are not lintable
     monkeypatch.setattr(simulated.SimStream, "add", lambda self, box: None)
     monkeypatch.setattr(simulated.SizeCheck, "add", lambda self, box: None)
-    real_of = simulated.Kept.of
-    monkeypatch.setattr(simulated.Kept, "of", classmethod(lambda cls, box: real_of(box.p)))  # keeps no prompt
+    real_of = Kept.of
+    monkeypatch.setattr(Kept, "of", classmethod(lambda cls, box: real_of(box.p)))  # keeps no prompt
     monkeypatch.setattr(simulated.SimStream, "requests", lambda self: [SimpleNamespace(order=0, session="", index=0)])
     monkeypatch.setattr(simulated.SimStream, "in_input_order", property(lambda self: False))
     ingest, _, items, *_ = simulated._simulated([logs["copies"]], ReportOptions().simulate_options("vllm"), None)
@@ -150,3 +152,60 @@ class _Box:
 
     def __init__(self, p) -> None:
         self.p = p
+
+
+@pytest.mark.parametrize("name", ["copies", "untimed", "claude", "timestamp"])
+def test_canonicalize_in_the_report_takes_lints_prepared_requests(logs, name, monkeypatch) -> None:
+    """The report's canonicalize document equals the command's (``canonicalize --review --to openai
+    --json``, its own preparation throughout), while its ``before`` figures come from the token ids
+    lint's pass staged (:meth:`SimulatedTee.reuse_of`): the original requests are not prepared again."""
+    options = ReportOptions()
+    want, _ = content.canonicalized([logs[name]], options)
+    tee = SimulatedTee(options.simulate_options("vllm"))
+    lint_paths([logs[name]], options.lint, tee=tee)
+    seen, runs = [], []
+    real, real_paths = Preparer.prepare, content.canonicalize_paths
+
+    def counting(self, request):
+        seen.append(id(request))
+        return real(self, request)
+
+    def recorded(*args, **kwargs):
+        runs.append(real_paths(*args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(Preparer, "prepare", counting)
+    monkeypatch.setattr(content, "canonicalize_paths", recorded)
+    got, _ = content.canonicalized([logs[name]], options, tee)
+    assert got == want and want["total"]["before"]["prompt_tokens"] > 0
+    # prepared here: the rewritten requests (lint, reuse and its probes) and the written log read back;
+    # the requests as read only where a volatile value moved and there are two sessions (lint names the
+    # break PC602 or not, :func:`lint_codes`: "timestamp"), once. Before, "before"'s reuse pass prepared each too.
+    assert runs[0].before is not None
+    originals = [i for i in seen if i in {id(r) for r in runs[0].requests}]
+    assert len(originals) == (len(runs[0].requests) if name == "timestamp" else 0) == len(set(originals))
+    assert len(seen) >= 2 * len(runs[0].requests)
+
+
+@pytest.mark.parametrize("name", ["untimed", "claude"])
+def test_lint_and_reuse_equal_the_two_passes(logs, name) -> None:
+    """One preparation a request for lint and the reuse figures, whether the arrival order is the input
+    order (``untimed``) or not (``claude``: its sidechains interleave; lint takes each in its turn):
+    the same figures as the two passes."""
+    from prefixcache.analyzer.cache.simulate.reuse import reuse
+    from prefixcache.analyzer.canonical.causes import lint_and_reuse, lint_results
+
+    requests = list(Ingest([logs[name]]))
+    calls = []
+    real = Preparer.prepare
+
+    def counting(self, request):
+        calls.append(request)
+        return real(self, request)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Preparer, "prepare", counting)
+        linted, figures = lint_and_reuse(requests)
+    assert len(calls) == len(requests) and {id(r) for r in calls} == {id(r) for r in requests}
+    assert figures == reuse(requests) and sum(f.reusable_tokens for f in figures) > 0
+    assert {k: _json(v) for k, v in linted.items()} == {k: _json(v) for k, v in lint_results(requests).items()}
