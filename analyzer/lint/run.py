@@ -188,8 +188,9 @@ class LintRun:
 
     def github_lines(self) -> list[str]:
         """GitHub Actions workflow commands (``::error file=…,line=…,title=…::message``), then
-        the summary as notices. ``line`` is given only when the record's line in the file is
-        known; otherwise the annotation is file-level and the message names the JSON path."""
+        the summary as notices, the prompt-size check's warnings as warnings. ``line`` is given only
+        when the record's line in the file is known; otherwise the annotation is file-level and the
+        message names the JSON path."""
         out = []
         for f in self.findings:
             props = [f"file={github_escape(f.source, True)}"] + ([f"line={f.file_line}"] if f.file_line is not None else [])
@@ -197,15 +198,17 @@ class LintRun:
             where = f"{request_name(f.session, f.request)}, {f.json_path or f.pointer or f.segment}"
             out.append(f"::{_GITHUB_COMMAND[f.severity]} {','.join(props)}::"
                        f"{github_escape(f'{where}: {f.message}. Fix: {f.fix}')}")
-        return out + [f"::notice title=prefixcache summary::{github_escape(line)}" for line in self.summary_lines()]
+        return (out + [f"::notice title=prefixcache summary::{github_escape(line)}" for line in self.summary_lines()]
+                + [f"::warning title=prefixcache prompt size::{github_escape(w)}" for w in self.size_warnings])
 
     def text_lines(self) -> list[str]:
         """Plain text: one line per finding, then the summary.
 
         ``file:line: CODE severity [name] session S request N, where (char, token): message``;
-        ``file:`` alone, with the JSON path, when the record's line is unknown.
+        ``file:`` alone, with the JSON path, when the record's line is unknown. The prompt-size
+        check's warnings (the prompts analysed are not the billed ones) follow, ``warning: …``.
         """
-        return [_text_line(f) for f in self.findings] + self.summary_lines()
+        return [_text_line(f) for f in self.findings] + self.summary_lines() + [f"warning: {w}" for w in self.size_warnings]
 
     def summary_lines(self) -> list[str]:
         """The run in one line (requests, reusable fraction, lost tokens by code, findings),

@@ -32,6 +32,7 @@ point of the check is to say how far a figure may be from the bill, not to excus
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Iterable
 
 from prefixcache.analyzer.prepare.prepared import Prepared
@@ -99,12 +100,9 @@ class SessionSizes:
 
     @property
     def median_delta_fraction(self) -> float:
-        """Median of ``delta / billed`` over the calls (0.0 without calls)."""
-        xs = sorted(r.fraction for r in self.rows)
-        if not xs:
-            return 0.0
-        mid = len(xs) // 2
-        return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+        """Median of ``delta / billed`` over the calls (0.0 without calls; the mean of the middle two
+        for an even count, as ``statistics.median`` and simulate's provider-call note take it)."""
+        return median(r.fraction for r in self.rows) if self.rows else 0.0
 
     @property
     def band(self) -> tuple[float, float]:
@@ -232,11 +230,33 @@ class SizeCheck:
             lo, hi = s.band
             out.append(f"session {s.session}: our prompt counts{approx} are within {TOLERANCE:.0%} of the billed "
                        f"count on {ok} of {n} call(s); ours − billed {lo:+.1%} to {hi:+.1%}, median "
-                       f"{s.median_delta_fraction:+.1%}{how}. Figures from these prompts differ from the bill by "
-                       "as much")
+                       f"{s.median_delta_fraction:+.1%}{how}; figures computed from these prompts are off the bill by "
+                       "the same margin")
         rest = off[MAX_SESSION_LINES:]
         if rest:
             calls = sum(len(s.rows) for s in rest)
             out.append(f"and {len(rest)} more session(s) off the billed counts: {sum(s.within for s in rest)} of "
                        f"{calls} call(s) within {TOLERANCE:.0%}")
+        carried = self.carried()
+        if carried:
+            out.append(carried)
         return out
+
+    def carried(self) -> str | None:
+        """One line when calls were billed for prompt tokens the log does not carry as text (encrypted
+        reasoning, web-search results: both sized from the usage, so the size check counts them and
+        finds the calls within :data:`TOLERANCE`): how many tokens, on how many calls, and their share
+        of the billed prompt tokens. Every figure computed from our token stream (lint's reusable
+        tokens, simulate's hit tokens and cost without cache) leaves them out; None when none."""
+        rows = [r for s in self.sessions.values() for r in s.rows]
+        with_carried = [r for r in rows if r.reasoning or r.server]
+        if not with_carried:
+            return None
+        reasoning, server = sum(r.reasoning for r in rows), sum(r.server for r in rows)
+        billed = sum(r.billed for r in rows)
+        parts = [f"{x:,} of {what}" for x, what in ((reasoning, "encrypted reasoning"), (server, "web-search results"))
+                 if x]
+        return (f"billed but not in the analysed prompts: {reasoning + server:,} tokens "
+                f"({(reasoning + server) / max(billed, 1):.1%} of the {billed:,} billed prompt tokens) on "
+                f"{len(with_carried):,} of {len(rows):,} call(s) ({', '.join(parts)}; sized from the usage). "
+                "Figures computed from the prompts (reusable, hit and lost tokens, cost without cache) leave them out")

@@ -39,7 +39,7 @@ plainly (:func:`~prefixcache.analyzer.prepare.size_check.compared`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from statistics import median_low
+from statistics import median
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from prefixcache.analyzer.cache.provider.cost import billed_tokens
@@ -156,7 +156,7 @@ def _notes(anchor: str, off: int, deltas: Sequence[float], extras: Sequence[dict
     out = []
     if anchor == "usage":
         out.append(f"our rendered prompt is not the billed one on {off} of {len(deltas)} calls (ours − billed, median "
-                   f"{median_low(deltas):+.1%}): the in-thread bands are anchored on the reported usage (the previous "
+                   f"{median(deltas):+.1%}): the in-thread bands are anchored on the reported usage (the previous "
                    "call's reported prompt and output), not on our tokens")
     keys = [e.get("prompt_cache_key") for e in extras if isinstance(e, Mapping) and e.get("prompt_cache_key")]
     if keys:

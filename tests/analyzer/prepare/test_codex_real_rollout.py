@@ -33,6 +33,30 @@ def test_every_call_of_a_real_rollout_is_within_two_percent_of_its_bill() -> Non
     assert max(abs(r.delta) / r.billed for r in rows) < 0.01
     # without the web-search results, calls from the first search on would be 4-11% short
     assert sum(abs(r.delta - r.server) <= 0.02 * r.billed for r in rows) == 30
+    # what the log does not carry as text is said, with its share of the bill (a fresh user's trip: every call
+    # "within 2%" while simulate's prompts were 7.3% under the billed tokens)
+    carried = sum(r.reasoning + r.server for r in rows)
+    assert carried == sum(r.billed for r in rows) - sum(r.ours + r.images for r in rows) + sum(r.delta for r in rows)
+    line = check.carried()
+    assert line is not None and line in check.warnings()
+    assert line.startswith(f"billed but not in the analysed prompts: {carried:,} tokens (7.4% of the 6,055,836 billed")
+    assert "on 64 of 66 call(s)" in line and "394,452 of web-search results" in line
+
+
+def test_one_median_for_the_size_check_and_simulates_provider_note() -> None:
+    """Two calls: the size warning and the provider-call note name the same median (both statistics.median;
+    the note took the lower middle value, -52.7% against the warning's -32.1%)."""
+    import orjson
+    from typer.testing import CliRunner
+
+    from prefixcache.cli.app import app
+
+    log = ROLLOUT.parent.parent / "images" / "pydantic_ai_gpt-5-mini_tool_returns_image.jsonl.gz"
+    res = CliRunner().invoke(app, ["simulate", str(log), "--cache", "openai", "--json"])
+    doc = orjson.loads(res.stdout)
+    (warning,) = [w for w in doc["warnings"] if w.startswith("session ")]
+    (note,) = [n for n in doc["analyses"]["provider_calls"]["notes"] if n.startswith("our rendered prompt")]
+    assert "median -32.1%" in warning and "median -32.1%" in note
 
 
 
