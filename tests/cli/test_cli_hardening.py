@@ -364,6 +364,18 @@ def test_fix_of_a_format_that_cannot_be_written_back_names_the_command_to_type(t
     assert code == 0 and (tmp_path / "ds.traj.fixed.jsonl").exists()
 
 
+def test_fix_says_what_an_openai_copy_of_a_claude_code_log_cannot_carry(tmp_path, capsys):
+    """A fresh user's trip (stop 34): the printed command's copy of the Claude Code sample is less reusable
+    (96.8% → 94.4%): an OpenAI Chat copy cannot carry the hidden system prompt and tools. The message says so;
+    a log without such parts gets no clause (the test above)."""
+    log = tmp_path / "cc.jsonl"
+    log.write_bytes(existing(SAMPLES / "claude_code_session_v1.0.98_fe5e1c67.jsonl").read_bytes())
+    code, _, err = run_main(capsys, "lint", "--fix", log)
+    line = one_error_line(err)
+    assert code == 2 and f"--to openai --out {tmp_path / 'cc.fixed.jsonl'}; that copy cannot carry the hidden" in line
+    assert line.endswith("add --review to see both figures before writing"), line
+
+
 # 10, 21: wording ----------------------------------------------------------------------------------
 
 def test_rich_lint_report_names_offsets_in_the_rendered_prompt():
