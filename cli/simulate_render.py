@@ -89,7 +89,10 @@ def _results(rep: SimulateReport) -> None:
 def _requests(rep: SimulateReport) -> None:
     rows = getattr(rep, "requests", [])
     used = [c for c in CAUSES if any(f.lost_tokens_by_cause.get(c) for f in rows)]
-    t = _table("per request", ("#", "session", "record", "prompt", "cached", "ideal", *used))
+    title = "per request"
+    if len(rep.results) > 1:  # the rows are the first result row's (the JSON document says so in its schema)
+        title += f" ({rep.results[0].policy}, {rep.results[0].capacity}: the first of {len(rep.results)} result rows)"
+    t = _table(title, ("#", "session", "record", "prompt", "cached", "ideal", *used))
     for f in rows:
         t.add_row(str(f.order), f.session, str(f.record), _n(f.prompt_tokens), _n(f.cached_tokens),
                   _n(f.ideal_tokens), *(_n(f.lost_tokens_by_cause.get(c, 0)) for c in used))
