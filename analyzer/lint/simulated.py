@@ -84,8 +84,6 @@ def _columnar(ingest: Ingest, options: SimulateOptions, shape, on_prepared: Call
     input is not a trace this path reads (the caller takes the object path). The same report as the
     object path: same requests, sessions, drift extents and causes (PC002, lint's
     :data:`~prefixcache.analyzer.lint.rules.TRACE_DIVERGENCE`)."""
-    import numpy as np
-
     from prefixcache.analyzer.cache.index.trace_sessions import trace_drift
     from prefixcache.analyzer.ingest import IngestSummary
     from prefixcache.analyzer.ingest.readers.trace_columns import read_columns

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from prefixcache.analyzer.errors import InputError
 from prefixcache.analyzer.ingest.readers.traces import MooncakeReader, _block_size, _stem
 
 if TYPE_CHECKING:
@@ -99,12 +100,8 @@ def read_columns(ingest, input_format: str = "auto") -> TraceColumns | None:
             if not text.strip() or not isinstance(detect_reader(source, text), MooncakeReader):
                 return None
         return _parse(name, limits.value("MAX_RECORD_BYTES"))
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, OverflowError, orjson.JSONDecodeError):
-        return None
-    except Exception as e:  # noqa: BLE001 - detection errors (InputError): the object path names them
-        if type(e).__name__ == "InputError":
-            return None
-        raise
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, OverflowError, orjson.JSONDecodeError, InputError):
+        return None  # the object path reads it and names what is wrong
 
 
 def _parse(name: str, max_bytes: int) -> TraceColumns | None:
